@@ -1,0 +1,128 @@
+"""One exception tree for the whole toolkit.
+
+    X402LabError
+    ├── ConfigError                 bad arguments or settings (bad key, unknown budget, bad path)
+    ├── ProtocolError               a malformed x402 message (header, JSON, version)
+    ├── PaymentError                anything about paying
+    │   ├── PaymentRefused          the client refused to sign (challenge failed a check)
+    │   │   └── BudgetExceeded      the budget cannot cover the amount
+    │   ├── PaymentRejected         the server refused a signed payment; nothing settled
+    │   └── SettlementUnknown       a signed payment left and no clear answer came back
+    ├── ApiError                    the service answered with an error (status, code, body)
+    │   ├── ModelNotFound           missing, unknown or unpriced model id
+    │   ├── QuoteRejected           a music or video quote was refused
+    │   ├── NotFound                404 from a service (unknown handle, no matching reports)
+    │   └── RateLimited             429 after the retries of the unpaid phase
+    ├── TransportError              the service could not be reached (nothing was paid)
+    └── JobError                    a media job failed or timed out
+
+Every money error says what was refused and why in ``reason``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class X402LabError(Exception):
+    """Base class of every error raised by x402lab."""
+
+
+class ConfigError(X402LabError, ValueError):
+    """Bad arguments or settings."""
+
+
+class ProtocolError(X402LabError, ValueError):
+    """A malformed x402 message: header encoding, JSON, version or fields."""
+
+
+class PaymentError(X402LabError):
+    """Base class of the errors about paying. ``reason`` says what happened."""
+
+    def __init__(self, reason: str, **details: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.details = details
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.reason, self.details))
+
+
+def _rebuild(cls: type[PaymentError], reason: str, details: dict[str, Any]) -> PaymentError:
+    return cls(reason, **details)
+
+
+class PaymentRefused(PaymentError):
+    """The client refused to sign: the challenge failed a check. Nothing was signed."""
+
+
+class BudgetExceeded(PaymentRefused):
+    """The budget cannot cover the amount. Nothing was signed."""
+
+
+class PaymentRejected(PaymentError):
+    """The server refused a signed payment; nothing was settled and the budget was released."""
+
+
+class SettlementUnknown(PaymentError):
+    """A signed payment left the process and no clear answer came back.
+
+    The authorization may or may not have settled: it counts against the budget, the ledger
+    row is ``unknown``, and x402lab never signs a new authorization for the same request.
+    """
+
+
+class ApiError(X402LabError):
+    """The service answered with an error."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        body: Any = None,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.body = body
+        self.url = url
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_api,
+            (type(self), self.message, self.status, self.code, self.body, self.url),
+        )
+
+
+def _rebuild_api(
+    cls: type[ApiError], message: str, status: Any, code: Any, body: Any, url: Any
+) -> ApiError:
+    return cls(message, status=status, code=code, body=body, url=url)
+
+
+class ModelNotFound(ApiError):
+    """A missing, unknown or unpriced model id (the gateway's 400, or caught before sending)."""
+
+
+class QuoteRejected(ApiError):
+    """A music or video quote was refused (for example a duration outside the constraints)."""
+
+
+class NotFound(ApiError):
+    """A 404: an unknown handle, or a range that matched no report."""
+
+
+class RateLimited(ApiError):
+    """Still rate limited (429) after the retries of the unpaid phase."""
+
+
+class TransportError(X402LabError):
+    """The service could not be reached. Raised only where nothing was paid."""
+
+
+class JobError(X402LabError):
+    """A media job failed or did not finish in time."""
