@@ -1,0 +1,78 @@
+"""Base64 JSON header codec for PAYMENT-REQUIRED, PAYMENT-SIGNATURE and PAYMENT-RESPONSE.
+
+We emit what every peer accepts (compact JSON, standard base64 with padding) and decode
+leniently, because gateways in the wild send urlsafe or unpadded values.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from x402lab.errors import ProtocolError
+
+# Far above any real challenge; stops a hostile header from costing much memory.
+MAX_HEADER_CHARS = 1 << 20
+
+_WHITESPACE = re.compile(r"\s+")
+_BASE64_CHARS = re.compile(r"[A-Za-z0-9+/]*")
+_URLSAFE = str.maketrans("-_", "+/")
+
+
+def preview(value: object, limit: int = 40) -> str:
+    """A short repr of untrusted input for error messages (at most ``limit`` characters)."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return repr(text) if isinstance(value, str) else text
+
+
+def encode_header(obj: Mapping[str, Any]) -> str:
+    """Return ``obj`` as compact UTF-8 JSON in standard base64 with padding."""
+    data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return base64.b64encode(data.encode("utf-8")).decode("ascii")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def decode_header(value: str | bytes) -> dict[str, Any]:
+    """Decode a base64 JSON header value into a dict.
+
+    Accepts standard or urlsafe base64, with or without padding, and ignores whitespace.
+    Raises ProtocolError naming the problem: bad base64, not UTF-8, not JSON, not an object.
+    """
+    if isinstance(value, bytes | bytearray):
+        try:
+            value = bytes(value).decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError("bad base64 in header: non-ASCII bytes") from exc
+    if not isinstance(value, str):
+        raise ProtocolError(f"bad header value: want str or bytes, got {type(value).__name__}")
+    if len(value) > MAX_HEADER_CHARS:
+        raise ProtocolError(f"bad header value: {len(value)} characters is too long")
+    text = _WHITESPACE.sub("", value).translate(_URLSAFE).rstrip("=")
+    if not text:
+        raise ProtocolError("bad base64 in header: empty value")
+    if not _BASE64_CHARS.fullmatch(text) or len(text) % 4 == 1:
+        raise ProtocolError(f"bad base64 in header: {preview(value)}")
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ProtocolError(f"bad base64 in header: {preview(value)}") from exc
+    try:
+        decoded = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError("header is not UTF-8 JSON: invalid UTF-8 bytes") from exc
+    try:
+        obj = json.loads(decoded, parse_constant=_reject_constant)
+    except ValueError as exc:
+        raise ProtocolError(f"header is not JSON: {preview(decoded)}") from exc
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"header JSON is not an object: got {type(obj).__name__}")
+    return obj
