@@ -1,0 +1,98 @@
+"""Spending caps. A budget holds money before anything is signed.
+
+The cap covers settled, in-flight and unknown spend, so concurrent requests can never push
+spend past it. Reservations live in the ledger's database: atomic across threads, tasks and
+processes sharing the file, and a named budget keeps its spend across kernel restarts.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING
+
+from x402lab.errors import ConfigError
+from x402lab.ledger import BudgetState, PaymentMeta
+from x402lab.money import format_usd, usd_to_atomic
+
+if TYPE_CHECKING:
+    from x402lab.ledger import Ledger
+
+
+def _cap(value: float | None, what: str) -> int | None:
+    if value is None:
+        return None
+    atomic = usd_to_atomic(value)
+    if atomic <= 0:
+        raise ConfigError(f"{what} must be a positive USD amount, got {value!r}")
+    return atomic
+
+
+class Budget:
+    """A spending cap in USD, with an optional cap per call.
+
+    ``Budget(usd=5.0, per_call_usd=0.50, name="exp-1")``. Without a name the budget lives for
+    this session only; with a name its spend is read back from the ledger after a restart.
+    ``usd=None`` means no total cap (the per-call cap still applies).
+    """
+
+    def __init__(
+        self, usd: float | None = None, per_call_usd: float | None = None, name: str | None = None
+    ) -> None:
+        self.cap_atomic = _cap(usd, "usd")
+        self.per_call_atomic = _cap(per_call_usd, "per_call_usd")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigError(f"budget name must be a non-empty string, got {name!r}")
+        self.named = name is not None
+        self.name = name if name is not None else f"session-{secrets.token_hex(4)}"
+        self._ledger: Ledger | None = None
+
+    def bind(self, ledger: Ledger) -> Budget:
+        """Attach to the ledger that keeps this budget's reservations; returns self."""
+        if self._ledger is not None and self._ledger.path != ledger.path:
+            raise ConfigError(f"budget {self.name!r} is already bound to {self._ledger.path}")
+        ledger.register_budget(self.name, self.cap_atomic, self.per_call_atomic)
+        self._ledger = ledger
+        return self
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            raise ConfigError(f"budget {self.name!r} is not bound to a ledger (use connect())")
+        return self._ledger
+
+    def reserve(self, amount_atomic: int, meta: PaymentMeta) -> int:
+        """Hold ``amount_atomic`` before signing; returns the ledger row id.
+
+        Raises BudgetExceeded (a ``refused`` row is recorded) when the cap would be passed.
+        """
+        return self.ledger.reserve(
+            budget=self.name, cap_atomic=self.cap_atomic, amount_atomic=amount_atomic, meta=meta
+        )
+
+    def state(self) -> BudgetState:
+        """Settled, in-flight and unknown spend right now."""
+        return self.ledger.budget_state(self.name, self.cap_atomic)
+
+    @property
+    def spent_usd(self) -> float:
+        """Settled spend in USD."""
+        return self.state().settled_atomic / 1_000_000
+
+    @property
+    def remaining_usd(self) -> float | None:
+        """What is left to reserve (None without a total cap)."""
+        remaining = self.state().remaining_atomic
+        return None if remaining is None else remaining / 1_000_000
+
+    def __repr__(self) -> str:
+        cap = format_usd(self.cap_atomic) if self.cap_atomic is not None else "no cap"
+        per_call = format_usd(self.per_call_atomic) if self.per_call_atomic is not None else "none"
+        text = f"Budget(name={self.name!r}, cap={cap}, per_call={per_call}"
+        if self._ledger is not None:
+            state = self.state()
+            text += (
+                f", settled={format_usd(state.settled_atomic)}"
+                f", in_flight={format_usd(state.in_flight_atomic)}"
+                f", unknown={format_usd(state.unknown_atomic)}"
+            )
+        return text + ")"

@@ -1,0 +1,467 @@
+"""The durable record of every payment: a SQLite database in WAL mode.
+
+One file serves many notebooks and processes at once. Budget reservations happen inside a
+``BEGIN IMMEDIATE`` transaction, so they are atomic across threads, asyncio tasks and
+processes that share the file. Write-ahead: the row of a signed payment (with its nonce) is
+committed, with a full fsync, before the paid request leaves the process.
+
+Statuses: ``reserved`` (budget held, nothing signed), ``signed`` (authorization made, request
+about to leave or in flight), ``settled`` (receipt seen), ``rejected`` (the server refused the
+payment; nothing settled), ``failed`` (the paid request failed without settling), ``unknown``
+(a signed payment left and no clear answer came back), ``released`` (a reservation given back
+unsigned), ``refused`` (the client refused to sign). Reserved, signed, settled and unknown
+rows count against their budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from x402lab.errors import BudgetExceeded, ConfigError
+from x402lab.money import format_usd
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+DEFAULT_LEDGER_PATH = "~/.x402lab/ledger.sqlite"
+STATUSES = (
+    "reserved",
+    "signed",
+    "settled",
+    "rejected",
+    "failed",
+    "unknown",
+    "released",
+    "refused",
+)
+COUNTING_STATUSES = ("reserved", "signed", "settled", "unknown")
+_OPEN_STATUSES = ("reserved", "signed")
+_COUNTING_SQL = "('reserved','signed','settled','unknown')"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS payments (
+    id INTEGER PRIMARY KEY,
+    ts_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL,
+    service TEXT NOT NULL,
+    method TEXT,
+    path TEXT,
+    model TEXT,
+    request_key TEXT,
+    budget TEXT NOT NULL,
+    amount_atomic INTEGER NOT NULL,
+    upstream_usd REAL,
+    price_mult REAL,
+    status TEXT NOT NULL,
+    tx_hash TEXT,
+    payer TEXT,
+    pay_to TEXT,
+    network TEXT,
+    asset TEXT,
+    nonce TEXT UNIQUE,
+    valid_before INTEGER,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS payments_budget_status ON payments (budget, status);
+CREATE INDEX IF NOT EXISTS payments_request_key ON payments (request_key);
+CREATE TABLE IF NOT EXISTS budgets (
+    name TEXT PRIMARY KEY,
+    cap_atomic INTEGER,
+    per_call_atomic INTEGER,
+    created_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL
+);
+"""
+
+_COLUMNS = (
+    "id",
+    "ts",
+    "service",
+    "method",
+    "path",
+    "model",
+    "request_key",
+    "budget",
+    "amount_atomic",
+    "amount_usd",
+    "upstream_usd",
+    "price_mult",
+    "status",
+    "tx_hash",
+    "payer",
+    "pay_to",
+    "network",
+    "asset",
+    "nonce",
+    "error",
+)
+
+
+@dataclass(frozen=True)
+class PaymentMeta:
+    """What a ledger row says about the call it pays for."""
+
+    service: str
+    method: str | None = None
+    path: str | None = None
+    model: str | None = None
+    request_key: str | None = None
+    pay_to: str | None = None
+    network: str | None = None
+    asset: str | None = None
+    upstream_usd: float | None = None
+    price_mult: float | None = None
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    """Spend of one budget in atomic units."""
+
+    name: str
+    cap_atomic: int | None
+    settled_atomic: int
+    in_flight_atomic: int
+    unknown_atomic: int
+
+    @property
+    def committed_atomic(self) -> int:
+        """Settled, in flight and unknown: what the cap is measured against."""
+        return self.settled_atomic + self.in_flight_atomic + self.unknown_atomic
+
+    @property
+    def remaining_atomic(self) -> int | None:
+        if self.cap_atomic is None:
+            return None
+        return max(0, self.cap_atomic - self.committed_atomic)
+
+
+def ledger_schema() -> pa.Schema:
+    """The declared Arrow schema of ledger rows."""
+    import pyarrow as pa
+
+    text = pa.string()
+    return pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("ts", pa.timestamp("us", tz="UTC"), nullable=False),
+            pa.field("service", text, nullable=False),
+            ("method", text),
+            ("path", text),
+            ("model", text),
+            ("request_key", text),
+            pa.field("budget", text, nullable=False),
+            pa.field("amount_atomic", pa.int64(), nullable=False),
+            pa.field("amount_usd", pa.float64(), nullable=False),
+            ("upstream_usd", pa.float64()),
+            ("price_mult", pa.float64()),
+            pa.field("status", text, nullable=False),
+            ("tx_hash", text),
+            ("payer", text),
+            ("pay_to", text),
+            ("network", text),
+            ("asset", text),
+            ("nonce", text),
+            ("error", text),
+        ]
+    )
+
+
+class Ledger:
+    """The SQLite ledger of payments (default ``~/.x402lab/ledger.sqlite``)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = DEFAULT_LEDGER_PATH,
+        *,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(path).expanduser()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the ledger folder {self.path.parent}: {exc}"
+            ) from None
+        self._now = now
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=60.0, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA busy_timeout=60000")
+            with self.transaction():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"cannot open the ledger {self.path}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"Ledger(path={str(self.path)!r})"
+
+    def _now_us(self) -> int:
+        return int(self._now() * 1_000_000)
+
+    # -- plumbing shared with the other stores of the same file ----------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """An immediate (write-locking) transaction, committed on success."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Rows of a read query, as sqlite3.Row."""
+        with self._lock:
+            cursor = self._db.execute(sql, params)
+            cursor.row_factory = sqlite3.Row
+            return cursor.fetchall()
+
+    def ensure_schema(self, ddl: str) -> None:
+        """Create a store's own tables in this file (idempotent DDL, ``;``-separated)."""
+        with self.transaction() as db:
+            for statement in ddl.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- budgets ---------------------------------------------------------------------------
+
+    def register_budget(
+        self, name: str, cap_atomic: int | None, per_call_atomic: int | None
+    ) -> None:
+        """Record a budget's caps (a named budget keeps its spend across restarts)."""
+        now = self._now_us()
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO budgets (name, cap_atomic, per_call_atomic, created_us, updated_us)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
+                " cap_atomic=excluded.cap_atomic, per_call_atomic=excluded.per_call_atomic,"
+                " updated_us=excluded.updated_us",
+                (name, cap_atomic, per_call_atomic, now, now),
+            )
+
+    def budget_state(self, name: str, cap_atomic: int | None = None) -> BudgetState:
+        """Settled, in-flight and unknown spend of a budget."""
+        with self._lock:
+            return self._budget_state(self._db, name, cap_atomic)
+
+    @staticmethod
+    def _budget_state(db: sqlite3.Connection, name: str, cap: int | None) -> BudgetState:
+        sums = dict.fromkeys(COUNTING_STATUSES, 0)
+        for status, total in db.execute(
+            "SELECT status, SUM(amount_atomic) FROM payments"
+            f" WHERE budget = ? AND status IN {_COUNTING_SQL} GROUP BY status",
+            (name,),
+        ):
+            sums[status] = int(total)
+        return BudgetState(
+            name=name,
+            cap_atomic=cap,
+            settled_atomic=sums["settled"],
+            in_flight_atomic=sums["reserved"] + sums["signed"],
+            unknown_atomic=sums["unknown"],
+        )
+
+    # -- the payment lifecycle -------------------------------------------------------------
+
+    def reserve(
+        self, *, budget: str, cap_atomic: int | None, amount_atomic: int, meta: PaymentMeta
+    ) -> int:
+        """Hold ``amount_atomic`` of a budget atomically; returns the new row's id.
+
+        Raises BudgetExceeded (after recording a ``refused`` row) when the budget's settled,
+        in-flight and unknown spend plus this amount would pass its cap.
+        """
+        with self.transaction() as db:
+            state = self._budget_state(db, budget, cap_atomic)
+            if cap_atomic is not None and state.committed_atomic + amount_atomic > cap_atomic:
+                reason = (
+                    f"amount {format_usd(amount_atomic)} exceeds what budget {budget!r} has left:"
+                    f" {format_usd(state.remaining_atomic)} of {format_usd(cap_atomic)}"
+                )
+                self._insert(db, budget, amount_atomic, meta, "refused", error=reason)
+                refused = BudgetExceeded(reason, budget=budget, amount_atomic=amount_atomic)
+            else:
+                return self._insert(db, budget, amount_atomic, meta, "reserved")
+        raise refused
+
+    def record_refused(
+        self, *, budget: str, amount_atomic: int, meta: PaymentMeta, error: str
+    ) -> int:
+        """Record a challenge the client refused to sign."""
+        with self.transaction() as db:
+            return self._insert(db, budget, amount_atomic, meta, "refused", error=error)
+
+    def _insert(
+        self,
+        db: sqlite3.Connection,
+        budget: str,
+        amount: int,
+        meta: PaymentMeta,
+        status: str,
+        error: str | None = None,
+    ) -> int:
+        now = self._now_us()
+        cursor = db.execute(
+            "INSERT INTO payments (ts_us, updated_us, service, method, path, model, request_key,"
+            " budget, amount_atomic, upstream_usd, price_mult, status, pay_to, network, asset,"
+            " error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                now,
+                now,
+                meta.service,
+                meta.method,
+                meta.path,
+                meta.model,
+                meta.request_key,
+                budget,
+                int(amount),
+                meta.upstream_usd,
+                meta.price_mult,
+                status,
+                meta.pay_to,
+                meta.network,
+                meta.asset,
+                error,
+            ),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def record_signed(self, row_id: int, *, nonce: str, payer: str, valid_before: int) -> None:
+        """Write-ahead: commit the signed authorization's nonce before the request is sent."""
+        self._move(
+            row_id, "signed", ("reserved",), nonce=nonce, payer=payer, valid_before=valid_before
+        )
+
+    def record_settled(self, row_id: int, *, tx_hash: str | None, payer: str | None) -> None:
+        """The receipt arrived: the payment settled."""
+        self._move(row_id, "settled", ("signed", "unknown"), tx_hash=tx_hash, payer=payer)
+
+    def record_rejected(self, row_id: int, error: str) -> None:
+        """The server refused the payment: nothing settled, the reservation is given back."""
+        self._move(row_id, "rejected", ("signed",), error=error)
+
+    def record_failed(self, row_id: int, error: str) -> None:
+        """The paid request failed in a way that proves nothing settled."""
+        self._move(row_id, "failed", ("signed",), error=error)
+
+    def record_unknown(self, row_id: int, error: str) -> None:
+        """A signed payment left and no clear answer came back; it keeps counting."""
+        self._move(row_id, "unknown", ("signed",), error=error)
+
+    def release(self, row_id: int, error: str | None = None) -> None:
+        """Give back a reservation that was never signed."""
+        self._move(row_id, "released", ("reserved",), error=error)
+
+    def _move(self, row_id: int, status: str, allowed_from: tuple[str, ...], **fields: Any) -> None:
+        fields = {key: value for key, value in fields.items() if value is not None}
+        assignments = "".join(f", {key} = ?" for key in fields)
+        placeholders = ",".join("?" * len(allowed_from))
+        with self.transaction() as db:
+            cursor = db.execute(
+                f"UPDATE payments SET status = ?, updated_us = ?{assignments}"
+                f" WHERE id = ? AND status IN ({placeholders})",
+                (status, self._now_us(), *fields.values(), row_id, *allowed_from),
+            )
+            if cursor.rowcount != 1:
+                found = db.execute("SELECT status FROM payments WHERE id = ?", (row_id,)).fetchone()
+                current = found[0] if found else "missing"
+                raise ConfigError(f"ledger row {row_id} cannot move to {status!r} from {current!r}")
+
+    def mark_stale_signed_unknown(self, *, older_than_s: float = 0.0) -> int:
+        """Turn ``signed`` rows whose authorization window has passed into ``unknown``.
+
+        Such rows belong to a process that stopped mid-request; whether they settled is not
+        known. Returns how many rows moved.
+        """
+        now_s = int(self._now() - older_than_s)
+        with self.transaction() as db:
+            cursor = db.execute(
+                "UPDATE payments SET status = 'unknown', updated_us = ?, error = COALESCE(error,"
+                " 'the process stopped before an answer arrived') WHERE status = 'signed'"
+                " AND valid_before IS NOT NULL AND valid_before < ?",
+                (self._now_us(), now_s),
+            )
+            return cursor.rowcount
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def row(self, row_id: int) -> dict[str, Any] | None:
+        """One ledger row as a dict (columns of ``ledger_schema``), or None."""
+        rows = self.rows(where="id = ?", params=(row_id,))
+        return rows[0] if rows else None
+
+    def rows(self, *, where: str = "1", params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Ledger rows as dicts, oldest first. ``where`` is an SQL condition on the table."""
+        records = self.query(f"SELECT * FROM payments WHERE {where} ORDER BY id", params)
+        return [_as_record(record) for record in records]
+
+    def to_arrow(self) -> pa.Table:
+        """All ledger rows as an Arrow table with the declared schema."""
+        import pyarrow as pa
+
+        records = self.rows()
+        schema = ledger_schema()
+        columns = {name: [record[name] for record in records] for name in schema.names}
+        return pa.table(columns, schema=schema)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """All ledger rows as a DataFrame (dtypes from the declared Arrow schema)."""
+        return arrow_to_pandas(self.to_arrow())
+
+
+def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
+    """Arrow to pandas keeping the declared dtypes: int64 stays int64 (nullable when needed),
+    timestamps stay tz-aware UTC, and an empty table keeps its columns and dtypes."""
+    import pandas as pd
+    import pyarrow as pa
+
+    def mapper(arrow_type: pa.DataType) -> Any:
+        if pa.types.is_integer(arrow_type):
+            return pd.Int64Dtype()
+        if pa.types.is_boolean(arrow_type):
+            return pd.BooleanDtype()
+        return None
+
+    # Dtypes follow the schema, not the data: a non-nullable integer field is int64, a
+    # nullable one Int64, whether or not this table happens to hold a null.
+    required_ints = [
+        field.name
+        for field in table.schema
+        if pa.types.is_integer(field.type) and not field.nullable
+    ]
+    frame = table.to_pandas(types_mapper=mapper)
+    for name in required_ints:
+        frame[name] = frame[name].astype("int64")
+    return frame
+
+
+def _as_record(row: sqlite3.Row) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    amount = row["amount_atomic"]
+    record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (sqlite3.Row)
+    record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
+    record["amount_usd"] = amount / 1_000_000 if amount is not None else None
+    return {name: record.get(name) for name in _COLUMNS}

@@ -1,0 +1,230 @@
+"""One HTTP boundary per service: the paid handshake, unpaid-phase retries, error mapping.
+
+Foreign errors (httpx, aiohttp) are translated here and nowhere else. Retries happen only
+while nothing is signed: 429 and 5xx answers (honouring ``Retry-After``) and connection
+failures of the unpaid request. Once a payment is signed the request is never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from x402lab.errors import (
+    ApiError,
+    ModelNotFound,
+    NotFound,
+    ProtocolError,
+    RateLimited,
+    SettlementUnknown,
+    TransportError,
+)
+from x402lab.money import format_usd
+from x402lab.transport.auth import CallState, PaymentAuth
+from x402lab.transport.payer import CallInfo, Cost, Payer, read_challenge
+from x402lab.x402.models import PaymentRequired
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long the unpaid phase retries."""
+
+    attempts: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    retry_statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+
+
+def retry_delay(policy: RetryPolicy, attempt: int, retry_after: str | None, now: float) -> float:
+    """Seconds to wait before try ``attempt + 1``: ``Retry-After`` (seconds or HTTP date)
+    when given, else exponential backoff; never more than ``policy.max_delay_s``."""
+    if retry_after:
+        text = retry_after.strip()
+        try:
+            delay = float(text)
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(text) if text else None
+            delay = parsed.timestamp() - now if parsed is not None else policy.base_delay_s
+        return min(max(delay, 0.0), policy.max_delay_s)
+    return min(policy.base_delay_s * (2**attempt), policy.max_delay_s)
+
+
+@dataclass
+class Reply:
+    """An HTTP answer and, for a paid call, what it cost."""
+
+    response: httpx.Response
+    cost: Cost | None
+
+    def json(self) -> Any:
+        return self.response.json()
+
+
+def error_from_response(response: httpx.Response, service: str) -> ApiError:
+    """The ApiError subclass that names what a non-success answer says."""
+    try:
+        body: Any = json.loads(response.content)
+    except (ValueError, UnicodeDecodeError, httpx.ResponseNotRead):
+        body = None
+    code = message = hint = None
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping):
+            code, message = error.get("code"), error.get("message")
+        elif isinstance(error, str):
+            code = error
+        message = body.get("message", message)
+        hint = body.get("hint")
+    if message is None and not isinstance(body, Mapping):
+        message = response.text[:200] if response.is_stream_consumed or response.content else None
+    request = response.request
+    status = response.status_code
+    text = f"{service} {request.method} {request.url.path}: HTTP {status}"
+    for part in dict.fromkeys(p for p in (code, message) if p):
+        text += f" {part}"
+    if hint:
+        text += f" (hint: {hint})"
+    kind: type[ApiError] = ApiError
+    if status == 404:
+        kind = NotFound
+    elif status == 429:
+        kind = RateLimited
+    elif status == 400 and "model" in f"{code} {message}".lower():
+        kind = ModelNotFound
+    return kind(text, status=status, code=code, body=body, url=str(request.url))
+
+
+class ServiceClient:
+    """Sends free and paid requests to one service."""
+
+    def __init__(
+        self,
+        *,
+        service: str,
+        base_url: str,
+        http: httpx.AsyncClient,
+        payer: Payer | None,
+        header_name: str = "PAYMENT-SIGNATURE",
+        retry: RetryPolicy = RetryPolicy(),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.service = service
+        self.base_url = base_url.rstrip("/")
+        self.http = http
+        self.payer = payer
+        self.header_name = header_name
+        self.retry = retry
+        self._sleep = sleep
+        self._headers = dict(extra_headers or {})
+
+    def __repr__(self) -> str:
+        return f"ServiceClient({self.service!r}, {self.base_url!r})"
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        call: CallInfo | None = None,
+        expect_402: bool = False,
+        stream: bool = False,
+        **request_kwargs: Any,
+    ) -> Reply:
+        """Send one logical request; with ``call`` set, pay its 402 once.
+
+        Raises ApiError subclasses for error answers, TransportError when the service is
+        unreachable (nothing paid), PaymentRefused/BudgetExceeded (nothing signed),
+        PaymentRejected (signed, refused, nothing settled) and SettlementUnknown.
+        """
+        url = f"{self.base_url}{path}"
+        headers = {**self._headers, **request_kwargs.pop("headers", {})}
+        last = self.retry.attempts - 1
+        for attempt in range(self.retry.attempts):
+            state = CallState()
+            request = self.http.build_request(method, url, headers=headers, **request_kwargs)
+            auth = None
+            if call is not None:
+                if self.payer is None:
+                    raise ApiError(f"{self.service} {path} needs payment and no wallet is set")
+                auth = PaymentAuth(self.payer, call, self.header_name, state)
+            try:
+                response = await self.http.send(request, auth=auth, stream=stream)
+            except httpx.HTTPError as exc:
+                if state.signed:
+                    ticket = state.ticket
+                    assert ticket is not None
+                    raise SettlementUnknown(
+                        f"payment of {format_usd(ticket.amount_atomic)} may or may not have"
+                        f" settled: {type(exc).__name__} after it was sent; ledger row"
+                        f" {ticket.row_id} is 'unknown' and it will not be paid again"
+                        " automatically",
+                        ledger_id=ticket.row_id,
+                        nonce=ticket.payload.authorization.nonce,
+                    ) from exc
+                if attempt < last:
+                    await self._sleep(retry_delay(self.retry, attempt, None, time.time()))
+                    continue
+                raise TransportError(
+                    f"cannot reach {self.service} at {url}: {type(exc).__name__}: {exc}"
+                ) from exc
+            status = response.status_code
+            if not state.signed and status in self.retry.retry_statuses and attempt < last:
+                await response.aclose()
+                delay = retry_delay(
+                    self.retry, attempt, response.headers.get("retry-after"), time.time()
+                )
+                await self._sleep(delay)
+                continue
+            if expect_402 and status == 402:
+                return Reply(response, None)
+            if status >= 400:
+                if stream:
+                    await response.aread()
+                raise error_from_response(response, self.service)
+            return Reply(response, state.cost)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def probe(self, method: str, path: str, **request_kwargs: Any) -> PaymentRequired:
+        """Send a request unpaid and return its 402 challenge; nothing is signed.
+
+        Raises ApiError when the route answers anything but 402 (a bad model is a 400).
+        """
+        reply = await self.send(method, path, expect_402=True, **request_kwargs)
+        response = reply.response
+        if response.status_code != 402:
+            raise ApiError(
+                f"{self.service} {method} {path} answered HTTP {response.status_code}, not a"
+                " 402 challenge: it is free or not a paid route",
+                status=response.status_code,
+                url=str(response.request.url),
+            )
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        try:
+            return read_challenge(response.headers.get("payment-required"), body)
+        except ProtocolError:
+            raise
+
+
+def make_http_client(*, timeout_s: float = 120.0, max_connections: int = 64) -> httpx.AsyncClient:
+    """An httpx client on the aiohttp transport (several times faster under concurrency)."""
+    from httpx_aiohttp import AiohttpTransport
+
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
+    return httpx.AsyncClient(
+        transport=AiohttpTransport(limits=limits),
+        timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 15.0)),
+        follow_redirects=False,
+    )
