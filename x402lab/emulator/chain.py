@@ -1,0 +1,154 @@
+"""An in-memory USDC ledger standing in for the chain: balances, used nonces, transfers.
+
+It does what the USDC contract does at ``transferWithAuthorization`` time: a nonce settles
+once per payer, and the payer must hold the value. Signatures and time windows are the
+verifier's job (``x402lab.x402.verify``). All methods are thread-safe (one lock), because
+the two services and the tests touch the same chain from different threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+
+from x402lab.money import usd_to_atomic
+from x402lab.x402.models import PaymentPayload, PaymentRequirements
+from x402lab.x402.tokens import BASE_USDC, Token
+
+NONCE_ALREADY_USED = "invalid_exact_evm_nonce_already_used"
+INSUFFICIENT_BALANCE = "invalid_exact_evm_insufficient_balance"
+WRONG_ASSET = "invalid_payment_requirements"
+
+
+class ChainRejected(Exception):
+    """The chain refused a transfer; nothing moved. ``reason`` is an x402 error reason."""
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One settled transfer."""
+
+    tx_hash: str
+    payer: str
+    pay_to: str
+    amount_atomic: int
+    nonce: str
+    network: str
+    asset: str
+
+
+class Chain:
+    """In-memory USDC balances for one token.
+
+    ``auto_fund_atomic``: a payer seen for the first time starts with this balance (test
+    mode's funded wallets); 0 means payers hold only what ``fund`` gave them.
+    """
+
+    def __init__(self, *, auto_fund_atomic: int = 100 * 10**6, token: Token = BASE_USDC) -> None:
+        self.token = token
+        self.auto_fund_atomic = auto_fund_atomic
+        self._lock = threading.Lock()
+        self._balances: dict[str, int] = {}
+        self._used: set[tuple[str, str]] = set()
+        self._transfers: list[Transfer] = []
+
+    @classmethod
+    def for_settings(cls, settings: object) -> Chain:
+        """The chain an emulator with ``settings`` uses (funded payers only in test mode)."""
+        test_mode = bool(getattr(settings, "test_mode", True))
+        balance = usd_to_atomic(getattr(settings, "balance_usd", 100.0))
+        return cls(auto_fund_atomic=balance if test_mode else 0)
+
+    def _balance_locked(self, address: str) -> int:
+        key = address.lower()
+        if key not in self._balances:
+            self._balances[key] = self.auto_fund_atomic
+        return self._balances[key]
+
+    def balance_of(self, address: str) -> int:
+        """The atomic USDC balance of ``address`` (funding it on first sight when configured)."""
+        with self._lock:
+            return self._balance_locked(address)
+
+    def fund(self, address: str, amount_atomic: int) -> int:
+        """Add ``amount_atomic`` to ``address``; returns the new balance."""
+        if amount_atomic < 0:
+            raise ValueError("amount_atomic must not be negative")
+        with self._lock:
+            balance = self._balance_locked(address) + amount_atomic
+            self._balances[address.lower()] = balance
+            return balance
+
+    def nonce_used(self, payer: str, nonce: str) -> bool:
+        """True when ``payer`` already settled an authorization with ``nonce``."""
+        with self._lock:
+            return (payer.lower(), nonce.lower()) in self._used
+
+    def check(self, payload: PaymentPayload) -> str | None:
+        """The reason the transfer would fail now (nonce used, balance short), or None."""
+        auth = payload.authorization
+        with self._lock:
+            return self._refusal_locked(auth.from_address, auth.nonce, auth.value)
+
+    def _refusal_locked(self, payer: str, nonce: str, value: int) -> str | None:
+        if (payer.lower(), nonce.lower()) in self._used:
+            return NONCE_ALREADY_USED
+        if self._balance_locked(payer) < value:
+            return INSUFFICIENT_BALANCE
+        return None
+
+    def transfer_with_authorization(
+        self, payload: PaymentPayload, requirements: PaymentRequirements
+    ) -> str:
+        """Move ``authorization.value`` from the payer to ``authorization.to``; returns tx hash.
+
+        Marks the nonce used. Raises ChainRejected (nothing moved) when the nonce was used,
+        the balance is short, or the requirements name another token.
+        """
+        auth = payload.authorization
+        if (
+            requirements.network != self.token.network
+            or requirements.asset.lower() != self.token.address.lower()
+        ):
+            raise ChainRejected(WRONG_ASSET, "this chain holds only Base USDC")
+        with self._lock:
+            reason = self._refusal_locked(auth.from_address, auth.nonce, auth.value)
+            if reason is not None:
+                raise ChainRejected(reason)
+            payer, receiver = auth.from_address.lower(), auth.to.lower()
+            self._balances[payer] -= auth.value
+            self._balances[receiver] = self._balance_locked(receiver) + auth.value
+            self._used.add((payer, auth.nonce.lower()))
+            # (payer, nonce) settles once, so hashing it gives a unique, reproducible hash.
+            digest = hashlib.sha256(
+                f"{self.token.network}|{payer}|{auth.nonce.lower()}".encode()
+            ).hexdigest()
+            tx_hash = "0x" + digest
+            self._transfers.append(
+                Transfer(
+                    tx_hash=tx_hash,
+                    payer=auth.from_address,
+                    pay_to=auth.to,
+                    amount_atomic=auth.value,
+                    nonce=auth.nonce,
+                    network=self.token.network,
+                    asset=self.token.address,
+                )
+            )
+            return tx_hash
+
+    def transfers(self) -> list[Transfer]:
+        """Every settled transfer, oldest first (a copy)."""
+        with self._lock:
+            return list(self._transfers)
+
+    def received(self, pay_to: str) -> int:
+        """Total atomic USDC settled to ``pay_to``."""
+        key = pay_to.lower()
+        with self._lock:
+            return sum(t.amount_atomic for t in self._transfers if t.pay_to.lower() == key)
