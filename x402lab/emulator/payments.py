@@ -243,7 +243,7 @@ class PaymentGate:
         challenge_body: ChallengeBody | None = None,
         on_refused: RefusalHandler | None = None,
     ) -> Charge:
-        """Spends the caller's money: challenge, verify and settle ``amount_atomic`` for ``request``.
+        """Spends the payer's money: challenge, verify and settle ``amount_atomic``.
 
         Returns a Charge whose ``response`` is the answer to send (429/503 fault, 402
         challenge or refusal, 400 malformed payment), or a settled Charge. ``on_refused`` may
