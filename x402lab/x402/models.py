@@ -221,25 +221,27 @@ def _normalize_entry(entry: Any, where: str) -> PaymentRequirements:
     if "version" in entry:
         _check_version(entry["version"], where)
     extra = entry.get("extra")
-    missing = [key for key in ("scheme", "maxTimeoutSeconds") if key not in entry]
-    if extra is None or (
-        isinstance(extra, Mapping) and not ("name" in extra and "version" in extra)
-    ):
+    missing = [key for key in ("scheme", "maxTimeoutSeconds", "extra") if entry.get(key) is None]
+    token = token_for(get_str(entry, "network", where), get_str(entry, "asset", where))
+    # An extra without the domain is completed for a known token; for any other token it is
+    # left alone (the checks refuse it later) so one foreign entry cannot spoil the challenge.
+    if isinstance(extra, Mapping) and not ("name" in extra and "version" in extra) and token:
         missing.append("extra")
     if not missing:
         return PaymentRequirements.from_wire(entry, where)
-    network = get_str(entry, "network", where)
-    asset = get_str(entry, "asset", where)
-    token = token_for(network, asset)
     if token is None:
+        network, asset = entry["network"], entry["asset"]
         raise ProtocolError(
             f"{where}{', '.join(missing)}: missing, and asset {preview(asset)} on {network} "
             "is not a known token (refusing to guess its EIP-712 domain)"
         )
     filled = dict(entry)
-    filled.setdefault("scheme", "exact")
-    filled.setdefault("maxTimeoutSeconds", DEFAULT_MAX_TIMEOUT_SECONDS)
+    if "scheme" in missing:
+        filled["scheme"] = "exact"
+    if "maxTimeoutSeconds" in missing:
+        filled["maxTimeoutSeconds"] = DEFAULT_MAX_TIMEOUT_SECONDS
     if "extra" in missing:
+        # Only absent keys are filled: a wrong name the server sent stays visible to the checks.
         filled["extra"] = {"name": token.name, "version": token.version, **(extra or {})}
     parsed = PaymentRequirements.from_wire(filled, where)
     return replace(parsed, raw=copy.deepcopy(dict(entry)), filled=frozenset(missing))
