@@ -1,0 +1,140 @@
+import multiprocessing
+import threading
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import x402lab as xl
+from x402lab.ledger import PaymentMeta, ledger_schema
+
+META = PaymentMeta(service="gateway", method="POST", path="/api/v1/chat/completions")
+
+
+def test_lifecycle_and_budget_state(tmp_path):
+    ledger = xl.Ledger(tmp_path / "l.sqlite")
+    budget = xl.Budget(usd=1.0, name="b").bind(ledger)
+    first = budget.reserve(300_000, META)
+    second = budget.reserve(200_000, META)
+    ledger.record_signed(first, nonce="0x" + "01" * 32, payer="0xP", valid_before=10**10)
+    ledger.record_settled(first, tx_hash="0xabc", payer="0xP")
+    ledger.release(second, error="not sent")
+    state = budget.state()
+    assert (state.settled_atomic, state.in_flight_atomic, state.unknown_atomic) == (300_000, 0, 0)
+    assert state.remaining_atomic == 700_000
+    rows = ledger.rows()
+    assert [r["status"] for r in rows] == ["settled", "released"]
+    assert rows[0]["tx_hash"] == "0xabc" and rows[0]["amount_usd"] == 0.3
+
+
+def test_illegal_moves_are_refused(tmp_path):
+    ledger = xl.Ledger(tmp_path / "l.sqlite")
+    row = xl.Budget(usd=1.0).bind(ledger).reserve(1, META)
+    with pytest.raises(xl.ConfigError, match="cannot move to 'settled' from 'reserved'"):
+        ledger.record_settled(row, tx_hash="0x1", payer="0xP")
+
+
+def test_over_budget_is_refused_and_recorded(tmp_path):
+    ledger = xl.Ledger(tmp_path / "l.sqlite")
+    budget = xl.Budget(usd=0.5, name="small").bind(ledger)
+    budget.reserve(400_000, META)
+    with pytest.raises(
+        xl.BudgetExceeded, match="0.60 USD exceeds what budget 'small' has left: 0.10 USD"
+    ):
+        budget.reserve(600_000, META)
+    assert [r["status"] for r in ledger.rows()] == ["reserved", "refused"]
+
+
+def test_named_budget_keeps_its_spend_across_restarts(tmp_path):
+    path = tmp_path / "l.sqlite"
+    ledger = xl.Ledger(path)
+    row = xl.Budget(usd=1.0, name="exp").bind(ledger).reserve(250_000, META)
+    ledger.record_signed(row, nonce="0x" + "02" * 32, payer="0xP", valid_before=10**10)
+    ledger.record_settled(row, tx_hash="0x1", payer="0xP")
+    ledger.close()
+    again = xl.Budget(usd=1.0, name="exp").bind(xl.Ledger(path))
+    assert again.spent_usd == 0.25 and again.remaining_usd == 0.75
+
+
+def test_tables_have_the_declared_schema_empty_or_full(tmp_path):
+    ledger = xl.Ledger(tmp_path / "l.sqlite")
+    empty = ledger.to_pandas()
+    assert ledger.to_arrow().schema == ledger_schema()
+    xl.Budget(usd=1.0).bind(ledger).reserve(5, META)
+    full = ledger.to_pandas()
+    assert list(empty.columns) == list(full.columns)
+    assert dict(empty.dtypes) == dict(full.dtypes)
+    assert str(full["ts"].dtype) == "datetime64[us, UTC]"
+    assert full["amount_atomic"].dtype == "int64"
+    assert isinstance(ledger.to_arrow(), pa.Table)
+
+
+def test_stale_signed_rows_become_unknown_and_keep_counting(tmp_path):
+    clock = [1000.0]
+    ledger = xl.Ledger(tmp_path / "l.sqlite", now=lambda: clock[0])
+    budget = xl.Budget(usd=1.0).bind(ledger)
+    row = budget.reserve(100_000, META)
+    ledger.record_signed(row, nonce="0x" + "03" * 32, payer="0xP", valid_before=1300)
+    assert ledger.mark_stale_signed_unknown() == 0
+    clock[0] = 2000.0
+    assert ledger.mark_stale_signed_unknown() == 1
+    assert budget.state().unknown_atomic == 100_000
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    cap=st.integers(min_value=1, max_value=2_000_000),
+    prices=st.lists(st.integers(min_value=1, max_value=400_000), min_size=1, max_size=40),
+    threads=st.integers(min_value=1, max_value=8),
+)
+def test_threads_never_overshoot_the_cap(tmp_path_factory, cap, prices, threads):
+    ledger = xl.Ledger(tmp_path_factory.mktemp("b") / "l.sqlite")
+    budget = xl.Budget(usd=cap / 1_000_000).bind(ledger)
+    granted: list[int] = []
+    lock = threading.Lock()
+
+    def work(chunk: list[int]) -> None:
+        for price in chunk:
+            try:
+                budget.reserve(price, META)
+            except xl.BudgetExceeded:
+                continue
+            with lock:
+                granted.append(price)
+
+    workers = [threading.Thread(target=work, args=(prices[i::threads],)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sum(granted) <= cap
+    assert budget.state().in_flight_atomic == sum(granted)
+    # Every price that fitted in what was left when it came was granted: nothing lost.
+    refused = [r for r in ledger.rows() if r["status"] == "refused"]
+    assert len(refused) + len(granted) == len(prices)
+
+
+def _reserve_many(path: str, prices: list[int]) -> None:
+    ledger = xl.Ledger(path)
+    budget = xl.Budget(usd=1.0, name="shared").bind(ledger)
+    for price in prices:
+        try:
+            budget.reserve(price, META)
+        except xl.BudgetExceeded:
+            pass
+
+
+def test_processes_sharing_a_ledger_never_overshoot(tmp_path):
+    path = str(tmp_path / "shared.sqlite")
+    xl.Ledger(path)
+    context = multiprocessing.get_context("spawn")
+    prices = [[37_000 + 1000 * i + p for i in range(30)] for p in range(4)]
+    procs = [context.Process(target=_reserve_many, args=(path, chunk)) for chunk in prices]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    state = xl.Budget(usd=1.0, name="shared").bind(xl.Ledger(path)).state()
+    assert 1_000_000 - max(max(c) for c in prices) < state.in_flight_atomic <= 1_000_000

@@ -1,0 +1,1 @@
+"""Cost analysis: spend tables and plots from the ledger."""

@@ -1,0 +1,1 @@
+"""Budgeted batch chat and embedding jobs with cost columns."""

@@ -1,0 +1,1 @@
+"""The services: gateway catalog and paid routes, media jobs, reports."""
