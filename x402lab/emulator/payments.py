@@ -41,7 +41,12 @@ from x402lab.emulator.chain import NONCE_ALREADY_USED, Chain, ChainRejected
 from x402lab.emulator.settings import EmulatorSettings
 from x402lab.errors import ProtocolError
 from x402lab.x402.codec import decode_header, encode_header
-from x402lab.x402.models import PaymentPayload, PaymentRequirements, SettlementResponse
+from x402lab.x402.models import (
+    PaymentPayload,
+    PaymentRequirements,
+    SettlementResponse,
+    normalize_challenge,
+)
 from x402lab.x402.tokens import BASE_USDC, DEFAULT_MAX_TIMEOUT_SECONDS
 from x402lab.x402.verify import verify_payment
 
@@ -125,15 +130,18 @@ class PaymentGate:
         service: str,
         header_names: tuple[str, ...] = DEFAULT_HEADER_NAMES,
         accept_overpayment: bool = False,
+        required_error: str = PAYMENT_REQUIRED_ERROR,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``accept_overpayment``: a payment whose accepted amount is above the price is
-        verified against that amount (the report service's reading); otherwise exact only."""
+        verified against that amount (the report service's reading); otherwise exact only.
+        ``required_error`` is the challenge's ``error`` when no payment was sent."""
         self.settings = settings
         self.chain = chain
         self.service = service
         self.header_names = tuple(name.lower() for name in header_names)
         self.accept_overpayment = accept_overpayment
+        self.required_error = required_error
         self._clock = clock
         # Seeded per service, so a fault schedule is reproducible for a given seed.
         self._rng = random.Random(f"{settings.seed}:{service}")
@@ -164,14 +172,14 @@ class PaymentGate:
         description: str,
         amount_atomic: int,
         extensions: Mapping[str, Any] | None = None,
-        error: str = PAYMENT_REQUIRED_ERROR,
+        error: str | None = None,
         mime_type: str = "application/json",
     ) -> dict[str, Any]:
         """The PaymentRequired wire dict (gateway spec §2.1 plus the standard v2 fields)."""
         parts = urlsplit(resource_url)
         return {
             "x402Version": 2,
-            "error": error,
+            "error": self.required_error if error is None else error,
             "resource": {
                 "url": resource_url,
                 "description": description,
@@ -255,7 +263,7 @@ class PaymentGate:
             return Charge(response=fault)
         resource_url = str(request.url)
 
-        def fresh(error: str = PAYMENT_REQUIRED_ERROR) -> dict[str, Any]:
+        def fresh(error: str | None = None) -> dict[str, Any]:
             return self.challenge(
                 resource_url=resource_url,
                 description=description,
@@ -279,7 +287,8 @@ class PaymentGate:
                     status_code=400,
                 )
             )
-        requirements = self._requirements_for(payload, amount_atomic)
+        body_entry = challenge_body(fresh())["accepts"][0] if challenge_body else None
+        requirements = self._requirements_for(payload, amount_atomic, body_entry)
 
         def refuse(reason: str, stage: str, receipt: SettlementResponse | None = None) -> Charge:
             self._count("refused" if stage == "verify" else "settle_failed", reason)
@@ -316,12 +325,24 @@ class PaymentGate:
             await asyncio.sleep(self.settings.faults.paid_latency_s)
         return Charge(settlement=receipt, payer=payer, amount_atomic=value)
 
-    def _requirements_for(self, payload: PaymentPayload, amount_atomic: int) -> PaymentRequirements:
+    def _requirements_for(
+        self, payload: PaymentPayload, amount_atomic: int, body_entry: Mapping[str, Any] | None
+    ) -> PaymentRequirements:
+        """The requirements to verify ``payload`` against: this request's price, or more when
+        overpayment is accepted; in the 402 body's form when the payment echoes that entry."""
         wire = self.requirements_wire(amount_atomic)
         if self.accept_overpayment:
             offered = payload.accepted.get("amount")
             if isinstance(offered, str) and offered.isdigit() and int(offered) > amount_atomic:
                 wire["amount"] = offered
+        if body_entry is not None and "scheme" not in payload.accepted:
+            # A client that paid from a body without the standard fields echoes that entry;
+            # normalize_challenge records which fields it lacked, and verify allows for them.
+            entry = {**body_entry, "amount": wire["amount"]}
+            try:
+                return normalize_challenge({"x402Version": 2, "accepts": [entry]}).accepts[0]
+            except ProtocolError:
+                pass
         return PaymentRequirements.from_wire(wire)
 
     async def _verify(
