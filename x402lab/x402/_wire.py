@@ -17,6 +17,15 @@ HEX_RE = re.compile(r"0x(?:[0-9a-fA-F]{2})+")
 _MISSING = object()
 
 
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-like data (dicts, lists, scalars); faster than copy.deepcopy."""
+    if isinstance(value, Mapping):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [copy_json(v) for v in value]
+    return value
+
+
 def _type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
 

@@ -6,7 +6,6 @@ Every ``from_wire`` is strict and raises ProtocolError naming the offending fiel
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,6 +14,7 @@ from x402lab.errors import ProtocolError
 from x402lab.x402._wire import (
     HEX_RE,
     NONCE_RE,
+    copy_json,
     get_address,
     get_atomic,
     get_int,
@@ -109,8 +109,8 @@ class PaymentRequirements:
             asset=get_str(d, "asset", where),
             pay_to=get_str(d, "payTo", where),
             max_timeout_seconds=get_int(d, "maxTimeoutSeconds", where),
-            extra=copy.deepcopy(dict(extra)),
-            raw=copy.deepcopy(dict(d)),
+            extra=copy_json(dict(extra)),
+            raw=copy_json(dict(d)),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -122,11 +122,11 @@ class PaymentRequirements:
             "asset": self.asset,
             "payTo": self.pay_to,
             "maxTimeoutSeconds": self.max_timeout_seconds,
-            "extra": copy.deepcopy(dict(self.extra)),
+            "extra": copy_json(dict(self.extra)),
         }
         for key, value in self.raw.items():
             if key not in _REQUIREMENT_KEYS:
-                out[key] = copy.deepcopy(value)
+                out[key] = copy_json(value)
         return out
 
 
@@ -167,8 +167,8 @@ class PaymentRequired:
             accepts=accepts,
             error=get_str(d, "error", "", optional=True),
             resource=None if resource is None else ResourceInfo.from_wire(resource),
-            extensions=copy.deepcopy(dict(get_object(d, "extensions", "", optional=True) or {})),
-            raw=copy.deepcopy(dict(d)),
+            extensions=copy_json(dict(get_object(d, "extensions", "", optional=True) or {})),
+            raw=copy_json(dict(d)),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -180,7 +180,7 @@ class PaymentRequired:
             out["resource"] = self.resource.to_wire()
         out["accepts"] = [entry.to_wire() for entry in self.accepts]
         if self.extensions:
-            out["extensions"] = copy.deepcopy(dict(self.extensions))
+            out["extensions"] = copy_json(dict(self.extensions))
         return out
 
 
@@ -244,7 +244,7 @@ def _normalize_entry(entry: Any, where: str) -> PaymentRequirements:
         # Only absent keys are filled: a wrong name the server sent stays visible to the checks.
         filled["extra"] = {"name": token.name, "version": token.version, **(extra or {})}
     parsed = PaymentRequirements.from_wire(filled, where)
-    return replace(parsed, raw=copy.deepcopy(dict(entry)), filled=frozenset(missing))
+    return replace(parsed, raw=copy_json(dict(entry)), filled=frozenset(missing))
 
 
 @dataclass(frozen=True)
@@ -315,25 +315,25 @@ class PaymentPayload:
         extensions = get_object(d, "extensions", "", optional=True)
         return cls(
             x402_version=get_int(d, "x402Version", ""),
-            accepted=copy.deepcopy(dict(accepted or {})),
+            accepted=copy_json(dict(accepted or {})),
             signature=signature,
             authorization=Authorization.from_wire(authorization),
-            resource=None if resource is None else copy.deepcopy(dict(resource)),
-            extensions=None if extensions is None else copy.deepcopy(dict(extensions)),
+            resource=None if resource is None else copy_json(dict(resource)),
+            extensions=None if extensions is None else copy_json(dict(extensions)),
         )
 
     def to_wire(self) -> dict[str, Any]:
         """The wire object; ``resource`` and ``extensions`` are omitted when None."""
         out: dict[str, Any] = {"x402Version": self.x402_version}
         if self.resource is not None:
-            out["resource"] = self.resource
-        out["accepted"] = self.accepted
+            out["resource"] = copy_json(self.resource)
+        out["accepted"] = copy_json(self.accepted)
         out["payload"] = {
             "signature": self.signature,
             "authorization": self.authorization.to_wire(),
         }
         if self.extensions is not None:
-            out["extensions"] = self.extensions
+            out["extensions"] = copy_json(self.extensions)
         return out
 
 
@@ -370,7 +370,7 @@ class SettlementResponse:
             payer=get_str(d, "payer", "", optional=True),
             error_reason=get_str(d, "errorReason", "", optional=True),
             amount=amount,
-            raw=copy.deepcopy(dict(d)),
+            raw=copy_json(dict(d)),
         )
 
     def to_wire(self) -> dict[str, Any]:

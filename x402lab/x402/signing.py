@@ -6,7 +6,6 @@ without patching anything.
 
 from __future__ import annotations
 
-import copy
 import secrets
 from collections.abc import Mapping
 from typing import Any, NoReturn, Protocol, runtime_checkable
@@ -16,7 +15,7 @@ from eth_hash.auto import keccak
 from eth_utils import to_checksum_address
 
 from x402lab.errors import ConfigError, PaymentRefused
-from x402lab.x402._wire import ADDRESS_RE, NONCE_RE
+from x402lab.x402._wire import ADDRESS_RE, NONCE_RE, copy_json
 from x402lab.x402.eip712 import authorization_digest
 from x402lab.x402.models import (
     X402_VERSION,
@@ -101,7 +100,7 @@ def merge_extensions(server: Mapping[str, Any], client: Mapping[str, Any] | None
     The spec's echo rule lets a client add to what it received but not delete or overwrite;
     raises ConfigError when ``client`` would overwrite a server value.
     """
-    merged = copy.deepcopy(dict(server))
+    merged = copy_json(dict(server))
     if client:
         _merge_into(merged, client, "extensions")
     return merged
@@ -110,7 +109,7 @@ def merge_extensions(server: Mapping[str, Any], client: Mapping[str, Any] | None
 def _merge_into(target: dict[str, Any], extra: Mapping[str, Any], where: str) -> None:
     for key, value in extra.items():
         if key not in target:
-            target[key] = copy.deepcopy(value)
+            target[key] = copy_json(value)
         elif isinstance(target[key], dict) and isinstance(value, Mapping):
             _merge_into(target[key], value, f"{where}.{key}")
         elif target[key] != value:
@@ -167,9 +166,10 @@ def sign_payment(
         echoed = None
     return PaymentPayload(
         x402_version=X402_VERSION,
-        accepted=requirements.raw,
+        # A copy, so that a caller editing the payload cannot change the requirements.
+        accepted=copy_json(requirements.raw),
         signature="0x" + signature.hex(),
         authorization=authorization,
-        resource=challenge.raw.get("resource"),
+        resource=copy_json(challenge.raw.get("resource")),
         extensions=echoed,
     )
