@@ -143,6 +143,11 @@ class RunningEmulator:
     reports_app: Any = field(default=None, repr=False)
     _servers: BackgroundServers | None = field(default=None, repr=False)
 
+    @property
+    def running(self) -> bool:
+        """True while the servers' thread runs."""
+        return self._servers is not None and self._servers.running
+
     def stop(self) -> None:
         """Stop both servers (idempotent)."""
         if self._servers is not None:

@@ -1,0 +1,95 @@
+"""``x402lab serve``: run both emulated services on 127.0.0.1 until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from types import FrameType
+
+HELP = "run the local emulator (gateway and report service) until interrupted"
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the serve flags (operator settings come from the environment, see the specs)."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--gateway-port", type=_port, default=0, help="0 picks a free port")
+    parser.add_argument("--reports-port", type=_port, default=0, help="0 picks a free port")
+    parser.add_argument(
+        "--job-seconds", type=float, default=3.0, help="duration of music/video jobs"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the simulated upstream")
+    parser.add_argument(
+        "--balance-usd", type=float, default=100.0, help="starting balance of every test payer"
+    )
+    faults = parser.add_argument_group("faults (probabilities in 0..1, delays in seconds)")
+    faults.add_argument("--rate-429", type=float, default=0.0, help="answer 429 this often")
+    faults.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of a 429")
+    faults.add_argument("--rate-5xx", type=float, default=0.0, help="answer 503 this often")
+    faults.add_argument(
+        "--settle-fail-rate", type=float, default=0.0, help="fail settlement this often"
+    )
+    faults.add_argument(
+        "--paid-then-500-rate", type=float, default=0.0, help="settle, then answer 500"
+    )
+    faults.add_argument("--latency", type=float, default=0.0, help="delay before every answer")
+    faults.add_argument(
+        "--paid-latency", type=float, default=0.0, help="extra delay after settling"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM; returns 0 on a clean stop, 1 if a server died.
+
+    Raises ConfigError for a bad flag or environment value (before anything listens).
+    """
+    from x402lab.emulator.server import start_emulator
+    from x402lab.emulator.settings import EmulatorSettings, Faults
+
+    faults = Faults(
+        rate_429=args.rate_429,
+        retry_after_s=args.retry_after,
+        rate_5xx=args.rate_5xx,
+        settle_fail_rate=args.settle_fail_rate,
+        paid_then_500_rate=args.paid_then_500_rate,
+        latency_s=args.latency,
+        paid_latency_s=args.paid_latency,
+    )
+    settings = EmulatorSettings.from_env(
+        job_seconds=args.job_seconds, seed=args.seed, balance_usd=args.balance_usd, faults=faults
+    )
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        emulator = start_emulator(
+            settings,
+            host=args.host,
+            gateway_port=args.gateway_port,
+            reports_port=args.reports_port,
+        )
+        try:
+            print(f"gateway: {emulator.gateway_url}", flush=True)
+            print(f"reports: {emulator.reports_url}", flush=True)
+            print("x402lab serve: running; press Ctrl+C to stop", file=sys.stderr, flush=True)
+            while not stop.wait(0.25):
+                if not emulator.running:
+                    print("x402lab serve: a server stopped unexpectedly", file=sys.stderr)
+                    return 1
+        finally:
+            emulator.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
