@@ -27,13 +27,13 @@ from x402lab.x402.tokens import (
 from x402lab.x402.verify import VerifyResult, recover_address, verify_payment
 
 __all__ = [
+    "Authorization",
     "BASE_SEPOLIA_USDC",
     "BASE_USDC",
-    "DEFAULT_MAX_TIMEOUT_SECONDS",
-    "KNOWN_TOKENS",
-    "Authorization",
     "ChallengePolicy",
+    "DEFAULT_MAX_TIMEOUT_SECONDS",
     "DigestSigner",
+    "KNOWN_TOKENS",
     "KeySigner",
     "PaymentPayload",
     "PaymentRequired",
