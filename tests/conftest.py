@@ -1,0 +1,71 @@
+"""Shared fixtures: the emulator running on real sockets, per test.
+
+``emulator`` is both services with default settings and fast jobs; ``emulator_factory``
+starts more with custom settings (``emulator_factory(rate_429=1.0)`` for a fault,
+``emulator_factory(EmulatorSettings(...))`` for full control). Everything stops after the test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from x402lab.emulator.chain import Chain
+from x402lab.emulator.server import RunningEmulator, start_emulator
+from x402lab.emulator.settings import EmulatorSettings, Faults
+
+# Music and video jobs finish quickly in tests; everything else keeps its default.
+FAST_JOB_SECONDS = 0.3
+
+_FAULT_NAMES = {f.name for f in dataclasses.fields(Faults)}
+
+
+def _gateway_factory() -> Any:
+    try:
+        from x402lab.emulator.gateway import create_gateway_app  # noqa: F401
+    except ImportError:
+        # Until the gateway package lands: an empty app, so the report tests can run.
+        from starlette.applications import Starlette
+
+        return lambda settings, chain: Starlette()
+    return None
+
+
+def make_settings(settings: EmulatorSettings | None = None, **changes: Any) -> EmulatorSettings:
+    """``settings`` (default: fast jobs) with ``changes``; fault names go into ``faults``."""
+    base = settings or EmulatorSettings(job_seconds=FAST_JOB_SECONDS)
+    faults = {k: changes.pop(k) for k in list(changes) if k in _FAULT_NAMES}
+    if faults:
+        base = dataclasses.replace(base, faults=dataclasses.replace(base.faults, **faults))
+    return dataclasses.replace(base, **changes)
+
+
+EmulatorFactory = Callable[..., RunningEmulator]
+
+
+@pytest.fixture
+def emulator_factory() -> Iterator[EmulatorFactory]:
+    """Start emulators: ``factory(settings=None, *, chain=None, **setting_or_fault_changes)``."""
+    running: list[RunningEmulator] = []
+
+    def factory(
+        settings: EmulatorSettings | None = None, *, chain: Chain | None = None, **changes: Any
+    ) -> RunningEmulator:
+        emulator = start_emulator(
+            make_settings(settings, **changes), chain=chain, gateway_factory=_gateway_factory()
+        )
+        running.append(emulator)
+        return emulator
+
+    yield factory
+    for emulator in running:
+        emulator.stop()
+
+
+@pytest.fixture
+def emulator(emulator_factory: EmulatorFactory) -> RunningEmulator:
+    """Both services with default settings and fast jobs; stopped after the test."""
+    return emulator_factory()
