@@ -77,6 +77,7 @@ CREATE TABLE IF NOT EXISTS budgets (
     name TEXT PRIMARY KEY,
     cap_atomic INTEGER,
     per_call_atomic INTEGER,
+    counted_atomic INTEGER NOT NULL DEFAULT 0,
     created_us INTEGER NOT NULL,
     updated_us INTEGER NOT NULL
 );
@@ -294,17 +295,46 @@ class Ledger:
         in-flight and unknown spend plus this amount would pass its cap.
         """
         with self.transaction() as db:
-            state = self._budget_state(db, budget, cap_atomic)
-            if cap_atomic is not None and state.committed_atomic + amount_atomic > cap_atomic:
+            counted = self._counted(db, budget)
+            if cap_atomic is not None and counted + amount_atomic > cap_atomic:
+                left = max(0, cap_atomic - counted)
                 reason = (
                     f"amount {format_usd(amount_atomic)} exceeds what budget {budget!r} has left:"
-                    f" {format_usd(state.remaining_atomic)} of {format_usd(cap_atomic)}"
+                    f" {format_usd(left)} of {format_usd(cap_atomic)}"
                 )
                 self._insert(db, budget, amount_atomic, meta, "refused", error=reason)
                 refused = BudgetExceeded(reason, budget=budget, amount_atomic=amount_atomic)
             else:
                 return self._insert(db, budget, amount_atomic, meta, "reserved")
         raise refused
+
+    def _counted(self, db: sqlite3.Connection, budget: str) -> int:
+        # A running total kept in the budgets row, so a reservation costs the same with
+        # ten rows or a million; it is recomputed only for a budget seen for the first time.
+        found = db.execute(
+            "SELECT counted_atomic FROM budgets WHERE name = ?", (budget,)
+        ).fetchone()
+        if found is not None:
+            return int(found[0])
+        total = db.execute(
+            f"SELECT COALESCE(SUM(amount_atomic), 0) FROM payments WHERE budget = ?"
+            f" AND status IN {_COUNTING_SQL}",
+            (budget,),
+        ).fetchone()[0]
+        now = self._now_us()
+        db.execute(
+            "INSERT INTO budgets (name, counted_atomic, created_us, updated_us) VALUES (?,?,?,?)",
+            (budget, int(total), now, now),
+        )
+        return int(total)
+
+    def _count(self, db: sqlite3.Connection, budget: str, delta: int) -> None:
+        if delta:
+            self._counted(db, budget)
+            db.execute(
+                "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?",
+                (delta, budget),
+            )
 
     def record_refused(
         self, *, budget: str, amount_atomic: int, meta: PaymentMeta, error: str
@@ -346,6 +376,8 @@ class Ledger:
                 error,
             ),
         )
+        if status in COUNTING_STATUSES:
+            self._count(db, budget, int(amount))
         return int(cursor.lastrowid or 0)
 
     def record_signed(self, row_id: int, *, nonce: str, payer: str, valid_before: int) -> None:
@@ -377,17 +409,21 @@ class Ledger:
     def _move(self, row_id: int, status: str, allowed_from: tuple[str, ...], **fields: Any) -> None:
         fields = {key: value for key, value in fields.items() if value is not None}
         assignments = "".join(f", {key} = ?" for key in fields)
-        placeholders = ",".join("?" * len(allowed_from))
         with self.transaction() as db:
-            cursor = db.execute(
-                f"UPDATE payments SET status = ?, updated_us = ?{assignments}"
-                f" WHERE id = ? AND status IN ({placeholders})",
-                (status, self._now_us(), *fields.values(), row_id, *allowed_from),
-            )
-            if cursor.rowcount != 1:
-                found = db.execute("SELECT status FROM payments WHERE id = ?", (row_id,)).fetchone()
-                current = found[0] if found else "missing"
+            found = db.execute(
+                "SELECT status, amount_atomic, budget FROM payments WHERE id = ?", (row_id,)
+            ).fetchone()
+            current = found[0] if found else "missing"
+            if current not in allowed_from:
                 raise ConfigError(f"ledger row {row_id} cannot move to {status!r} from {current!r}")
+            db.execute(
+                f"UPDATE payments SET status = ?, updated_us = ?{assignments} WHERE id = ?",
+                (status, self._now_us(), *fields.values(), row_id),
+            )
+            was_counted = current in COUNTING_STATUSES
+            counts = status in COUNTING_STATUSES
+            if was_counted != counts:
+                self._count(db, found[2], found[1] if counts else -found[1])
 
     def mark_stale_signed_unknown(self, *, older_than_s: float = 0.0) -> int:
         """Turn ``signed`` rows whose authorization window has passed into ``unknown``.

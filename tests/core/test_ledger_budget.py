@@ -110,6 +110,9 @@ def test_threads_never_overshoot_the_cap(tmp_path_factory, cap, prices, threads)
         worker.join()
     assert sum(granted) <= cap
     assert budget.state().in_flight_atomic == sum(granted)
+    # The running total used for reservations agrees with the rows themselves.
+    [total] = ledger.query("SELECT counted_atomic FROM budgets WHERE name = ?", (budget.name,))
+    assert total[0] == budget.state().committed_atomic
     # Every price that fitted in what was left when it came was granted: nothing lost.
     refused = [r for r in ledger.rows() if r["status"] == "refused"]
     assert len(refused) + len(granted) == len(prices)
