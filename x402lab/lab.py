@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,6 +224,19 @@ def connect(
     service), ``allowed_networks``, ``timeout_s``, ``max_connections``, ``retry``,
     ``library_secret``. Sends no request.
     """
-    return Lab(
-        _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, **options)
-    )
+    core = _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, **options)
+    lab = Lab(core)
+    # A Lab dropped without close() still closes its connections and emulator.
+    weakref.finalize(lab, _close_quietly, core)
+    return lab
+
+
+def _close_quietly(core: AsyncLab) -> None:
+    from x402lab._loop import run
+
+    if core._http is None and core.emulator is None:
+        return
+    try:
+        run(core.aclose())
+    except Exception:  # noqa: BLE001 - best effort at garbage collection or exit
+        pass
