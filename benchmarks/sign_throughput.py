@@ -17,6 +17,7 @@ from eth_account import Account
 from x402lab.x402 import (
     BASE_USDC,
     KeySigner,
+    PaymentPayload,
     encode_header,
     normalize_challenge,
     sign_payment,
@@ -118,12 +119,12 @@ def main() -> None:
     signer = KeySigner(KEY)
     hex_nonces = ["0x" + n.hex() for n in NONCES]
 
-    def ours(i: int) -> object:
+    def ours(i: int) -> PaymentPayload:
         return sign_payment(
             CHALLENGE, REQUIREMENTS, signer, now=NOW, nonce=hex_nonces[i % len(hex_nonces)]
         )
 
-    def ours_header(i: int) -> object:
+    def ours_header(i: int) -> str:
         return encode_header(ours(i).to_wire())
 
     # Same key, nonce and time: both sides must produce the same signature.

@@ -114,6 +114,16 @@ class InMemoryUsdc:
     def verify_typed_data(self, *args: Any, **kwargs: Any) -> bool:
         raise AssertionError("not expected for EOA signatures")
 
+    # Settlement is the emulator's business; these tests only verify.
+    def write_contract(self, *args: Any, **kwargs: Any) -> str:
+        raise AssertionError("settle is not exercised here")
+
+    def send_transaction(self, to: str, data: bytes) -> str:
+        raise AssertionError("settle is not exercised here")
+
+    def wait_for_transaction_receipt(self, tx_hash: str) -> Any:
+        raise AssertionError("settle is not exercised here")
+
 
 def sdk_facilitator(chain: InMemoryUsdc) -> x402FacilitatorSync:
     facilitator = x402FacilitatorSync()

@@ -23,7 +23,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_protocol_layer_imports_only_allowed_modules():
-    bad = {}
+    bad: dict[str, list[str]] = {}
     for path in sorted(PACKAGE.glob("*.py")):
         for name in imported_modules(path):
             top = name.split(".")[0]

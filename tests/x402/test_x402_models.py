@@ -1,3 +1,5 @@
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -186,7 +188,7 @@ def test_bad_payloads_are_protocol_errors_naming_the_field(mutate, words):
 
 
 # The report service's 402 body (spec/reports.md §2.4).
-REPORTS_402 = {
+REPORTS_402: dict[str, Any] = {
     "x402Version": 2,
     "error": "payment required",
     "accepts": [

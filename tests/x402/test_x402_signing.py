@@ -266,3 +266,24 @@ def test_bad_keys_raise_config_error_without_echoing(bad):
 def test_key_signer_accepts_bytes_and_unprefixed_hex():
     assert KeySigner(bytes.fromhex(TEST_KEY_HEX[2:])).address == TEST_ADDRESS
     assert KeySigner(TEST_KEY_HEX[2:]).address == TEST_ADDRESS
+
+
+class EthAccountDigestSigner:
+    """Any object with ``address`` and ``sign_digest`` is a DigestSigner (e.g. a hardware key)."""
+
+    def __init__(self, key: str) -> None:
+        self._account = Account.from_key(key)
+        self.address = self._account.address
+
+    def sign_digest(self, digest: bytes) -> bytes:
+        return bytes(self._account.unsafe_sign_hash(digest).signature)
+
+
+def test_any_digest_signer_works(challenge):
+    from x402lab.x402 import DigestSigner, verify_payment
+
+    other = EthAccountDigestSigner(TEST_KEY_HEX)
+    assert isinstance(other, DigestSigner)
+    payload = sign_payment(challenge, challenge.accepts[0], other, now=NOW, nonce=NONCE)
+    assert payload.signature == GOLDEN_SIGNATURE
+    assert verify_payment(payload, challenge.accepts[0], now=NOW).is_valid
