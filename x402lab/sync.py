@@ -82,7 +82,7 @@ def sync_twin(async_cls: type, name: str | None = None, doc: str | None = None) 
     """Build and register the sync twin of ``async_cls``."""
     namespace: dict[str, Any] = {
         "__doc__": doc or async_cls.__doc__,
-        "__slots__": ("_async",),
+        "__slots__": ("_async", "__weakref__"),
         "__init__": lambda self, inner: object.__setattr__(self, "_async", inner),
         "__repr__": lambda self: repr(self._async),
         "__getattr__": lambda self, attr: wrap(getattr(self._async, attr)),
