@@ -1,7 +1,113 @@
-"""The cost-analysis methods of the Lab."""
+"""The cost-analysis methods of the Lab: ``spend`` and ``cost_report``.
+
+Both read the local ledger and spend nothing. ``cost_report`` may also read the free price
+list of the gateway and the local report library.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from x402lab.analysis.batches import BatchInput
+from x402lab.analysis.report import CostReport, build_report
+from x402lab.analysis.schemas import DEFAULT_SPEND_BY, SAVINGS, typed
+from x402lab.analysis.spend import ledger_frame, spend
+from x402lab.errors import X402LabError
+
+if TYPE_CHECKING:
+    from x402lab.ledger import Ledger
+
+
+def _rows(ledger: Ledger, budget: str | None) -> pd.DataFrame:
+    frame = ledger_frame(ledger)
+    if budget is not None:
+        frame = frame[frame["budget"] == budget].reset_index(drop=True)
+    return frame
+
 
 class CostMixin:
-    """``spend`` and ``cost_report``."""
+    """``spend`` and ``cost_report``. Mixed into ``AsyncLab``."""
+
+    ledger: Ledger  # set by AsyncLab
+
+    async def spend(
+        self, by: str | Sequence[str] | None = DEFAULT_SPEND_BY, *, budget: str | None = None
+    ) -> pd.DataFrame:
+        """Free: spend from the ledger, grouped by ``by``.
+
+        ``by`` is any subset of ``("service", "path", "model", "day", "budget")`` (``day`` is
+        midnight UTC of the payment; ``()`` gives one line of totals). Columns: ``payments``;
+        count, atomic and USD of ``settled``, ``unknown`` (exposure), ``in_flight`` and
+        ``committed``; ``refused_count``/``refused_atomic``, ``rejected_count``,
+        ``failed_count``. ``budget=`` keeps one budget's rows (``lab.budget.name`` for this
+        session). An empty ledger gives an empty table with the same columns.
+        Raises ConfigError for an unknown key.
+        """
+        rows = await asyncio.to_thread(_rows, self.ledger, budget)
+        return spend(rows, by)
+
+    async def cost_report(
+        self,
+        *,
+        batches: BatchInput = None,
+        prices: bool | pd.DataFrame = True,
+        library: bool = True,
+        budget: str | None = None,
+    ) -> CostReport:
+        """Free: tables and figures of what the ledger says was spent, and where to save.
+
+        ``batches``: results of ``batch_chat``/``batch_embed`` (a frame, a Parquet path, a
+        list, or a mapping of names to them) for per-row costs, drift and cache savings.
+        ``prices``: ``True`` reads the gateway's free price list (``lab.prices()``), or pass
+        the table, or ``False``. ``library``: count savings of the report library.
+        ``budget=``: one budget's rows only. Returns a CostReport (``.tables``,
+        ``.figures``, ``.to_html(folder)``, ``.to_parquet(folder)``, ``.save(folder)``).
+        """
+        notes: list[str] = []
+        price_table = await self._price_table(prices, notes)
+        library_rows = await self._library_savings(library, notes)
+        rows = await asyncio.to_thread(_rows, self.ledger, budget)
+        if budget is not None:
+            notes.append(f"Ledger rows of budget {budget!r} only.")
+        return await asyncio.to_thread(
+            build_report,
+            rows,
+            batches=batches,
+            prices=price_table,
+            library_savings=library_rows,
+            notes=notes,
+            ledger_path=str(self.ledger.path),
+        )
+
+    async def _price_table(
+        self, prices: bool | pd.DataFrame, notes: list[str]
+    ) -> pd.DataFrame | None:
+        if isinstance(prices, pd.DataFrame):
+            return prices
+        if not prices:
+            return None
+        read = getattr(self, "prices", None)
+        if read is None:
+            return None
+        try:
+            table = await read()
+        except X402LabError as exc:
+            notes.append(f"The price list could not be read: {exc}")
+            return None
+        return table if isinstance(table, pd.DataFrame) else None
+
+    async def _library_savings(self, library: bool, notes: list[str]) -> pd.DataFrame | None:
+        if not library:
+            return None
+        reports: Any = getattr(self, "reports", None)
+        read = getattr(reports, "library", None)
+        note = "no report library in this Lab; counted as zero"
+        if read is not None:
+            note = "report library: savings of repeated purchases are not recorded yet"
+        row = {"source": "report library", "items": 0, "saved_atomic": 0, "saved_usd": 0.0}
+        row.update(unpriced_items=None, note=note)
+        return typed(pd.DataFrame([row]), SAVINGS)

@@ -1,0 +1,214 @@
+"""Figures of the cost report, drawn from its tables.
+
+Figures are built with ``matplotlib.figure.Figure`` directly, never through pyplot: no global
+figure registry, no GUI backend, so they draw under Agg, in threads and in notebooks alike.
+An empty table gives a figure that says there is nothing to plot, never an error.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+from matplotlib.figure import Figure
+
+SIZE = (7.5, 3.6)
+SETTLED_COLOR = "#2f6db5"
+UNKNOWN_COLOR = "#d98b1f"
+FAIR_COLOR = "#7aa874"
+PADDING_COLOR = "#c4473d"
+MAX_BARS = 15
+
+
+def _figure(title: str, height: float | None = None) -> tuple[Figure, Axes]:
+    figure = Figure(figsize=(SIZE[0], height or SIZE[1]), layout="constrained")
+    axes = figure.add_subplot()
+    axes.set_title(title, fontsize=11)
+    return figure, axes
+
+
+def _empty(axes: Axes, message: str) -> None:
+    axes.text(0.5, 0.5, message, ha="center", va="center", transform=axes.transAxes)
+    axes.set_axis_off()
+
+
+def _labels(frame: pd.DataFrame, columns: Iterable[str]) -> list[str]:
+    def label(row: pd.Series) -> str:
+        parts = [str(row[c]) for c in columns if c in row and pd.notna(row[c])]
+        text = " · ".join(parts) or "(none)"
+        return text.replace("/api/v1/", "") if len(text) > 40 else text
+
+    return [label(row) for _, row in frame.iterrows()]
+
+
+def spend_over_time(timeline: pd.DataFrame) -> Figure:
+    """Cumulative settled USD over time, one step line per service (and their sum)."""
+    figure, axes = _figure("Settled spend over time")
+    if len(timeline) == 0:
+        _empty(axes, "no settled payments yet")
+        return figure
+    services = sorted(timeline["service"].unique())
+    lines = [(str(s), timeline[timeline["service"] == s]) for s in services]
+    if len(services) > 1:
+        lines.append(("all services", timeline))
+    for label, rows in lines:
+        # Start each line at zero just before its first payment, so the first step shows.
+        times = [rows["ts"].iloc[0], *rows["ts"]]
+        running = [0.0, *rows["amount_usd"].cumsum()]
+        style: dict[str, Any] = (
+            {"color": "black", "linestyle": "--", "linewidth": 1} if label == "all services" else {}
+        )
+        axes.step(times, running, where="post", label=label, **style)
+    locator = AutoDateLocator()
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    axes.set_ylabel("USD (cumulative)")
+    axes.set_ylim(bottom=0)
+    axes.legend(loc="upper left", fontsize=8)
+    return figure
+
+
+def spend_by_route(by_route: pd.DataFrame) -> Figure:
+    """Settled USD per route and model, with unknown exposure stacked beside it."""
+    shown = by_route[(by_route["settled_atomic"] > 0) | (by_route["unknown_atomic"] > 0)]
+    shown = shown.sort_values("committed_atomic", ascending=True).tail(MAX_BARS)
+    figure, axes = _figure("Spend by route and model", height=max(2.6, 0.45 * len(shown) + 1.2))
+    if len(shown) == 0:
+        _empty(axes, "no settled or unknown payments yet")
+        return figure
+    labels = _labels(shown, ("path", "model"))
+    axes.barh(labels, shown["settled_usd"], color=SETTLED_COLOR, label="settled")
+    axes.barh(
+        labels,
+        shown["unknown_usd"],
+        left=shown["settled_usd"],
+        color=UNKNOWN_COLOR,
+        hatch="//",
+        label="unknown (may have settled)",
+    )
+    axes.set_xlabel("USD")
+    axes.tick_params(axis="y", labelsize=8)
+    axes.legend(loc="lower right", fontsize=8)
+    return figure
+
+
+def unit_costs(costs: pd.DataFrame) -> Figure:
+    """USD per 1k calls (ledger routes) and per 1k rows (batches)."""
+    shown = costs[costs["usd_per_1k"].notna()].tail(MAX_BARS)
+    figure, axes = _figure("Cost per 1k calls or rows", height=max(2.6, 0.45 * len(shown) + 1.2))
+    if len(shown) == 0:
+        _empty(axes, "no paid calls yet")
+        return figure
+    labels = [
+        f"{label} (per 1k {unit}s)"
+        for label, unit in zip(
+            _labels(shown, ("batch", "path", "model")), shown["unit"], strict=True
+        )
+    ]
+    colors = [SETTLED_COLOR if s == "ledger" else FAIR_COLOR for s in shown["source"]]
+    axes.barh(labels, shown["usd_per_1k"], color=colors)
+    axes.set_xlabel("USD per 1,000")
+    axes.tick_params(axis="y", labelsize=8)
+    return figure
+
+
+def padding(table: pd.DataFrame) -> Figure:
+    """Paid per route: the fair price (upstream × multiplier) and the minimum-charge padding."""
+    shown = table[table["paid_atomic"] > 0].tail(MAX_BARS)
+    figure, axes = _figure("Minimum-charge padding", height=max(2.6, 0.45 * len(shown) + 1.2))
+    if len(shown) == 0:
+        _empty(axes, "no priced gateway payments yet")
+        return figure
+    labels = _labels(shown, ("path", "model"))
+    fair = shown["paid_atomic"] - shown["padding_atomic"]
+    axes.barh(labels, fair / 1e6, color=FAIR_COLOR, label="upstream × multiplier")
+    axes.barh(
+        labels,
+        shown["padding_usd"],
+        left=fair / 1e6,
+        color=PADDING_COLOR,
+        label="padding up to the minimum",
+    )
+    axes.set_xlabel("USD paid")
+    axes.tick_params(axis="y", labelsize=8)
+    axes.legend(loc="lower right", fontsize=8)
+    return figure
+
+
+def drift(table: pd.DataFrame) -> Figure:
+    """Quoted vs paid USD per batch."""
+    shown = table[table["compared"] > 0]
+    figure, axes = _figure("Quoted vs paid")
+    if len(shown) == 0:
+        _empty(axes, "no quoted and paid rows to compare (pass batches=...)")
+        return figure
+    positions = list(range(len(shown)))
+    width = 0.4
+    axes.bar(
+        [p - width / 2 for p in positions],
+        shown["quoted_usd"],
+        width,
+        label="quoted",
+        color=FAIR_COLOR,
+    )
+    axes.bar(
+        [p + width / 2 for p in positions],
+        shown["paid_usd"],
+        width,
+        label="paid",
+        color=SETTLED_COLOR,
+    )
+    axes.set_xticks(positions, list(shown["source"]), fontsize=8)
+    axes.set_ylabel("USD")
+    axes.legend(fontsize=8)
+    return figure
+
+
+def rates(table: pd.DataFrame) -> Figure:
+    """Agent vs upstream input rate per model (USD per 1M units), used models highlighted."""
+    usable = table[
+        table["upstream_input_usd_per_1m"].notna() & table["agent_input_usd_per_1m"].notna()
+    ]
+    usable = usable[
+        (usable["upstream_input_usd_per_1m"] > 0) & (usable["agent_input_usd_per_1m"] > 0)
+    ]
+    figure, axes = _figure("Agent vs upstream input rates (price list)")
+    if len(usable) == 0:
+        _empty(axes, "no price list with input rates")
+        return figure
+    for used, rows in usable.groupby("used"):
+        axes.scatter(
+            rows["upstream_input_usd_per_1m"],
+            rows["agent_input_usd_per_1m"],
+            s=36 if used else 14,
+            color=SETTLED_COLOR if used else "#999999",
+            label="used here" if used else "other models",
+            zorder=3 if used else 2,
+        )
+    low = float(usable["upstream_input_usd_per_1m"].min())
+    high = float(usable["upstream_input_usd_per_1m"].max())
+    axes.plot(
+        [low, high],
+        [low, high],
+        color="black",
+        linewidth=0.8,
+        linestyle=":",
+        label="agent = upstream",
+    )
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("upstream USD per 1M")
+    axes.set_ylabel("agent USD per 1M")
+    axes.legend(fontsize=8)
+    return figure
+
+
+def png_bytes(figure: Figure, dpi: int = 110) -> bytes:
+    """The figure as PNG bytes (drawn by Agg whatever the session's backend)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()

@@ -1,0 +1,319 @@
+"""The cost report: tables and figures of what was spent, and where it can be saved.
+
+``build_report`` is pure: ledger rows (plus optional batch results, a price list and the
+report library) in, a ``CostReport`` out. The report shows itself in Jupyter, writes an HTML
+page with its figures (``to_html``), one Parquet file per table (``to_parquet``) or both
+(``save``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyarrow as pa
+
+from x402lab.analysis import batches as batch_tables
+from x402lab.analysis import plots, pricing, schemas, spend
+from x402lab.money import format_usd
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the report: a table, its figure (if any) and what it says."""
+
+    table: str
+    title: str
+    about: str
+    figure: str | None = None
+
+
+SECTIONS = (
+    Section(
+        "totals",
+        "Totals",
+        "Every ledger row in one line. Settled is money spent; unknown is exposure (a signed "
+        "payment left and no answer came back, it may have settled); committed is what "
+        "budget caps count (settled + unknown + in flight).",
+    ),
+    Section(
+        "by_day",
+        "Spend over time",
+        "Per UTC day and service; the figure shows the running total of settled payments.",
+        "spend_over_time",
+    ),
+    Section("by_route", "Spend by route and model", "Per service, path and model.", "by_route"),
+    Section(
+        "unit_costs",
+        "Cost per call, per row, per 1k documents",
+        "Ledger rows: the mean price of one settled call per route and model. Batches: what "
+        "the run paid per input row (cached and skipped rows included), and per 1,000 rows.",
+        "unit_costs",
+    ),
+    Section(
+        "batch_status",
+        "Batch rows by status",
+        "One line per batch passed to cost_report(batches=...).",
+    ),
+    Section(
+        "drift",
+        "Quoted vs paid",
+        "Batch rows that carry both a quote and a payment. The ledger signs the live 402 "
+        "amount, so a payment never differs from its own challenge; drift is measured "
+        "against the quote taken before paying.",
+        "drift",
+    ),
+    Section(
+        "padding",
+        "Minimum-charge padding",
+        "Paid above upstream × multiplier because of the minimum charge, per route. "
+        "inputs_per_call: inputs of that size one call needs before the minimum stops "
+        "binding; packing_saves: what sending the padded inputs together would have saved "
+        "(routes that take several inputs per call, such as embeddings).",
+        "padding",
+    ),
+    Section(
+        "savings",
+        "Cache and library savings",
+        "Rows and reports that were not paid again.",
+    ),
+    Section(
+        "rates",
+        "Agent vs upstream rates",
+        "From the price list (lab.prices()); used models first.",
+        "rates",
+    ),
+    Section("timeline", "Settled payments", "Every settled payment with the running total."),
+)
+
+TABLE_SCHEMAS: dict[str, pa.Schema] = {
+    "totals": schemas.spend_schema(()),
+    "by_day": schemas.spend_schema(("day", "service")),
+    "by_route": schemas.spend_schema(("service", "path", "model")),
+    "unit_costs": schemas.UNIT_COSTS,
+    "batch_status": schemas.BATCH_STATUS,
+    "drift": schemas.DRIFT,
+    "padding": schemas.PADDING,
+    "savings": schemas.SAVINGS,
+    "rates": schemas.RATES,
+    "timeline": schemas.TIMELINE,
+}
+
+
+@dataclass
+class CostReport:
+    """Tables (pandas, declared schemas), matplotlib figures and notes about spend.
+
+    ``report.tables["by_route"]``, ``report.figures["spend_over_time"]``,
+    ``report.settled_atomic`` (exact total), ``to_html(folder)``, ``to_parquet(folder)``,
+    ``save(folder)``.
+    """
+
+    tables: dict[str, pd.DataFrame]
+    figures: dict[str, Figure]
+    notes: list[str] = field(default_factory=list)
+    generated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    ledger_path: str | None = None
+
+    @property
+    def totals(self) -> pd.DataFrame:
+        return self.tables["totals"]
+
+    def _total(self, column: str) -> int:
+        totals = self.totals
+        return int(totals[column].iloc[0]) if len(totals) else 0
+
+    @property
+    def settled_atomic(self) -> int:
+        """Total settled, in USDC base units (exact)."""
+        return self._total("settled_atomic")
+
+    @property
+    def unknown_atomic(self) -> int:
+        """Total amount of payments whose outcome is unknown (exposure)."""
+        return self._total("unknown_atomic")
+
+    def to_arrow(self, name: str) -> pa.Table:
+        """One table as Arrow, with its declared schema."""
+        return schemas.to_arrow(self.tables[name], TABLE_SCHEMAS[name])
+
+    def summary(self) -> str:
+        """One line: settled, unknown exposure and payment count."""
+        count = self._total("payments")
+        return (
+            f"settled {format_usd(self.settled_atomic)} in {self._total('settled_count')}"
+            f" payments; unknown exposure {format_usd(self.unknown_atomic)};"
+            f" {count} ledger rows"
+        )
+
+    def __repr__(self) -> str:
+        return f"<CostReport {self.summary()}; tables {sorted(self.tables)}>"
+
+    # -- exports -----------------------------------------------------------------------------
+
+    def to_parquet(self, folder: str | Path) -> list[Path]:
+        """Write each table to ``folder/<name>.parquet``; returns the paths."""
+        import pyarrow.parquet as pq
+
+        target = Path(folder).expanduser()
+        target.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name in self.tables:
+            path = target / f"{name}.parquet"
+            pq.write_table(self.to_arrow(name), path)
+            written.append(path)
+        return written
+
+    def write_figures(self, folder: str | Path) -> list[Path]:
+        """Write each figure to ``folder/<name>.png``; returns the paths."""
+        target = Path(folder).expanduser()
+        target.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, figure in self.figures.items():
+            path = target / f"{name}.png"
+            path.write_bytes(plots.png_bytes(figure))
+            written.append(path)
+        return written
+
+    def to_html(self, folder: str | Path, *, embed: bool = False) -> Path:
+        """Write ``folder/cost_report.html``; returns its path.
+
+        With ``embed=False`` the figures are written beside it as PNG files and linked; with
+        ``embed=True`` the page carries them inline and stands alone.
+        """
+        target = Path(folder).expanduser()
+        target.mkdir(parents=True, exist_ok=True)
+        if not embed:
+            self.write_figures(target)
+        page = target / "cost_report.html"
+        body = self._html(link_figures=not embed)
+        page.write_text(
+            "<!doctype html><html><head><meta charset='utf-8'><title>x402lab cost report"
+            f"</title><style>{_CSS}</style></head><body>{body}</body></html>",
+            encoding="utf-8",
+        )
+        return page
+
+    def save(self, folder: str | Path) -> Path:
+        """HTML with linked PNG figures plus one Parquet file per table; returns the page."""
+        self.to_parquet(folder)
+        return self.to_html(folder)
+
+    def _repr_html_(self) -> str:
+        return f"<div class='x402lab-cost-report'><style>{_CSS}</style>{self._html()}</div>"
+
+    def _html(self, *, link_figures: bool = False) -> str:
+        stamp = self.generated_at.strftime("%Y-%m-%d %H:%M UTC")
+        parts = [
+            "<h2>x402lab cost report</h2>",
+            f"<p>{html.escape(self.summary())}. Generated {stamp}.</p>",
+        ]
+        if self.notes:
+            items = "".join(f"<li>{html.escape(note)}</li>" for note in self.notes)
+            parts.append(f"<ul class='notes'>{items}</ul>")
+        for section in SECTIONS:
+            table = self.tables.get(section.table)
+            if table is None:
+                continue
+            parts.append(f"<h3>{html.escape(section.title)}</h3>")
+            parts.append(f"<p class='about'>{html.escape(section.about)}</p>")
+            figure = self.figures.get(section.figure or "")
+            if figure is not None:
+                if link_figures:
+                    source = f"{section.figure}.png"
+                else:
+                    encoded = base64.b64encode(plots.png_bytes(figure)).decode("ascii")
+                    source = f"data:image/png;base64,{encoded}"
+                alt = html.escape(section.title)
+                parts.append(f"<img src='{source}' alt='{alt}'/>")
+            parts.append(_table_html(table))
+        return "\n".join(parts)
+
+
+_CSS = (
+    "body{font-family:sans-serif;max-width:70em;margin:1em auto}"
+    ".x402lab-cost-report img,body img{max-width:100%}"
+    "table.cost{border-collapse:collapse;font-size:12px;margin-bottom:1em}"
+    "table.cost td,table.cost th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+    "p.about{color:#555;font-size:13px}"
+)
+MAX_HTML_ROWS = 50
+
+
+def _table_html(table: pd.DataFrame) -> str:
+    if len(table) == 0:
+        columns = ", ".join(html.escape(str(c)) for c in table.columns)
+        return f"<p class='about'><em>empty</em> (columns: {columns})</p>"
+    shown = table.head(MAX_HTML_ROWS)
+    text = shown.to_html(index=False, na_rep="—", classes="cost", border=0)
+    if len(table) > MAX_HTML_ROWS:
+        text += f"<p class='about'>first {MAX_HTML_ROWS} of {len(table)} rows</p>"
+    return text
+
+
+def _concat(frames: list[pd.DataFrame | None], schema: pa.Schema) -> pd.DataFrame:
+    # Empty parts are left out: concatenating them is deprecated in pandas and adds nothing.
+    parts = [f for f in frames if f is not None and len(f)]
+    return schemas.typed(pd.concat(parts, ignore_index=True) if parts else None, schema)
+
+
+def build_report(
+    rows: spend.LedgerRows,
+    *,
+    batches: batch_tables.BatchInput = None,
+    prices: pd.DataFrame | None = None,
+    library_savings: pd.DataFrame | None = None,
+    notes: list[str] | None = None,
+    ledger_path: str | None = None,
+) -> CostReport:
+    """The cost report of ``rows`` (a Ledger, its Arrow table or its DataFrame).
+
+    ``batches``: batch results to analyse (see ``batch_frames``); ``prices``: the price list
+    (``lab.prices()``); ``library_savings``: rows of the ``SAVINGS`` schema for the report
+    library. Figures are drawn here; nothing is sent anywhere.
+    """
+    frame = spend.ledger_frame(rows)
+    notes = list(notes or [])
+    by_route = spend.spend(frame, ("service", "path", "model"))
+    unit_costs = _concat(
+        [spend.route_unit_costs(frame), batch_tables.unit_costs(batches, frame)],
+        schemas.UNIT_COSTS,
+    )
+    savings = _concat([batch_tables.cache_savings(batches), library_savings], schemas.SAVINGS)
+    tables: dict[str, Any] = {
+        "totals": spend.spend(frame, ()),
+        "by_day": spend.spend(frame, ("day", "service")),
+        "by_route": by_route,
+        "unit_costs": unit_costs,
+        "batch_status": batch_tables.status_counts(batches),
+        "drift": batch_tables.drift(batches, frame),
+        "padding": pricing.padding(frame),
+        "savings": savings,
+        "rates": pricing.rates(prices, frame),
+        "timeline": spend.timeline(frame),
+    }
+    tables = {name: schemas.typed(t, TABLE_SCHEMAS[name]) for name, t in tables.items()}
+    if batches is None:
+        notes.append(
+            "No batch results were passed: per-row costs, drift and cache savings come from"
+            " cost_report(batches=...)."
+        )
+    if prices is None:
+        notes.append("No price list: the rates table is empty.")
+    figures = {
+        "spend_over_time": plots.spend_over_time(tables["timeline"]),
+        "by_route": plots.spend_by_route(tables["by_route"]),
+        "unit_costs": plots.unit_costs(tables["unit_costs"]),
+        "drift": plots.drift(tables["drift"]),
+        "padding": plots.padding(tables["padding"]),
+        "rates": plots.rates(tables["rates"]),
+    }
+    return CostReport(tables=tables, figures=figures, notes=notes, ledger_path=ledger_path)

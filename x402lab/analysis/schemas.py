@@ -1,0 +1,199 @@
+"""Declared Arrow schemas of the cost-analysis tables.
+
+Every table of ``lab.spend()`` and ``lab.cost_report()`` is cast to one of these, so an empty
+table has the same columns and dtypes as a full one. ``*_atomic`` columns are int64 USDC base
+units; ``*_usd`` columns are float64 for display, derived from the atomic values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from x402lab.errors import ConfigError
+from x402lab.ledger import arrow_to_pandas
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TEXT = pa.string()
+INT = pa.int64()
+FLOAT = pa.float64()
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+SPEND_KEYS = ("service", "path", "model", "day", "budget")
+DEFAULT_SPEND_BY = ("service", "path", "model")
+_KEY_TYPES = {
+    "service": TEXT,
+    "path": TEXT,
+    "model": TEXT,
+    # Midnight UTC of the payment's day: a tz-aware timestamp plots and joins like ``ts``.
+    "day": TIMESTAMP,
+    "budget": TEXT,
+}
+
+
+def _required(name: str, kind: pa.DataType) -> pa.Field:
+    return pa.field(name, kind, nullable=False)
+
+
+SPEND_VALUES = pa.schema(
+    [
+        _required("payments", INT),
+        _required("settled_count", INT),
+        _required("settled_atomic", INT),
+        _required("settled_usd", FLOAT),
+        _required("unknown_count", INT),
+        _required("unknown_atomic", INT),
+        _required("unknown_usd", FLOAT),
+        _required("in_flight_count", INT),
+        _required("in_flight_atomic", INT),
+        _required("in_flight_usd", FLOAT),
+        _required("committed_atomic", INT),
+        _required("committed_usd", FLOAT),
+        _required("refused_count", INT),
+        _required("refused_atomic", INT),
+        _required("rejected_count", INT),
+        _required("failed_count", INT),
+    ]
+)
+
+
+def spend_keys(by: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The grouping keys of a spend table, checked. Raises ConfigError for an unknown key."""
+    if by is None:
+        return ()
+    keys = (by,) if isinstance(by, str) else tuple(by)
+    unknown = [key for key in keys if key not in SPEND_KEYS]
+    if unknown:
+        raise ConfigError(f"cannot group spend by {unknown}: choose from {list(SPEND_KEYS)}")
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"spend keys repeat: {list(keys)}")
+    return keys
+
+
+def spend_schema(by: str | Sequence[str] | None = DEFAULT_SPEND_BY) -> pa.Schema:
+    """The schema of a spend table grouped by ``by`` (keys first, then the value columns)."""
+    keys = [pa.field(key, _KEY_TYPES[key]) for key in spend_keys(by)]
+    return pa.schema(keys + list(SPEND_VALUES))
+
+
+TIMELINE = pa.schema(
+    [
+        _required("ts", TIMESTAMP),
+        _required("service", TEXT),
+        ("path", TEXT),
+        ("model", TEXT),
+        _required("budget", TEXT),
+        _required("amount_atomic", INT),
+        _required("amount_usd", FLOAT),
+        _required("cumulative_atomic", INT),
+        _required("cumulative_usd", FLOAT),
+    ]
+)
+
+UNIT_COSTS = pa.schema(
+    [
+        _required("source", TEXT),
+        ("batch", TEXT),
+        _required("service", TEXT),
+        ("path", TEXT),
+        ("model", TEXT),
+        _required("units", INT),
+        _required("unit", TEXT),
+        _required("paid_atomic", INT),
+        _required("paid_usd", FLOAT),
+        ("usd_per_unit", FLOAT),
+        ("usd_per_1k", FLOAT),
+    ]
+)
+
+BATCH_STATUS = pa.schema(
+    [
+        _required("batch", TEXT),
+        _required("rows", INT),
+        _required("ok_rows", INT),
+        _required("cached_rows", INT),
+        _required("skipped_rows", INT),
+        _required("refused_rows", INT),
+        _required("failed_rows", INT),
+        _required("other_rows", INT),
+        _required("paid_atomic", INT),
+        _required("paid_usd", FLOAT),
+    ]
+)
+
+DRIFT = pa.schema(
+    [
+        _required("source", TEXT),
+        ("path", TEXT),
+        ("model", TEXT),
+        _required("compared", INT),
+        _required("drifted", INT),
+        _required("quoted_atomic", INT),
+        _required("paid_atomic", INT),
+        _required("drift_atomic", INT),
+        _required("quoted_usd", FLOAT),
+        _required("paid_usd", FLOAT),
+        _required("drift_usd", FLOAT),
+    ]
+)
+
+PADDING = pa.schema(
+    [
+        _required("service", TEXT),
+        ("path", TEXT),
+        ("model", TEXT),
+        _required("calls", INT),
+        _required("padded_calls", INT),
+        _required("paid_atomic", INT),
+        _required("fair_atomic", INT),
+        _required("padding_atomic", INT),
+        _required("padding_usd", FLOAT),
+        ("min_charge_atomic", INT),
+        ("inputs_per_call", INT),
+        _required("packed_atomic", INT),
+        _required("packing_saves_atomic", INT),
+        _required("packing_saves_usd", FLOAT),
+    ]
+)
+
+SAVINGS = pa.schema(
+    [
+        _required("source", TEXT),
+        _required("items", INT),
+        _required("saved_atomic", INT),
+        _required("saved_usd", FLOAT),
+        ("unpriced_items", INT),
+        _required("note", TEXT),
+    ]
+)
+
+RATES = pa.schema(
+    [
+        ("family", TEXT),
+        _required("model", TEXT),
+        ("unit", TEXT),
+        ("upstream_input_usd_per_1m", FLOAT),
+        ("upstream_output_usd_per_1m", FLOAT),
+        ("agent_input_usd_per_1m", FLOAT),
+        ("agent_output_usd_per_1m", FLOAT),
+        ("agent_over_upstream", FLOAT),
+        _required("used", pa.bool_()),
+        _required("settled_atomic", INT),
+    ]
+)
+
+
+def to_arrow(frame: pd.DataFrame | None, schema: pa.Schema) -> pa.Table:
+    """``frame`` cast to ``schema`` (columns in schema order; None gives an empty table)."""
+    if frame is None or len(frame) == 0:
+        return schema.empty_table()
+    return pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
+
+
+def typed(frame: pd.DataFrame | None, schema: pa.Schema) -> pd.DataFrame:
+    """``frame`` with exactly the columns and dtypes that ``schema`` declares."""
+    return arrow_to_pandas(to_arrow(frame, schema))
