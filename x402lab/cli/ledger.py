@@ -1,0 +1,152 @@
+"""``x402lab ledger summary`` and ``x402lab ledger export PATH``: read the payment ledger.
+
+Both only read the ledger file; nothing is sent anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+HELP = "summarize the payment ledger or export it to Parquet or CSV"
+EXPORT_FORMATS = (".parquet", ".csv")
+SUMMARY_COLUMNS = (
+    "payments",
+    "settled_count",
+    "settled_usd",
+    "unknown_count",
+    "unknown_usd",
+    "in_flight_count",
+    "refused_count",
+    "rejected_count",
+    "failed_count",
+)
+
+
+def _keys(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ledger",
+        default=None,
+        help="ledger file (default ~/.x402lab/ledger.sqlite)",
+    )
+    parser.add_argument("--budget", default=None, help="only the rows of this budget")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``summary`` and ``export`` subcommands."""
+    actions = parser.add_subparsers(dest="ledger_action", metavar="ACTION", required=True)
+    summary = actions.add_parser("summary", help="spend per service, path and model")
+    _common(summary)
+    summary.add_argument(
+        "--by",
+        type=_keys,
+        default=("service", "path", "model"),
+        help="comma-separated keys among service,path,model,day,budget",
+    )
+    export = actions.add_parser("export", help="write ledger rows to PATH (.parquet or .csv)")
+    export.add_argument("path", type=Path, help="output file; its extension picks the format")
+    _common(export)
+    export.add_argument(
+        "--by",
+        type=_keys,
+        default=None,
+        help="export the spend table grouped by these keys instead of the rows",
+    )
+
+
+def _open_rows(args: argparse.Namespace) -> Any:
+    """The ledger's rows as a DataFrame (one budget's when asked). Raises ConfigError."""
+    from x402lab.analysis.spend import ledger_frame
+    from x402lab.errors import ConfigError
+    from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
+
+    path = Path(args.ledger or DEFAULT_LEDGER_PATH).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"no ledger at {path} (give one with --ledger PATH)")
+    ledger = Ledger(path)
+    try:
+        frame = ledger_frame(ledger)
+    finally:
+        ledger.close()
+    if args.budget is not None:
+        frame = frame[frame["budget"] == args.budget].reset_index(drop=True)
+    return frame
+
+
+def _summary(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from x402lab.analysis.spend import spend
+    from x402lab.money import format_usd
+
+    rows = _open_rows(args)
+    table = spend(rows, args.by)
+    totals = spend(rows, ())
+    if len(totals) == 0:
+        print("the ledger holds no payments")
+        return 0
+    # Column by column: a row of mixed dtypes would turn the counts into floats.
+    line = {name: int(totals[name].iloc[0]) for name in totals.columns if "usd" not in name}
+    print(
+        f"settled {format_usd(line['settled_atomic'])} in {line['settled_count']} payments;"
+        f" unknown exposure {format_usd(line['unknown_atomic'])}"
+        f" ({line['unknown_count']} payments); in flight"
+        f" {format_usd(line['in_flight_atomic'])}; {line['payments']} ledger rows"
+    )
+    shown = table[[*args.by, *SUMMARY_COLUMNS]]
+    with pd.option_context("display.width", 200, "display.max_columns", None):
+        print(shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6f}"))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from x402lab.analysis.spend import spend
+    from x402lab.errors import ConfigError
+
+    target: Path = args.path.expanduser()
+    suffix = target.suffix.lower()
+    if suffix not in EXPORT_FORMATS:
+        raise ConfigError(f"cannot tell the format of {target}: use a .parquet or .csv name")
+    from x402lab.analysis.schemas import spend_schema
+    from x402lab.ledger import ledger_schema
+
+    rows = _open_rows(args)
+    if args.by is None:
+        table, schema = rows, ledger_schema()
+    else:
+        table, schema = spend(rows, args.by), spend_schema(args.by)
+    write_table(table, target, schema)
+    what = "ledger rows" if args.by is None else f"spend rows by {','.join(args.by)}"
+    print(f"wrote {len(table)} {what} to {target}")
+    return 0
+
+
+def write_table(frame: Any, target: Path, schema: Any = None) -> None:
+    """Write a DataFrame to ``target``, Parquet or CSV by its extension.
+
+    Parquet keeps ``schema`` (a declared Arrow schema) when one is given.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        from x402lab.analysis.schemas import to_arrow
+
+        if schema is not None:
+            pq.write_table(to_arrow(frame, schema), target)
+        else:
+            frame.to_parquet(target, index=False)
+    else:
+        frame.to_csv(target, index=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``summary`` or ``export``; returns 0. Raises ConfigError for a missing ledger."""
+    if args.ledger_action == "summary":
+        return _summary(args)
+    return _export(args)
