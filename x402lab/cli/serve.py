@@ -47,7 +47,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until SIGINT or SIGTERM; returns 0 on a clean stop, 1 if a server died.
+    """Serve until SIGINT or SIGTERM; returns 0 on a clean stop, 1 if a server died, 2 if a
+    port cannot be bound.
 
     Raises ConfigError for a bad flag or environment value (before anything listens).
     """
@@ -73,12 +74,16 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        emulator = start_emulator(
-            settings,
-            host=args.host,
-            gateway_port=args.gateway_port,
-            reports_port=args.reports_port,
-        )
+        try:
+            emulator = start_emulator(
+                settings,
+                host=args.host,
+                gateway_port=args.gateway_port,
+                reports_port=args.reports_port,
+            )
+        except OSError as exc:
+            print(f"x402lab serve: {exc.strerror or exc}", file=sys.stderr)
+            return 2
         try:
             print(f"gateway: {emulator.gateway_url}", flush=True)
             print(f"reports: {emulator.reports_url}", flush=True)
