@@ -1,7 +1,424 @@
-"""Music and video jobs."""
+"""Music and video jobs: free quotes, the paid queue, and the stored job handles.
+
+``music()`` and ``video()`` pay the queue once and return an ``AsyncJob`` (``Job`` in the sync
+``Lab``). The job is stored in the ledger's file as soon as the queue answers, so running
+the same call again returns that job instead of paying again (``new=True`` asks for a new
+one), and ``lab.jobs()`` / ``lab.job(queue_id)`` find it after a kernel restart.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound, QuoteRejected
+from x402lab.money import format_usd, usd_to_atomic
+from x402lab.services.gateway import request_key
+from x402lab.services.job_store import JobStore, jobs_frame
+from x402lab.services.jobs import ROUTE, AsyncJob
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from x402lab.ledger import Ledger
+    from x402lab.transport import Reply, ServiceClient
+
+GATEWAY = "gateway"
+# Ledger statuses that mean a queue payment may have settled (never pay again on our own).
+_MAYBE_PAID = ("signed", "settled", "unknown")
+# Catalog keys of the allowed video values; the upstream catalog uses the plural names.
+_CONSTRAINT_KEYS = {
+    "duration": ("durations", "duration"),
+    "aspect_ratio": ("aspect_ratios", "aspect_ratio"),
+    "resolution": ("resolutions", "resolution"),
+}
+_DURATION = re.compile(r"^\s*(\d+)\s*s?\s*$")
+
+
+@dataclass(frozen=True)
+class MediaQuote:
+    """A free music or video quote: the agent charge the queue will ask for."""
+
+    kind: str
+    model: str
+    amount_atomic: int
+    upstream_usd: float | None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def quote_usd(self) -> float:
+        return self.amount_atomic / 1_000_000
+
+    def __repr__(self) -> str:
+        upstream = f" (upstream {self.upstream_usd:g} USD)" if self.upstream_usd is not None else ""
+        shown = " ".join(f"{k}={v}" for k, v in self.params.items())
+        return (
+            f"<MediaQuote {self.kind} {self.model}: {format_usd(self.amount_atomic)}{upstream}"
+            + (f" {shown}>" if shown else ">")
+        )
+
+
+def normalize_duration(value: Any) -> str:
+    """A video duration as the catalog writes it: 5, "5" and "5s" all give "5s"."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    match = _DURATION.match(str(value)) if not isinstance(value, bool) else None
+    if match is None:
+        raise QuoteRejected(
+            f"video duration {value!r} is not a number of seconds like '5s'",
+            code="constraint_violation",
+        )
+    return f"{int(match.group(1))}s"
+
+
+def check_video_constraints(model: Mapping[str, Any], body: dict[str, Any]) -> None:
+    """Refuse a video body whose duration, aspect_ratio or resolution the model does not list.
+
+    Raises QuoteRejected naming the allowed values (nothing is sent).
+    """
+    spec = model.get("model_spec") or {}
+    constraints = spec.get("constraints") or {}
+    for name, keys in _CONSTRAINT_KEYS.items():
+        if body.get(name) is None:
+            continue
+        allowed = next((constraints[k] for k in keys if isinstance(constraints.get(k), list)), None)
+        if allowed is None:
+            continue
+        value = body[name]
+        if name == "duration":
+            allowed = [normalize_duration(v) for v in allowed]
+            value = body[name] = normalize_duration(value)
+        if value not in allowed:
+            raise QuoteRejected(
+                f"{name} {value!r} is not offered by {model.get('id')}: allowed"
+                f" {', '.join(map(str, allowed))}",
+                code="constraint_violation",
+            )
+
+
+def _quote_error(exc: ApiError) -> ApiError:
+    if exc.status == 400 and not isinstance(exc, ModelNotFound):
+        return QuoteRejected(
+            exc.message, status=exc.status, code=exc.code, body=exc.body, url=exc.url
+        )
+    return exc
+
+
+def _clean(body: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in body.items() if value is not None}
+
 
 class MediaMixin:
-    """``quote_music``, ``music``, ``quote_video``, ``video`` and ``jobs``."""
+    """``quote_music``, ``music``, ``quote_video``, ``video``, ``jobs`` and ``job``."""
+
+    if TYPE_CHECKING:  # provided by AsyncLab and GatewayMixin
+        ledger: Ledger
+        gateway_url: str | None
+
+        def client(self, service: str) -> ServiceClient: ...
+
+        async def _paid(self, method: str, path: str, **kwargs: Any) -> Reply: ...
+
+    def _init_mixin(self) -> None:
+        self.media_dir: Path = self.ledger.path.parent / "media"
+        self._job_store: JobStore | None = None
+        self._job_handles: dict[str, AsyncJob] = {}
+        self._video_catalog: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def job_store(self) -> JobStore:
+        """The ``jobs`` table in the ledger's file (created on first use)."""
+        if self._job_store is None:
+            self._job_store = JobStore(self.ledger)
+        return self._job_store
+
+    # -- quotes (free) -------------------------------------------------------------------------
+
+    async def _quote(self, kind: str, body: dict[str, Any]) -> MediaQuote:
+        try:
+            reply = await self.client(GATEWAY).send("POST", f"{ROUTE[kind]}/quote", json=body)
+        except ApiError as exc:
+            raise _quote_error(exc) from None
+        data = reply.json()
+        if not isinstance(data, dict) or not isinstance(data.get("quote"), int | float):
+            raise ApiError(f"{kind} quote answered without a quote: {data!r}")
+        upstream = data.get("upstreamUsd")
+        params = {k: v for k, v in body.items() if k != "model"}
+        return MediaQuote(
+            kind=kind,
+            model=body["model"],
+            amount_atomic=usd_to_atomic(data["quote"]),
+            upstream_usd=float(upstream) if isinstance(upstream, int | float) else None,
+            params=params,
+        )
+
+    async def quote_music(
+        self,
+        model: str,
+        *,
+        duration_seconds: float | None = None,
+        character_count: int | None = None,
+        prompt: str | None = None,
+    ) -> MediaQuote:
+        """The price of a music/audio job, free (nothing is signed).
+
+        Per-character models need ``character_count`` (or pass the ``prompt`` and its length
+        is used; the prompt itself is not sent). Raises QuoteRejected (for example a duration
+        the model does not offer) and ModelNotFound.
+        """
+        if character_count is None and prompt is not None:
+            character_count = len(prompt)
+        body = _clean(
+            {
+                "model": model,
+                "duration_seconds": duration_seconds,
+                "character_count": character_count,
+            }
+        )
+        return await self._quote("music", body)
+
+    async def quote_video(
+        self,
+        model: str,
+        *,
+        duration: str | int,
+        aspect_ratio: str | None = None,
+        resolution: str | None = None,
+        audio: bool | None = None,
+        **params: Any,
+    ) -> MediaQuote:
+        """The price of a video job, free. Arguments are checked against the model's
+        ``model_spec.constraints`` before anything is sent.
+
+        Raises QuoteRejected naming the allowed values, and ModelNotFound.
+        """
+        body = await self._video_body(
+            model, None, duration, aspect_ratio, resolution, audio, params
+        )
+        return await self._quote("video", body)
+
+    # -- queues (paid once) --------------------------------------------------------------------
+
+    async def music(
+        self,
+        model: str,
+        prompt: str,
+        *,
+        lyrics_prompt: str | None = None,
+        voice: str | None = None,
+        duration_seconds: float | None = None,
+        delete_media: bool = False,
+        new: bool = False,
+        max_usd: float | None = None,
+        poll_interval: float | None = None,
+        timeout: float | None = None,
+        **params: Any,
+    ) -> AsyncJob:
+        """Spends money: queue a music/audio job (paid once) and return its handle.
+
+        The same call again returns the stored job instead of paying again; ``new=True``
+        queues and pays for another one. ``delete_media`` asks the gateway to delete the media
+        once delivered. ``poll_interval`` (default 3 s) and ``timeout`` (default 15 min) shape
+        ``wait()``. Raises ModelNotFound, QuoteRejected, JobError (a queue payment for this
+        request may have settled without a stored job) and the payment errors.
+        """
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ConfigError("prompt is required")
+        body = _clean(
+            {
+                "model": model,
+                "prompt": prompt,
+                "lyrics_prompt": lyrics_prompt,
+                "voice": voice,
+                "duration": duration_seconds,
+                **params,
+            }
+        )
+        return await self._queue("music", body, delete_media, new, max_usd, poll_interval, timeout)
+
+    async def video(
+        self,
+        model: str,
+        prompt: str,
+        *,
+        duration: str | int,
+        aspect_ratio: str | None = None,
+        resolution: str | None = None,
+        audio: bool | None = None,
+        delete_media: bool = False,
+        new: bool = False,
+        max_usd: float | None = None,
+        poll_interval: float | None = None,
+        timeout: float | None = None,
+        **params: Any,
+    ) -> AsyncJob:
+        """Spends money: queue a video job (paid once) and return its handle.
+
+        ``duration``, ``aspect_ratio`` and ``resolution`` are checked against the model's
+        ``model_spec.constraints`` before any request (QuoteRejected names the allowed
+        values). Same re-run rule as ``music()``; ``poll_interval`` defaults to 12 s and
+        ``timeout`` to 60 min.
+        """
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ConfigError("prompt is required")
+        body = await self._video_body(
+            model, prompt, duration, aspect_ratio, resolution, audio, params
+        )
+        return await self._queue("video", body, delete_media, new, max_usd, poll_interval, timeout)
+
+    async def _queue(
+        self,
+        kind: str,
+        body: dict[str, Any],
+        delete_media: bool,
+        new: bool,
+        max_usd: float | None,
+        poll_interval: float | None,
+        timeout: float | None,
+    ) -> AsyncJob:
+        path = f"{ROUTE[kind]}/queue"
+        key = request_key("POST", path, body)
+        gateway = self._gateway()
+        store = self.job_store
+        if not new:
+            stored = store.latest_for_request(gateway, key)
+            if stored is not None:
+                return self._handle(stored, poll_interval, timeout)
+            self._refuse_lost_payment(kind, path, key)
+        try:
+            reply = await self._paid(
+                "POST", path, json_body=body, model=body["model"], key=key, max_usd=max_usd
+            )
+        except ApiError as exc:
+            raise _quote_error(exc) from None
+        data = reply.json()
+        cost = reply.cost
+        queue_id = data.get("queue_id") if isinstance(data, dict) else None
+        if not isinstance(queue_id, str) or not queue_id:
+            raise JobError(
+                f"the {kind} queue was paid (ledger row {cost.ledger_id if cost else None}) but"
+                f" its answer has no queue_id: {data!r}"
+            )
+        record = store.insert(
+            gateway=gateway,
+            kind=kind,
+            model=str(data.get("model") or body["model"]),
+            queue_id=queue_id,
+            request_key=key,
+            request=body,
+            quoted_atomic=cost.quoted_atomic if cost else None,
+            paid_atomic=cost.amount_atomic if cost else None,
+            ledger_id=cost.ledger_id if cost else None,
+            tx_hash=cost.tx_hash if cost else None,
+            delete_media=delete_media,
+            download_url=data.get("download_url"),
+        )
+        return self._handle(record, poll_interval, timeout)
+
+    def _refuse_lost_payment(self, kind: str, path: str, key: str) -> None:
+        marks = ",".join("?" * len(_MAYBE_PAID))
+        rows = self.ledger.rows(
+            where=f"service = ? AND path = ? AND request_key = ? AND status IN ({marks})",
+            params=(GATEWAY, path, key, *_MAYBE_PAID),
+        )
+        if rows:
+            row = rows[-1]
+            raise JobError(
+                f"this {kind} request was already paid ({format_usd(row['amount_atomic'])},"
+                f" ledger row {row['id']}, {row['status']}) but no job was stored, so its"
+                " queue_id is not known here; it will not be paid again on its own: pass"
+                " new=True to queue and pay for a new job"
+            )
+
+    def _handle(self, record: Any, poll_interval: float | None, timeout: float | None) -> AsyncJob:
+        found = self._job_handles.get(record.queue_id)
+        if found is not None:
+            if poll_interval is not None:
+                found.poll_interval, found.guided = float(poll_interval), False
+            if timeout is not None:
+                found.timeout = timeout
+            return found
+        job = AsyncJob(
+            record,
+            client=self.client(GATEWAY),
+            store=self.job_store,
+            media_dir=self.media_dir,
+            poll_interval=poll_interval,
+            timeout=timeout,
+        )
+        self._job_handles[record.queue_id] = job
+        return job
+
+    def _gateway(self) -> str:
+        if self.gateway_url is None:
+            raise ConfigError("no gateway address was given to connect()")
+        return self.gateway_url
+
+    # -- video constraints ---------------------------------------------------------------------
+
+    async def _video_body(
+        self,
+        model: str,
+        prompt: str | None,
+        duration: Any,
+        aspect_ratio: str | None,
+        resolution: str | None,
+        audio: bool | None,
+        params: dict[str, Any],
+    ) -> dict[str, Any]:
+        body = _clean(
+            {
+                "model": model,
+                "prompt": prompt,
+                "duration": duration,
+                "aspect_ratio": aspect_ratio,
+                "resolution": resolution,
+                "audio": audio,
+                **params,
+            }
+        )
+        catalog = await self._video_models()
+        entry = catalog.get(model)
+        if entry is None:
+            raise ModelNotFound(
+                f"{model!r} is not a video model of the gateway catalog; video models:"
+                f" {', '.join(sorted(catalog)) or 'none'}",
+                code="model_not_found",
+            )
+        check_video_constraints(entry, body)
+        return body
+
+    async def _video_models(self) -> dict[str, dict[str, Any]]:
+        """The video catalog by model id (GET /api/v1/models?type=video, free; cached)."""
+        if self._video_catalog is None:
+            reply = await self.client(GATEWAY).send(
+                "GET", "/api/v1/models", params={"type": "video"}
+            )
+            data = reply.json()
+            items = data.get("data", []) if isinstance(data, dict) else data
+            self._video_catalog = {
+                str(item["id"]): item for item in items if isinstance(item, dict) and "id" in item
+            }
+        return self._video_catalog
+
+    # -- stored jobs ---------------------------------------------------------------------------
+
+    async def jobs(self) -> pd.DataFrame:
+        """The stored music and video jobs of this gateway as a DataFrame (free, no request).
+
+        Columns and dtypes come from ``jobs_schema()``; money is ``*_atomic`` with ``*_usd``
+        for display. After a kernel restart, ``lab.job(queue_id)`` gets a handle back.
+        """
+        return jobs_frame(self.job_store.all(self._gateway()))
+
+    async def job(
+        self, queue_id: str, *, poll_interval: float | None = None, timeout: float | None = None
+    ) -> AsyncJob:
+        """The handle of a stored job (free, no request). Raises JobError for an unknown id."""
+        record = self.job_store.find(self._gateway(), queue_id)
+        if record is None:
+            raise JobError(f"no stored job {queue_id!r} for {self._gateway()} in {self.ledger}")
+        return self._handle(record, poll_interval, timeout)
