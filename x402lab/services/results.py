@@ -1,15 +1,26 @@
-"""Result objects of paid calls: the parsed answer plus ``.cost``."""
+"""Result objects of paid calls: the parsed answer plus ``.cost``.
+
+``cost`` is the ``Cost`` of the payment (amount, tx hash, receipt, quoted vs paid). Binary
+answers (images, audio) keep their bytes and display inline in Jupyter. A streamed chat is
+an ``AsyncChatStream`` (sync twin ``ChatStream``): iterate it for text deltas, then read
+``.result`` and ``.cost``.
+"""
 
 from __future__ import annotations
 
 import base64
+import builtins
 import html
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from x402lab._loop import run, submit
 from x402lab.money import format_usd
-from x402lab.transport import Cost
+from x402lab.sync import sync_twin
+from x402lab.transport import Cost, Reply
 
 
 @dataclass
@@ -57,7 +68,7 @@ class ChatResult(Result):
             model=body.get("model"),
             content_type="application/json",
             text=message.get("content") or "",
-            reasoning=message.get("reasoning_content"),
+            reasoning=_reasoning_of(message),
             finish_reason=choice.get("finish_reason"),
             usage=dict(body.get("usage") or {}),
         )
@@ -118,8 +129,8 @@ class MediaResult(Result):
             raise TypeError(f"{self.path} answered JSON, not media bytes")
         return self.data
 
-    def _repr_png_(self) -> bytes | None:
-        if self.content_type == "image/png" and isinstance(self.data, bytes):
+    def _repr_png_(self) -> builtins.bytes | None:
+        if self.content_type == "image/png" and isinstance(self.data, builtins.bytes):
             return self.data
         return None
 
@@ -138,6 +149,370 @@ class MediaResult(Result):
             f'<figure><{kind} controls src="{source}"></{kind}>'
             f"<figcaption>{caption}</figcaption></figure>"
         )
+
+
+@dataclass(repr=False)
+class ImageResult(MediaResult):
+    """Generated images: ``images`` (PNG bytes each); ``bytes`` and the inline view show the
+    first; ``save_all(folder)`` writes every one."""
+
+    images: list[builtins.bytes] = field(default_factory=list)
+
+    @classmethod
+    def from_json(
+        cls, path: str, body: dict[str, Any], cost: Cost | None, model: str | None
+    ) -> ImageResult:
+        """From the native (``images``: base64) or OpenAI-style (``data[].b64_json``) body."""
+        encoded: list[str] = []
+        if isinstance(body.get("images"), list):
+            encoded = [i for i in body["images"] if isinstance(i, str)]
+        elif isinstance(body.get("data"), list):
+            for item in body["data"]:
+                value = item.get("b64_json") or item.get("url") or ""
+                if value.startswith("data:"):
+                    value = value.split(",", 1)[-1]
+                if value and not value.startswith("http"):
+                    encoded.append(value)
+        images = [base64.b64decode(e) for e in encoded]
+        return cls(
+            path=path,
+            data=images[0] if images else b"",
+            cost=cost,
+            model=model,
+            content_type="image/png",
+            images=images,
+        )
+
+    def save_all(self, folder: str | Path, stem: str = "image") -> list[Path]:
+        """Write every image as ``folder/stem-N.png``; returns the paths."""
+        target = Path(folder).expanduser()
+        target.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for index, data in enumerate(self.images):
+            path = target / f"{stem}-{index}.png"
+            path.write_bytes(data)
+            paths.append(path)
+        return paths
+
+    def _repr_png_(self) -> builtins.bytes | None:
+        return self.images[0] if len(self.images) == 1 else None
+
+    def _repr_html_(self) -> str | None:
+        if len(self.images) <= 1:
+            return None
+        caption = html.escape(f"{self.model} · {len(self.images)} images · {self._cost_text()}")
+        tags = "".join(
+            f'<img src="data:image/png;base64,{base64.b64encode(i).decode()}"/>'
+            for i in self.images
+        )
+        return f"<figure>{tags}<figcaption>{caption}</figcaption></figure>"
+
+    def __repr__(self) -> str:
+        return f"<ImageResult {self.model}: {len(self.images)} image(s), cost {self._cost_text()}>"
+
+
+@dataclass(repr=False)
+class TextResult(Result):
+    """A paid answer that is mostly text (a transcription, a scraped page, a parsed document)."""
+
+    text: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        shown = self.text if len(self.text) <= 120 else self.text[:120] + "…"
+        return f"<{type(self).__name__} {self.path}: {shown!r} cost {self._cost_text()}>"
+
+
+@dataclass(repr=False)
+class ResponsesResult(TextResult):
+    """A responses-API answer: ``text`` (output text), ``reasoning``, ``status``."""
+
+    reasoning: str | None = None
+    status: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_response(cls, path: str, body: dict[str, Any], cost: Cost | None) -> ResponsesResult:
+        texts: list[str] = []
+        reasoning: list[str] = []
+        for item in body.get("output") or []:
+            if item.get("type") == "message":
+                texts += [
+                    c.get("text", "")
+                    for c in item.get("content") or []
+                    if c.get("type") == "output_text"
+                ]
+            elif item.get("type") == "reasoning":
+                reasoning += [s.get("text", "") for s in item.get("summary") or []]
+        return cls(
+            path=path,
+            data=body,
+            cost=cost,
+            model=body.get("model"),
+            content_type="application/json",
+            text="".join(texts),
+            reasoning="".join(reasoning) or None,
+            status=body.get("status"),
+            usage=dict(body.get("usage") or {}),
+        )
+
+    @property
+    def truncated(self) -> bool:
+        """True when the answer stopped at ``max_output_tokens``."""
+        details = self.data.get("incomplete_details") if isinstance(self.data, dict) else None
+        return self.status == "incomplete" and bool(details)
+
+
+@dataclass(repr=False)
+class SearchResult(Result):
+    """Web search results: ``results`` (title, url, content, date) and ``to_pandas()``."""
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        found = self.data.get("results") if isinstance(self.data, dict) else None
+        return list(found or [])
+
+    def to_pandas(self) -> Any:
+        """The results as a DataFrame (title, url, content, date)."""
+        import pandas as pd
+
+        columns = ["title", "url", "content", "date"]
+        return pd.DataFrame(
+            [{c: r.get(c) for c in columns} for r in self.results], columns=columns, dtype="str"
+        )
+
+    def __repr__(self) -> str:
+        return f"<SearchResult {len(self.results)} results, cost {self._cost_text()}>"
+
+
+@dataclass(repr=False)
+class RpcResult(Result):
+    """A JSON-RPC answer: ``result`` or ``error`` (a JSON-RPC error is paid for too)."""
+
+    credits: int | None = None
+
+    @property
+    def result(self) -> Any:
+        return self.data.get("result") if isinstance(self.data, dict) else None
+
+    @property
+    def error(self) -> Any:
+        return self.data.get("error") if isinstance(self.data, dict) else None
+
+    def __repr__(self) -> str:
+        shown = f"error {self.error}" if self.error is not None else f"result {self.result!r}"
+        if len(shown) > 120:
+            shown = shown[:120] + "…"
+        return f"<RpcResult {self.path}: {shown}, cost {self._cost_text()}>"
+
+
+@dataclass(repr=False)
+class VoiceResult(Result):
+    """A cloned voice: ``voice_id`` (a ``vv_`` handle to pass as ``voice`` with ``model``)."""
+
+    @property
+    def voice_id(self) -> str | None:
+        return self.data.get("id") if isinstance(self.data, dict) else None
+
+    def __repr__(self) -> str:
+        return f"<VoiceResult {self.voice_id} for {self.model}, cost {self._cost_text()}>"
+
+
+def _reasoning_of(message: dict[str, Any]) -> str | None:
+    reasoning = message.get("reasoning_content")
+    if reasoning:
+        return str(reasoning)
+    details = message.get("reasoning_details")
+    if isinstance(details, list):
+        text = "".join(d.get("text", "") for d in details if isinstance(d, dict))
+        return text or None
+    return None
+
+
+class AsyncChatStream:
+    """A streamed chat completion (spends money on the first iteration: one paid request).
+
+    ``async for delta in stream`` yields the answer's text as it arrives (and the reasoning
+    of a thinking model too when ``include_reasoning``). Afterwards ``result`` is the whole
+    ChatResult and ``cost`` what was paid; ``finish_reason`` says ``length`` when the answer
+    was cut at ``max_tokens``. ``collect()`` reads it to the end; ``aclose()`` stops early.
+    """
+
+    def __init__(
+        self,
+        start: Callable[[], Awaitable[Reply]],
+        *,
+        path: str,
+        model: str | None,
+        include_reasoning: bool = False,
+    ) -> None:
+        self._start = start
+        self._lines: AsyncIterator[str] | None = None
+        self._reply: Reply | None = None
+        self.path = path
+        self.model = model
+        self.include_reasoning = include_reasoning
+        self.cost: Cost | None = None
+        self.text = ""
+        self.reasoning = ""
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.done = False
+        self._chunks = 0
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else ("streaming" if self._reply else "not started")
+        return (
+            f"<ChatStream {self.model} {state}: {len(self.text)} chars,"
+            f" cost {self.cost if self.cost else 'not yet known'}>"
+        )
+
+    def __aiter__(self) -> AsyncChatStream:
+        return self
+
+    async def __anext__(self) -> str:
+        if self.done:
+            raise StopAsyncIteration
+        if self._lines is None:
+            reply = await self._start()
+            self._reply, self.cost = reply, reply.cost
+            content_type = reply.response.headers.get("content-type", "")
+            if "text/event-stream" not in content_type:
+                # Not streamed after all: the whole completion at once.
+                await reply.response.aread()
+                await reply.response.aclose()
+                shown = self._whole(reply.response.json())
+                if not shown:
+                    raise StopAsyncIteration
+                return shown
+            self._lines = reply.response.aiter_lines()
+        while True:
+            try:
+                line = await self._lines.__anext__()
+            except StopAsyncIteration:
+                await self._finish()
+                raise
+            delta = self._read(line)
+            if delta is None:
+                await self._finish()
+                raise StopAsyncIteration
+            if delta:
+                return delta
+
+    def _whole(self, body: dict[str, Any]) -> str:
+        result = ChatResult.from_response(self.path, body, self.cost)
+        self.text, self.reasoning = result.text, result.reasoning or ""
+        self.finish_reason, self.usage = result.finish_reason, result.usage
+        self.model = result.model or self.model
+        self.done = True
+        return self.text or (self.reasoning if self.include_reasoning else "")
+
+    def _read(self, line: str) -> str | None:
+        """The text of one SSE line ('' for nothing to show); None at ``[DONE]``."""
+        if not line.startswith("data:"):
+            return ""
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return None
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            return ""
+        self._chunks += 1
+        self.model = chunk.get("model") or self.model
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = dict(chunk["usage"])
+        shown = ""
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            content, thought = delta.get("content"), delta.get("reasoning_content")
+            if content:
+                self.text += content
+                shown += content
+            if thought:
+                self.reasoning += thought
+                if self.include_reasoning:
+                    shown += thought
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        return shown
+
+    async def _finish(self) -> None:
+        self.done = True
+        if self._reply is not None:
+            await self._reply.response.aclose()
+
+    async def aclose(self) -> None:
+        """Stop reading and close the connection (what was paid stays paid)."""
+        if not self.done:
+            await self._finish()
+
+    async def collect(self) -> ChatResult:
+        """Read the stream to its end; returns the whole ChatResult."""
+        async for _ in self:
+            pass
+        return self.result
+
+    @property
+    def result(self) -> ChatResult:
+        """The whole completion so far as a ChatResult (with ``cost``)."""
+        body = {
+            "model": self.model,
+            "choices": [
+                {
+                    "message": {"content": self.text, "reasoning_content": self.reasoning or None},
+                    "finish_reason": self.finish_reason,
+                }
+            ],
+            "usage": self.usage,
+        }
+        return ChatResult.from_response(self.path, body, self.cost)
+
+    @property
+    def truncated(self) -> bool:
+        """True when the answer stopped at ``max_tokens`` (finish_reason ``length``)."""
+        return self.finish_reason == "length"
+
+    async def __aenter__(self) -> AsyncChatStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+ChatStream = sync_twin(
+    AsyncChatStream,
+    "ChatStream",
+    doc="A streamed chat completion: iterate for text deltas, then read ``.result`` and ``.cost``.",
+)
+
+
+def _iterate_stream(self: Any) -> Iterator[str]:
+    stream: AsyncChatStream = self._async
+    try:
+        while True:
+            try:
+                yield run(stream.__anext__())
+            except StopAsyncIteration:
+                return
+    finally:
+        if not stream.done:
+            submit(stream.aclose())
+
+
+def _enter(self: Any) -> Any:
+    return self
+
+
+def _exit(self: Any, *exc: object) -> None:
+    self.aclose()
+
+
+ChatStream.__iter__ = _iterate_stream  # type: ignore[attr-defined]
+ChatStream.__enter__ = _enter  # type: ignore[attr-defined]
+ChatStream.__exit__ = _exit  # type: ignore[attr-defined]
 
 
 def describe_cost(cost: Cost | None) -> str:
