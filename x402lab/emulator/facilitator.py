@@ -56,8 +56,9 @@ class _Facilitator:
                 400,
             )
         self.calls.bodies.append(body)
+        wire = body.get("paymentRequirements")
         try:
-            requirements = PaymentRequirements.from_wire(body.get("paymentRequirements"))
+            requirements = PaymentRequirements.from_wire(wire if isinstance(wire, dict) else {})
         except ProtocolError:
             requirements = None
         return body, requirements

@@ -102,7 +102,7 @@ def _report(
     post_count = sum(by_weekday.values())
     post_ids = [f"{rng.getrandbits(62):019d}" for _ in range(8)]
     picked = rng.sample(list(topics), k=min(len(topics), rng.randint(3, 5)))
-    topic_rows = [
+    topic_rows: list[dict[str, Any]] = [
         {
             "name": name,
             "share": share,
