@@ -14,7 +14,7 @@ import pandas as pd
 
 from x402lab.analysis.batches import BatchInput
 from x402lab.analysis.report import CostReport, build_report
-from x402lab.analysis.schemas import DEFAULT_SPEND_BY, SAVINGS, typed
+from x402lab.analysis.schemas import DEFAULT_SPEND_BY
 from x402lab.analysis.spend import ledger_frame, spend
 from x402lab.errors import X402LabError
 
@@ -55,7 +55,7 @@ class CostMixin:
         *,
         batches: BatchInput = None,
         prices: bool | pd.DataFrame = True,
-        library: bool = True,
+        purchases: Sequence[Any] | None = None,
         budget: str | None = None,
     ) -> CostReport:
         """Free: tables and figures of what the ledger says was spent, and where to save.
@@ -63,13 +63,14 @@ class CostMixin:
         ``batches``: results of ``batch_chat``/``batch_embed`` (a frame, a Parquet path, a
         list, or a mapping of names to them) for per-row costs, drift and cache savings.
         ``prices``: ``True`` reads the gateway's free price list (``lab.prices()``), or pass
-        the table, or ``False``. ``library``: count savings of the report library.
-        ``budget=``: one budget's rows only. Returns a CostReport (``.tables``,
-        ``.figures``, ``.to_html(folder)``, ``.to_parquet(folder)``, ``.save(folder)``).
+        the table, or ``False``. ``purchases``: ReportSets from ``lab.reports.buy``; reports
+        they held from before count as library savings. ``budget=``: one budget's rows only.
+        Returns a CostReport (``.tables``, ``.figures``, ``.to_html(folder)``,
+        ``.to_parquet(folder)``, ``.save(folder)``).
         """
         notes: list[str] = []
         price_table = await self._price_table(prices, notes)
-        library_rows = await self._library_savings(library, notes)
+        library, orders = await self._report_library(notes)
         rows = await asyncio.to_thread(_rows, self.ledger, budget)
         if budget is not None:
             notes.append(f"Ledger rows of budget {budget!r} only.")
@@ -78,7 +79,9 @@ class CostMixin:
             rows,
             batches=batches,
             prices=price_table,
-            library_savings=library_rows,
+            library=library,
+            purchases=purchases,
+            report_orders=orders,
             notes=notes,
             ledger_path=str(self.ledger.path),
         )
@@ -100,14 +103,15 @@ class CostMixin:
             return None
         return table if isinstance(table, pd.DataFrame) else None
 
-    async def _library_savings(self, library: bool, notes: list[str]) -> pd.DataFrame | None:
-        if not library:
-            return None
+    async def _report_library(self, notes: list[str]) -> tuple[pd.DataFrame | None, Any]:
+        """The owned reports and the purchase orders of the report service, if any."""
         reports: Any = getattr(self, "reports", None)
-        read = getattr(reports, "library", None)
-        note = "no report library in this Lab; counted as zero"
-        if read is not None:
-            note = "report library: savings of repeated purchases are not recorded yet"
-        row = {"source": "report library", "items": 0, "saved_atomic": 0, "saved_usd": 0.0}
-        row.update(unpriced_items=None, note=note)
-        return typed(pd.DataFrame([row]), SAVINGS)
+        if reports is None or getattr(self, "reports_url", None) is None:
+            return None, None
+        try:
+            library = await reports.library()
+            orders = await asyncio.to_thread(reports.store.orders)
+        except (X402LabError, AttributeError) as exc:
+            notes.append(f"The report library could not be read: {exc}")
+            return None, None
+        return library, orders

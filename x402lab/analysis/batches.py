@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from x402lab.analysis.schemas import BATCH_STATUS, DRIFT, SAVINGS, UNIT_COSTS, typed
-from x402lab.analysis.spend import LedgerRows, ledger_frame
+from x402lab.analysis.spend import LedgerRows, by_route, ledger_frame
 from x402lab.errors import ConfigError
 from x402lab.money import ATOMIC_PER_USD
 
@@ -79,6 +79,12 @@ def _atomic(usd: pd.Series | None) -> pd.Series:
     return (values * ATOMIC_PER_USD).round().astype("Int64")
 
 
+def _paid_this_run(frame: pd.DataFrame) -> int:
+    """What the run paid: its ``ok`` rows. Cached rows show an earlier payment (a duplicate's
+    twin or a checkpoint) and ``paid_not_stored`` rows one made by an earlier run."""
+    return int(frame.loc[frame["status"] == "ok", "paid_atomic"].fillna(0).sum())
+
+
 def status_counts(batches: BatchInput) -> pd.DataFrame:
     """Rows per status and the amount paid, one row per batch (``BATCH_STATUS``)."""
     known = {
@@ -94,7 +100,7 @@ def status_counts(batches: BatchInput) -> pd.DataFrame:
         record: dict[str, Any] = {"batch": name, "rows": len(frame)}
         record.update({f"{label}_rows": count for label, count in counts.items()})
         record["other_rows"] = len(frame) - sum(counts.values())
-        record["paid_atomic"] = int(frame["paid_atomic"].fillna(0).sum())
+        record["paid_atomic"] = _paid_this_run(frame)
         records.append(record)
     out = pd.DataFrame.from_records(records)
     if len(out):
@@ -116,11 +122,11 @@ def _routes(frame: pd.DataFrame, ledger: pd.DataFrame) -> tuple[str, str | None,
 def unit_costs(batches: BatchInput, rows: LedgerRows) -> pd.DataFrame:
     """Cost per input row of each batch (``UNIT_COSTS`` with ``unit`` "row").
 
-    ``units`` counts every row of the batch (paid, cached, skipped or failed), so
-    ``usd_per_1k`` is the price of a thousand input rows (documents, for an embedding
-    batch) as this run paid it.
+    ``units`` counts every row of the batch (paid, cached, skipped or failed) and
+    ``paid_atomic`` is what the run paid (its ``ok`` rows), so ``usd_per_1k`` is the price
+    of a thousand input rows (documents, for an embedding batch) as this run paid it.
     """
-    ledger = ledger_frame(rows)
+    ledger = by_route(ledger_frame(rows))
     records = []
     for name, frame in batch_frames(batches).items():
         service, path, model = _routes(frame, ledger)
@@ -133,7 +139,7 @@ def unit_costs(batches: BatchInput, rows: LedgerRows) -> pd.DataFrame:
                 "model": model,
                 "units": len(frame),
                 "unit": "row",
-                "paid_atomic": int(frame["paid_atomic"].fillna(0).sum()),
+                "paid_atomic": _paid_this_run(frame),
             }
         )
     out = pd.DataFrame.from_records(records)
@@ -152,7 +158,7 @@ def drift(batches: BatchInput, rows: LedgerRows) -> pd.DataFrame:
     ``drift_atomic`` is paid minus quoted (positive: paid more than the quote said);
     ``drifted`` counts rows where the two differ.
     """
-    ledger = ledger_frame(rows)
+    ledger = by_route(ledger_frame(rows))
     records = []
     for name, frame in batch_frames(batches).items():
         both = frame[frame["quoted_atomic"].notna() & frame["paid_atomic"].notna()]

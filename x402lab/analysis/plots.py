@@ -39,8 +39,7 @@ def _empty(axes: Axes, message: str) -> None:
 def _labels(frame: pd.DataFrame, columns: Iterable[str]) -> list[str]:
     def label(row: pd.Series) -> str:
         parts = [str(row[c]) for c in columns if c in row and pd.notna(row[c])]
-        text = " · ".join(parts) or "(none)"
-        return text.replace("/api/v1/", "") if len(text) > 40 else text
+        return " · ".join(parts).replace("/api/v1/", "") or "(none)"
 
     return [label(row) for _, row in frame.iterrows()]
 
@@ -82,14 +81,15 @@ def spend_by_route(by_route: pd.DataFrame) -> Figure:
         return figure
     labels = _labels(shown, ("path", "model"))
     axes.barh(labels, shown["settled_usd"], color=SETTLED_COLOR, label="settled")
-    axes.barh(
-        labels,
-        shown["unknown_usd"],
-        left=shown["settled_usd"],
-        color=UNKNOWN_COLOR,
-        hatch="//",
-        label="unknown (may have settled)",
-    )
+    if (shown["unknown_atomic"] > 0).any():
+        axes.barh(
+            labels,
+            shown["unknown_usd"],
+            left=shown["settled_usd"],
+            color=UNKNOWN_COLOR,
+            hatch="//",
+            label="unknown (may have settled)",
+        )
     axes.set_xlabel("USD")
     axes.tick_params(axis="y", labelsize=8)
     axes.legend(loc="lower right", fontsize=8)
@@ -169,28 +169,36 @@ def drift(table: pd.DataFrame) -> Figure:
 
 
 def rates(table: pd.DataFrame) -> Figure:
-    """Agent vs upstream input rate per model (USD per 1M units), used models highlighted."""
-    usable = table[
-        table["upstream_input_usd_per_1m"].notna() & table["agent_input_usd_per_1m"].notna()
-    ]
-    usable = usable[
-        (usable["upstream_input_usd_per_1m"] > 0) & (usable["agent_input_usd_per_1m"] > 0)
-    ]
-    figure, axes = _figure("Agent vs upstream input rates (price list)")
-    if len(usable) == 0:
-        _empty(axes, "no price list with input rates")
+    """Agent vs upstream rate per model from the price list, models used here highlighted.
+
+    Token models are placed by their input rate per 1M tokens, unit-priced models (images,
+    voices) by their unit price; the dotted line is agent = upstream.
+    """
+    upstream = table["upstream_input_usd_per_1m"].fillna(table["upstream_usd_per_unit"])
+    agent = table["agent_input_usd_per_1m"].fillna(table["agent_usd_per_unit"])
+    usable = (upstream > 0) & (agent > 0)
+    figure, axes = _figure("Agent vs upstream rates (price list)")
+    if not usable.any():
+        _empty(axes, "no price list with rates")
         return figure
-    for used, rows in usable.groupby("used"):
-        axes.scatter(
-            rows["upstream_input_usd_per_1m"],
-            rows["agent_input_usd_per_1m"],
-            s=36 if used else 14,
-            color=SETTLED_COLOR if used else "#999999",
-            label="used here" if used else "other models",
-            zorder=3 if used else 2,
-        )
-    low = float(usable["upstream_input_usd_per_1m"].min())
-    high = float(usable["upstream_input_usd_per_1m"].max())
+    tokens = table["upstream_input_usd_per_1m"].notna()
+    groups = [
+        (usable & tokens & ~table["used"], "per 1M input tokens", "o", "#999999", 14),
+        (usable & ~tokens & ~table["used"], "per unit", "s", "#999999", 14),
+        (usable & table["used"], "used here", "o", SETTLED_COLOR, 40),
+    ]
+    for mask, label, marker, color, size in groups:
+        if mask.any():
+            axes.scatter(
+                upstream[mask],
+                agent[mask],
+                s=size,
+                marker=marker,
+                color=color,
+                label=label,
+                zorder=3 if color == SETTLED_COLOR else 2,
+            )
+    low, high = float(upstream[usable].min()), float(upstream[usable].max())
     axes.plot(
         [low, high],
         [low, high],
@@ -201,8 +209,8 @@ def rates(table: pd.DataFrame) -> Figure:
     )
     axes.set_xscale("log")
     axes.set_yscale("log")
-    axes.set_xlabel("upstream USD per 1M")
-    axes.set_ylabel("agent USD per 1M")
+    axes.set_xlabel("upstream USD (per 1M input tokens, or per unit)")
+    axes.set_ylabel("agent USD")
     axes.legend(fontsize=8)
     return figure
 

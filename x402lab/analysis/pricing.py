@@ -18,18 +18,23 @@ from typing import Any
 import pandas as pd
 
 from x402lab.analysis.schemas import PADDING, RATES, typed
-from x402lab.analysis.spend import LedgerRows, settled_rows
+from x402lab.analysis.spend import LedgerRows, by_route, settled_rows
 from x402lab.money import ATOMIC_PER_USD, usd_to_atomic
 
 ROUTE_KEYS = ["service", "path", "model"]
 
 
-def fair_atomic(upstream_usd: float, price_mult: float) -> int:
-    """``upstream_usd × price_mult`` in base units, rounded like the gateway (half to even).
+def fair_usd(upstream_usd: float, price_mult: float) -> Decimal:
+    """``upstream_usd × price_mult`` exactly, in USD (before rounding and the minimum).
 
     Both numbers arrive as JSON floats; their shortest decimal text is what the server wrote.
     """
-    return usd_to_atomic(Decimal(str(upstream_usd)) * Decimal(str(price_mult)))
+    return Decimal(str(upstream_usd)) * Decimal(str(price_mult))
+
+
+def fair_atomic(upstream_usd: float, price_mult: float) -> int:
+    """``upstream_usd × price_mult`` in base units, rounded like the gateway (half to even)."""
+    return usd_to_atomic(fair_usd(upstream_usd, price_mult))
 
 
 def padding(rows: LedgerRows) -> pd.DataFrame:
@@ -42,14 +47,17 @@ def padding(rows: LedgerRows) -> pd.DataFrame:
     minimum; ``packed_atomic`` is what the padded calls would cost packed that way (the sum
     of their fair prices, at least one minimum), and ``packing_saves_atomic`` the difference.
     """
-    settled = settled_rows(rows)
+    settled = by_route(settled_rows(rows))
     priced = settled[settled["upstream_usd"].notna() & settled["price_mult"].notna()].copy()
     if len(priced) == 0:
         return typed(None, PADDING)
-    priced["fair_atomic"] = [
-        fair_atomic(up, mult)
+    # Exact fair prices are kept beside the rounded ones: a tiny call rounds to 0 base units,
+    # yet thousands of them packed together do cost something.
+    priced["fair_usd"] = [
+        fair_usd(up, mult)
         for up, mult in zip(priced["upstream_usd"], priced["price_mult"], strict=True)
     ]
+    priced["fair_atomic"] = [usd_to_atomic(fair) for fair in priced["fair_usd"]]
     priced["padding_atomic"] = (priced["amount_atomic"] - priced["fair_atomic"]).clip(lower=0)
     records = []
     for key, group in priced.groupby(ROUTE_KEYS, dropna=False, sort=True):
@@ -80,13 +88,15 @@ def _packing(padded: pd.DataFrame) -> dict[str, Any]:
         }
     # A padded call paid exactly the minimum, so the minimum is read from the data.
     minimum = int(padded["amount_atomic"].min())
-    fair_total = int(padded["fair_atomic"].sum())
+    fair_total = sum(padded["fair_usd"], Decimal(0))
     paid = int(padded["amount_atomic"].sum())
-    mean_fair = fair_total / len(padded)
-    packed = max(minimum, fair_total)
+    mean_fair_atomic = fair_total * ATOMIC_PER_USD / len(padded)
+    packed = max(minimum, usd_to_atomic(fair_total))
     return {
         "min_charge_atomic": minimum,
-        "inputs_per_call": math.ceil(minimum / mean_fair) if mean_fair > 0 else None,
+        "inputs_per_call": (
+            math.ceil(minimum / mean_fair_atomic) if mean_fair_atomic > 0 else None
+        ),
         "packed_atomic": packed,
         "packing_saves_atomic": max(0, paid - packed),
     }
@@ -101,6 +111,8 @@ _RATE_COLUMNS = {
     "upstream_output_usd_per_1m": ("upstream_output_usd_per_1m", "upstream_output_per_1m"),
     "agent_input_usd_per_1m": ("agent_input_usd_per_1m", "agent_input_per_1m"),
     "agent_output_usd_per_1m": ("agent_output_usd_per_1m", "agent_output_per_1m"),
+    "upstream_usd_per_unit": ("upstream_usd_per_unit",),
+    "agent_usd_per_unit": ("agent_usd_per_unit",),
 }
 
 
@@ -109,7 +121,8 @@ def rates(prices: pd.DataFrame | None, rows: LedgerRows) -> pd.DataFrame:
 
     ``prices`` is ``lab.prices()`` (one row per model price entry); ``None`` or a table
     without model ids gives an empty table. ``agent_over_upstream`` is the agent input rate
-    over the upstream one (the multiplier, where the list is consistent); ``used`` marks
+    (or unit price) over the upstream one: the multiplier, where the list is consistent;
+    ``used`` marks
     models with settled payments in the ledger. Used models come first.
     """
     if prices is None or len(prices) == 0:
@@ -119,10 +132,12 @@ def rates(prices: pd.DataFrame | None, rows: LedgerRows) -> pd.DataFrame:
         found = next((c for c in candidates if c in prices.columns), None)
         out[target] = prices[found] if found is not None else None
     out = out[out["model"].notna()].copy()
-    for column in [c for c in out.columns if c.endswith("_per_1m")]:
+    for column in [c for c in out.columns if "_usd_per_" in c]:
         out[column] = pd.to_numeric(out[column], errors="coerce").astype("float64")
-    upstream = out["upstream_input_usd_per_1m"]
-    out["agent_over_upstream"] = (out["agent_input_usd_per_1m"] / upstream).where(upstream > 0)
+    # Token models compare input rates; models priced per unit (images, voices) unit prices.
+    upstream = out["upstream_input_usd_per_1m"].fillna(out["upstream_usd_per_unit"])
+    agent = out["agent_input_usd_per_1m"].fillna(out["agent_usd_per_unit"])
+    out["agent_over_upstream"] = (agent / upstream).where(upstream > 0)
     settled = settled_rows(rows)
     paid = settled.groupby("model")["amount_atomic"].sum()
     out["settled_atomic"] = out["model"].map(paid).fillna(0).astype("int64")

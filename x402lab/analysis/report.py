@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from x402lab.analysis import batches as batch_tables
+from x402lab.analysis import library as report_library
 from x402lab.analysis import plots, pricing, schemas, spend
 from x402lab.money import format_usd
 
@@ -66,9 +67,10 @@ SECTIONS = (
     Section(
         "drift",
         "Quoted vs paid",
-        "Batch rows that carry both a quote and a payment. The ledger signs the live 402 "
-        "amount, so a payment never differs from its own challenge; drift is measured "
-        "against the quote taken before paying.",
+        "Batch rows that carry both a quote and a payment, and report purchases (the "
+        "service's chargedUsd vs the amount paid). The ledger signs the live 402 amount, so "
+        "a payment never differs from its own challenge; drift is measured against the "
+        "quote taken before paying.",
         "drift",
     ),
     Section(
@@ -270,15 +272,18 @@ def build_report(
     *,
     batches: batch_tables.BatchInput = None,
     prices: pd.DataFrame | None = None,
-    library_savings: pd.DataFrame | None = None,
+    library: pd.DataFrame | None = None,
+    purchases: Any = None,
+    report_orders: Any = None,
     notes: list[str] | None = None,
     ledger_path: str | None = None,
 ) -> CostReport:
     """The cost report of ``rows`` (a Ledger, its Arrow table or its DataFrame).
 
     ``batches``: batch results to analyse (see ``batch_frames``); ``prices``: the price list
-    (``lab.prices()``); ``library_savings``: rows of the ``SAVINGS`` schema for the report
-    library. Figures are drawn here; nothing is sent anywhere.
+    (``lab.prices()``); ``library``: ``lab.reports.library()``; ``purchases``: ReportSets of
+    ``lab.reports.buy`` (their already-owned reports count as saved); ``report_orders``: the
+    library's purchase orders (charged vs paid). Figures are drawn here; nothing is sent.
     """
     frame = spend.ledger_frame(rows)
     notes = list(notes or [])
@@ -287,14 +292,21 @@ def build_report(
         [spend.route_unit_costs(frame), batch_tables.unit_costs(batches, frame)],
         schemas.UNIT_COSTS,
     )
-    savings = _concat([batch_tables.cache_savings(batches), library_savings], schemas.SAVINGS)
+    savings = _concat(
+        [batch_tables.cache_savings(batches), report_library.library_savings(library, purchases)],
+        schemas.SAVINGS,
+    )
+    drift = _concat(
+        [batch_tables.drift(batches, frame), report_library.order_drift(report_orders)],
+        schemas.DRIFT,
+    )
     tables: dict[str, Any] = {
         "totals": spend.spend(frame, ()),
         "by_day": spend.spend(frame, ("day", "service")),
         "by_route": by_route,
         "unit_costs": unit_costs,
         "batch_status": batch_tables.status_counts(batches),
-        "drift": batch_tables.drift(batches, frame),
+        "drift": drift,
         "padding": pricing.padding(frame),
         "savings": savings,
         "rates": pricing.rates(prices, frame),

@@ -180,6 +180,8 @@ RATES = pa.schema(
         ("upstream_output_usd_per_1m", FLOAT),
         ("agent_input_usd_per_1m", FLOAT),
         ("agent_output_usd_per_1m", FLOAT),
+        ("upstream_usd_per_unit", FLOAT),
+        ("agent_usd_per_unit", FLOAT),
         ("agent_over_upstream", FLOAT),
         _required("used", pa.bool_()),
         _required("settled_atomic", INT),

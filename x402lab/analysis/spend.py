@@ -63,6 +63,19 @@ def ledger_frame(rows: LedgerRows) -> pd.DataFrame:
     return arrow_to_pandas(table)
 
 
+def route_path(path: pd.Series) -> pd.Series:
+    """Paths without their query string: a report purchase's path carries its selection,
+    and grouping by it would make every purchase a route of its own."""
+    return path.str.split("?", n=1).str[0]
+
+
+def by_route(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``path`` cut to the route (see ``route_path``)."""
+    out = frame.copy()
+    out["path"] = route_path(out["path"])
+    return out
+
+
 def _usd(atomic: pd.Series) -> pd.Series:
     return atomic.astype("float64") / ATOMIC_PER_USD
 
@@ -82,7 +95,8 @@ def _with_groups(frame: pd.DataFrame) -> pd.DataFrame:
 def spend(rows: LedgerRows, by: str | Sequence[str] | None = DEFAULT_SPEND_BY) -> pd.DataFrame:
     """Spend grouped by ``by`` (any of service, path, model, day, budget; ``()`` for totals).
 
-    One row per group, sorted by the keys; a null path or model is a group of its own. The
+    One row per group, sorted by the keys; a null path or model is a group of its own, and
+    ``path`` is the route without its query string. The
     columns are ``spend_schema(by)``: counts, settled, unknown exposure, in flight, committed,
     refused, rejected and failed. Sums are exact integers of atomic units. An empty ledger
     gives an empty table with the same columns. Raises ConfigError for an unknown key.
@@ -93,6 +107,7 @@ def spend(rows: LedgerRows, by: str | Sequence[str] | None = DEFAULT_SPEND_BY) -
     if len(frame) == 0:
         return typed(None, schema)
     parts = _with_groups(frame)
+    frame = by_route(frame)
     for key in keys:
         parts[key] = frame["ts"].dt.floor("D") if key == "day" else frame[key]
     sums = [c for c in parts.columns if c not in keys]
@@ -137,7 +152,7 @@ def route_unit_costs(rows: LedgerRows) -> pd.DataFrame:
     One row per route and model: ``units`` is the number of settled calls, ``usd_per_unit``
     the mean price of a call and ``usd_per_1k`` the price of a thousand such calls.
     """
-    settled = settled_rows(rows)
+    settled = by_route(settled_rows(rows))
     if len(settled) == 0:
         return typed(None, UNIT_COSTS)
     keys = ["service", "path", "model"]
