@@ -1,0 +1,290 @@
+"""What a batch will send: its rows, their distinct requests, and the paid requests.
+
+A row's *item* is the request that row needs on its own; identical rows share one item, so
+they are paid once. Items are grouped into *units*, the requests actually paid: one item each
+for chat, ``per_request`` texts each for embeddings. Units are cut from the distinct items in
+first-seen order, so the same input cuts into the same units (and the same request keys) on a
+re-run, which is what lets a re-run find earlier payments in the ledger.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from x402lab.errors import ConfigError
+from x402lab.services.gateway import chat_body, request_key
+from x402lab.services.results import ChatResult
+
+CHAT_PATH = "/api/v1/chat/completions"
+EMBED_PATH = "/api/v1/embeddings"
+
+
+@dataclass
+class Plan:
+    """Rows, distinct items and paid units of one batch."""
+
+    kind: str
+    path: str
+    model: str
+    row_items: np.ndarray  # item index of every row
+    item_keys: list[str]  # request key of each item's own request
+    item_payloads: list[Any]  # chat: the request body; embed: the text
+    first_row: np.ndarray  # first row of each item
+    last_row: np.ndarray  # last row of each item
+    per_request: int
+    unit_keys: list[str]  # request key of each paid unit
+    params: Mapping[str, Any]
+
+    @property
+    def rows(self) -> int:
+        return len(self.row_items)
+
+    @property
+    def units(self) -> int:
+        return len(self.unit_keys)
+
+    def unit_items(self, unit: int) -> range:
+        start = unit * self.per_request
+        return range(start, min(start + self.per_request, len(self.item_keys)))
+
+    def unit_body(self, unit: int) -> dict[str, Any]:
+        items = self.unit_items(unit)
+        if self.kind == "chat":
+            return dict(self.item_payloads[items[0]])
+        return _embed_body(self.model, [self.item_payloads[i] for i in items], self.params)
+
+
+def _embed_body(model: str, texts: list[str], params: Mapping[str, Any]) -> dict[str, Any]:
+    # One text goes as a string (the spec's shape); several as a list (OpenAI's shape).
+    return {"model": model, "input": texts[0] if len(texts) == 1 else texts, **params}
+
+
+def _index(keys: Iterable[str]) -> tuple[np.ndarray, list[str], list[int]]:
+    """Item index per row, the distinct keys in first-seen order, and each one's first row."""
+    seen: dict[str, int] = {}
+    rows: list[int] = []
+    firsts: list[int] = []
+    for row, key in enumerate(keys):
+        item = seen.get(key)
+        if item is None:
+            item = seen[key] = len(seen)
+            firsts.append(row)
+        rows.append(item)
+    return np.asarray(rows, dtype=np.int64), list(seen), firsts
+
+
+def _last_rows(row_items: np.ndarray, items: int) -> np.ndarray:
+    last = np.zeros(items, dtype=np.int64)
+    last[row_items] = np.arange(len(row_items), dtype=np.int64)  # later rows win
+    return last
+
+
+# -- chat ------------------------------------------------------------------------------------
+
+
+def chat_inputs(rows: Any) -> pd.DataFrame:
+    """The input frame of ``batch_chat``: a DataFrame as given, a list/Series as ``prompt``."""
+    if isinstance(rows, pd.DataFrame):
+        return rows
+    if isinstance(rows, pd.Series):
+        return rows.to_frame(name=rows.name if rows.name is not None else "prompt")
+    if isinstance(rows, str) or not isinstance(rows, Sequence):
+        raise ConfigError("rows must be a list of prompts, a pandas Series or a DataFrame")
+    return pd.DataFrame({"prompt": list(rows)})
+
+
+def chat_messages(inputs: pd.DataFrame, prompt: str | None) -> list[Any]:
+    """Each row's prompt text (or message list). Raises ConfigError naming what is missing."""
+    if prompt is not None:
+        records = inputs.to_dict("records")
+        try:
+            return [prompt.format_map(record) for record in records]
+        except KeyError as exc:
+            raise ConfigError(
+                f"prompt template names column {exc.args[0]!r}, which the rows do not have"
+                f" (columns: {', '.join(map(str, inputs.columns))})"
+            ) from None
+    for column in ("prompt", "messages"):
+        if column in inputs.columns:
+            values = inputs[column].tolist()
+            bad = [i for i, v in enumerate(values) if not isinstance(v, str | list | tuple)]
+            if bad:
+                raise ConfigError(f"row {bad[0]} has no {column}: {values[bad[0]]!r}")
+            return values
+    raise ConfigError(
+        "rows need a 'prompt' (or 'messages') column, or pass prompt='... {column} ...'"
+    )
+
+
+def chat_plan(
+    messages: list[Any],
+    *,
+    model: str,
+    system: str | None,
+    max_tokens: int | None,
+    params: Mapping[str, Any],
+) -> Plan:
+    """The plan of a chat batch: one paid request per distinct body."""
+    bodies = [
+        chat_body(m, model=model, system=system, max_tokens=max_tokens, **params)
+        for m in messages
+    ]
+    keys = [request_key("POST", CHAT_PATH, body) for body in bodies]
+    row_items, item_keys, firsts = _index(keys)
+    payloads = [bodies[row] for row in firsts]
+    return Plan(
+        kind="chat",
+        path=CHAT_PATH,
+        model=model,
+        row_items=row_items,
+        item_keys=item_keys,
+        item_payloads=payloads,
+        first_row=np.asarray(firsts, dtype=np.int64),
+        last_row=_last_rows(row_items, len(item_keys)),
+        per_request=1,
+        unit_keys=item_keys,
+        params=dict(params),
+    )
+
+
+class ChatCodec:
+    """Chat answers: parsed fields per item, stored as JSON."""
+
+    kind = "chat"
+    columns = ("response", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens")
+
+    def split(self, body: Any, n: int) -> list[tuple[Any, ...]]:
+        result = ChatResult.from_response(CHAT_PATH, body, None)
+        return [
+            (
+                result.text,
+                result.reasoning,
+                result.finish_reason,
+                result.prompt_tokens,
+                result.completion_tokens,
+            )
+        ]
+
+    def encode(self, data: tuple[Any, ...]) -> bytes:
+        return json.dumps(data).encode()
+
+    def decode(self, blob: bytes) -> tuple[Any, ...]:
+        return tuple(json.loads(blob))
+
+    def empty(self) -> tuple[Any, ...]:
+        return (None,) * len(self.columns)
+
+
+# -- embeddings ------------------------------------------------------------------------------
+
+
+def embed_texts(texts: Any, column: str | None = None) -> tuple[list[str], pd.Index | None]:
+    """The texts of ``batch_embed`` and the index to keep (a Series's), from a list, a Series,
+    an Arrow array, or a column of an Arrow table or dataset. Raises ConfigError."""
+    index = None
+    if isinstance(texts, pd.Series):
+        index = texts.index
+        values = texts.tolist()
+    elif isinstance(texts, pa.Array | pa.ChunkedArray):
+        values = texts.to_pylist()
+    elif isinstance(texts, pa.Table) or _is_dataset(texts):
+        name = column or "text"
+        if name not in texts.schema.names:
+            raise ConfigError(f"no column {name!r} in the dataset: pass column='...'")
+        table = texts if isinstance(texts, pa.Table) else texts.to_table(columns=[name])
+        values = table.column(name).to_pylist()
+    elif isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise ConfigError(
+            "texts must be a list of strings, a pandas Series, an Arrow array, or an Arrow"
+            " table/dataset with column='...'"
+        )
+    else:
+        values = list(texts)
+    bad = next((i for i, v in enumerate(values) if not isinstance(v, str)), None)
+    if bad is not None:
+        raise ConfigError(f"text {bad} is not a string: {values[bad]!r}")
+    return values, index
+
+
+def _is_dataset(value: Any) -> bool:
+    import pyarrow.dataset as ds
+
+    return isinstance(value, ds.Dataset)
+
+
+def embed_plan(
+    texts: list[str], *, model: str, per_request: int, params: Mapping[str, Any]
+) -> Plan:
+    """The plan of an embedding batch: ``per_request`` distinct texts per paid request."""
+    if not isinstance(model, str) or not model:
+        raise ConfigError("model is required: an embedding model id from lab.models('embedding')")
+    if not isinstance(per_request, int) or not 1 <= per_request <= 2048:
+        raise ConfigError(f"per_request must be an int in 1..2048, got {per_request!r}")
+    params = dict(params)
+    keys = (request_key("POST", EMBED_PATH, _embed_body(model, [t], params)) for t in texts)
+    row_items, item_keys, firsts = _index(keys)
+    payloads = [texts[row] for row in firsts]
+    if per_request == 1:
+        unit_keys = item_keys
+    else:
+        unit_keys = [
+            request_key(
+                "POST", EMBED_PATH, _embed_body(model, payloads[i : i + per_request], params)
+            )
+            for i in range(0, len(payloads), per_request)
+        ]
+    return Plan(
+        kind="embed",
+        path=EMBED_PATH,
+        model=model,
+        row_items=row_items,
+        item_keys=item_keys,
+        item_payloads=payloads,
+        first_row=np.asarray(firsts, dtype=np.int64),
+        last_row=_last_rows(row_items, len(item_keys)),
+        per_request=per_request,
+        unit_keys=unit_keys,
+        params=params,
+    )
+
+
+class EmbedCodec:
+    """Embedding vectors: float32 per item, stored as raw little-endian bytes."""
+
+    kind = "embed"
+    columns = ("vector", "prompt_tokens")
+
+    def split(self, body: Any, n: int) -> list[tuple[Any, ...]]:
+        data = sorted(body["data"], key=lambda d: d.get("index", 0))
+        if len(data) != n:
+            raise ValueError(f"the answer holds {len(data)} embeddings for {n} texts")
+        tokens = (body.get("usage") or {}).get("prompt_tokens") if n == 1 else None
+        return [(_vector(entry["embedding"]), tokens) for entry in data]
+
+    def encode(self, data: tuple[Any, ...]) -> bytes:
+        vector, tokens = data
+        head = struct.pack("<q", -1 if tokens is None else int(tokens))
+        return head + np.asarray(vector, dtype="<f4").tobytes()
+
+    def decode(self, blob: bytes) -> tuple[Any, ...]:
+        (tokens,) = struct.unpack_from("<q", blob)
+        vector = np.frombuffer(blob, dtype="<f4", offset=8).astype(np.float32)
+        return vector, None if tokens < 0 else tokens
+
+    def empty(self) -> tuple[Any, ...]:
+        return (None, None)
+
+
+def _vector(value: Any) -> np.ndarray:
+    if isinstance(value, str):  # encoding_format="base64"
+        return np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
+    return np.asarray(value, dtype=np.float32)

@@ -1,0 +1,155 @@
+"""What a batch hands back besides its rows: the run's summary and the free estimate."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from x402lab.errors import ConfigError
+from x402lab.money import format_usd
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """One batch run in numbers (money in atomic units).
+
+    ``paid_atomic``: settled by this run. ``saved_atomic``: the quotes of duplicate rows,
+    answered by the first identical row instead of paying again. ``cached_atomic``: what rows
+    taken from the checkpoint cost when an earlier run paid them. ``lost_atomic``: paid by an
+    earlier run whose result was never stored (``paid_not_stored`` rows). ``unknown_atomic``:
+    payments whose settlement is unknown (a risk, counted against the budget).
+    ``out``: the Parquet file of ``batch_embed(..., out=...)``, read with ``to_pandas()``.
+    """
+
+    kind: str
+    rows: int
+    requests: int
+    counts: Mapping[str, int]
+    paid_atomic: int
+    saved_atomic: int
+    cached_atomic: int
+    lost_atomic: int
+    unknown_atomic: int
+    duplicates: int
+    from_checkpoint: int
+    budget_left_atomic: int | None
+    checkpoint: str | None = None
+    out: str | None = None
+    progress_error: str | None = field(default=None, repr=False)
+
+    @property
+    def paid_usd(self) -> float:
+        return self.paid_atomic / 1_000_000
+
+    @property
+    def saved_usd(self) -> float:
+        return self.saved_atomic / 1_000_000
+
+    def describe(self) -> str:
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(self.counts.items()) if n)
+        parts = [
+            f"{self.kind} batch: {self.rows} rows ({counts or 'none'}), {self.requests} paid"
+            f" requests, paid {format_usd(self.paid_atomic)}"
+        ]
+        if self.duplicates:
+            parts.append(
+                f"{self.duplicates} duplicate rows paid once, saved {format_usd(self.saved_atomic)}"
+            )
+        if self.from_checkpoint:
+            parts.append(
+                f"{self.from_checkpoint} rows from the checkpoint (paid earlier:"
+                f" {format_usd(self.cached_atomic)})"
+            )
+        if self.lost_atomic:
+            parts.append(f"paid earlier but not stored: {format_usd(self.lost_atomic)}")
+        if self.unknown_atomic:
+            parts.append(f"settlement unknown: {format_usd(self.unknown_atomic)}")
+        if self.budget_left_atomic is not None:
+            parts.append(f"budget left {format_usd(self.budget_left_atomic)}")
+        return "; ".join(parts)
+
+    def __repr__(self) -> str:
+        where = f" -> {self.out}" if self.out else ""
+        return f"<BatchSummary {self.describe()}{where}>"
+
+    def to_arrow(self, columns: list[str] | None = None) -> pa.Table:
+        """The rows written to ``out`` as an Arrow table. Raises ConfigError without ``out``."""
+        import pyarrow.parquet as pq
+
+        if self.out is None:
+            raise ConfigError("this batch returned its rows as a DataFrame; nothing was written")
+        return pq.read_table(self.out, columns=columns)
+
+    def to_pandas(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The rows written to ``out`` as a DataFrame (``columns`` to read only some)."""
+        from x402lab.ledger import arrow_to_pandas
+
+        return arrow_to_pandas(self.to_arrow(columns))
+
+    @property
+    def path(self) -> Path | None:
+        return Path(self.out) if self.out else None
+
+
+@dataclass(frozen=True)
+class BatchEstimate:
+    """The free, exact price of a batch: each row's 402 quote, nothing signed.
+
+    ``rows``: the input columns plus ``request_key``, ``quoted_usd`` (exact, from the 402),
+    ``upstream_usd``, ``price_mult``, ``estimate_usd`` (the published price list's estimate,
+    null where it cannot tell), ``duplicate`` and ``status`` (``quoted``, or ``cached`` /
+    ``paid_not_stored`` / ``unknown`` for rows a run with this checkpoint would not buy, or
+    ``failed`` with ``error``). ``total_atomic`` sums what a run would pay: each distinct
+    request once, rows it would not buy left out.
+    """
+
+    rows: pd.DataFrame
+    total_atomic: int
+    local_total_usd: float | None
+    requests: int
+    failed: int
+    budget_left_atomic: int | None
+
+    @property
+    def total_usd(self) -> float:
+        return self.total_atomic / 1_000_000
+
+    @property
+    def fits_budget(self) -> bool | None:
+        """Whether the whole batch fits what the budget has left (None without a cap)."""
+        if self.budget_left_atomic is None:
+            return None
+        return self.total_atomic <= self.budget_left_atomic
+
+    def describe(self) -> str:
+        local = (
+            f"{self.local_total_usd:.6f} USD" if self.local_total_usd is not None else "n/a"
+        )
+        text = (
+            f"{len(self.rows)} rows, {self.requests} paid requests: exact total"
+            f" {format_usd(self.total_atomic)} (price list estimate {local})"
+        )
+        if self.failed:
+            text += f"; {self.failed} rows could not be quoted"
+        if self.budget_left_atomic is not None:
+            verdict = "fits" if self.fits_budget else "does NOT fit"
+            text += f"; {verdict} the budget left ({format_usd(self.budget_left_atomic)})"
+        return text
+
+    def __repr__(self) -> str:
+        return f"<BatchEstimate {self.describe()}>"
+
+    def _repr_html_(self) -> str:
+        table = self.rows.head(20)._repr_html_()  # type: ignore[operator]
+        return f"<p>{html.escape(self.describe())}</p>{table}"
+
+    def to_pandas(self) -> pd.DataFrame:
+        return self.rows
+

@@ -1,0 +1,115 @@
+"""Where emitted rows go: column lists in memory, or Parquet row groups on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from x402lab.batch.plan import Plan
+from x402lab.batch.runner import Emitted, shown
+from x402lab.errors import ConfigError
+from x402lab.tables.batch import batch_embed_schema, embed_table
+
+COST_COLUMNS = (
+    "quoted_atomic",
+    "paid_atomic",
+    "upstream_usd",
+    "tx_hash",
+    "status",
+    "error",
+    "latency_s",
+    "request_key",
+)
+
+
+class ColumnSink:
+    """Collects rows as column lists (``columns``), in input order."""
+
+    def __init__(self, codec: Any, plan: Plan | None = None) -> None:
+        self.codec = codec
+        self.plan = plan  # given for embeddings: rows carry their text
+        names = (("text",) if plan is not None else ()) + codec.columns + COST_COLUMNS
+        self.columns: dict[str, list[Any]] = {name: [] for name in names}
+        self.dim: int | None = None
+        self.rows = 0
+
+    def __call__(self, rows: list[Emitted]) -> None:
+        columns, codec, plan = self.columns, self.codec, self.plan
+        for row, result, duplicate in rows:
+            if plan is not None:
+                columns["text"].append(plan.item_payloads[int(plan.row_items[row])])
+            data = result.data if result.data is not None else codec.empty()
+            for name, value in zip(codec.columns, data, strict=True):
+                columns[name].append(value)
+            if self.dim is None and codec.kind == "embed" and data[0] is not None:
+                self.dim = len(data[0])
+            status, paid = shown(result, duplicate)
+            columns["quoted_atomic"].append(result.quoted_atomic)
+            columns["paid_atomic"].append(paid)
+            columns["upstream_usd"].append(None if duplicate else result.upstream_usd)
+            columns["tx_hash"].append(None if duplicate else result.tx_hash)
+            columns["status"].append(status)
+            columns["error"].append(result.error)
+            fresh = result.fresh and not duplicate
+            columns["latency_s"].append(result.latency_s if fresh else None)
+            columns["request_key"].append(result.request_key)
+        self.rows += len(rows)
+
+    def take(self) -> dict[str, list[Any]]:
+        """The collected columns; the sink starts empty again."""
+        taken = self.columns
+        self.columns = {name: [] for name in taken}
+        self.rows = 0
+        return taken
+
+
+class ParquetSink:
+    """Streams embedding rows to ``path`` in row groups; holds at most one group in memory.
+
+    Writes ``<path>.partial`` and renames it to ``path`` on ``commit()``. The vector width is
+    fixed by the first vector seen (or ``dim``): rows before it wait in the buffer.
+    """
+
+    def __init__(self, path: Path, plan: Plan, *, row_group_size: int, dim: int | None) -> None:
+        from x402lab.batch.plan import EmbedCodec
+
+        if path.suffix != ".parquet":
+            raise ConfigError(f"out must be a .parquet path, got {str(path)!r}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.partial = path.with_name(path.name + ".partial")
+        self.row_group_size = row_group_size
+        self._buffer = ColumnSink(EmbedCodec(), plan=plan)
+        self._dim = dim
+        self._writer: Any = None
+        self.rows_written = 0
+
+    def __call__(self, rows: list[Emitted]) -> None:
+        self._buffer(rows)
+        if self._dim is None:
+            self._dim = self._buffer.dim
+        if self._dim is not None and self._buffer.rows >= self.row_group_size:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow.parquet as pq
+
+        dim = self._dim if self._dim is not None else 0
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.partial, batch_embed_schema(dim))
+        if self._buffer.rows:
+            count = self._buffer.rows
+            self._writer.write_table(
+                embed_table(self._buffer.take(), dim), row_group_size=self.row_group_size
+            )
+            self.rows_written += count
+
+    def close(self) -> None:
+        """Write what is buffered and close the file (a valid Parquet file either way)."""
+        self._flush()
+        self._writer.close()
+
+    def commit(self) -> None:
+        """Move the finished file to ``path``."""
+        os.replace(self.partial, self.path)

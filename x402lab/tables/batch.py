@@ -1,0 +1,185 @@
+"""Declared Arrow schemas of batch results (DESIGN.md §3), and the frames derived from them.
+
+Every batch result is built as an Arrow table of one of these schemas and only then turned
+into pandas (``x402lab.ledger.arrow_to_pandas``), so an empty batch and a full one have the
+same columns and dtypes. Money arrives here as int atomic units; the ``*_usd`` columns are
+derived from them (an unknown amount stays null, never 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from x402lab.errors import ConfigError
+from x402lab.ledger import arrow_to_pandas
+from x402lab.money import ATOMIC_PER_USD
+
+# Row statuses. ``cached``: the result came from an earlier payment (a duplicate in the batch
+# or a stored checkpoint row). ``paid_not_stored``: an earlier run paid and the result was
+# lost before it was stored. ``unknown``: a payment left and whether it settled is not known.
+STATUSES = (
+    "ok",
+    "cached",
+    "skipped_budget",
+    "refused",
+    "failed",
+    "unknown",
+    "paid_not_stored",
+)
+ESTIMATE_STATUSES = ("quoted", "cached", "paid_not_stored", "unknown", "failed")
+
+_TEXT = pa.string()
+_USD = pa.float64()
+
+
+def _cost_fields() -> list[pa.Field]:
+    return [
+        pa.field("quoted_usd", _USD),
+        pa.field("paid_usd", _USD),
+        pa.field("upstream_usd", _USD),
+        pa.field("tx_hash", _TEXT),
+        pa.field("status", _TEXT, nullable=False),
+        pa.field("error", _TEXT),
+        pa.field("latency_s", pa.float64()),
+        pa.field("request_key", _TEXT, nullable=False),
+    ]
+
+
+def batch_chat_schema() -> pa.Schema:
+    """The columns ``batch_chat`` adds to its input."""
+    return pa.schema(
+        [
+            pa.field("response", _TEXT),
+            pa.field("reasoning", _TEXT),
+            pa.field("finish_reason", _TEXT),
+            pa.field("prompt_tokens", pa.int64()),
+            pa.field("completion_tokens", pa.int64()),
+            *_cost_fields(),
+        ]
+    )
+
+
+def batch_embed_schema(dim: int) -> pa.Schema:
+    """The columns of ``batch_embed``: ``text``, ``vector`` (float32 × ``dim``) and costs."""
+    return pa.schema(
+        [
+            pa.field("text", _TEXT),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+            pa.field("prompt_tokens", pa.int64()),
+            *_cost_fields(),
+        ]
+    )
+
+
+def estimate_schema() -> pa.Schema:
+    """The columns ``estimate`` adds to its input: the exact quote beside the local estimate."""
+    return pa.schema(
+        [
+            pa.field("request_key", _TEXT, nullable=False),
+            pa.field("quoted_atomic", pa.int64()),
+            pa.field("quoted_usd", _USD),
+            pa.field("upstream_usd", _USD),
+            pa.field("price_mult", pa.float64()),
+            pa.field("estimate_usd", _USD),
+            pa.field("duplicate", pa.bool_(), nullable=False),
+            pa.field("status", _TEXT, nullable=False),
+            pa.field("error", _TEXT),
+        ]
+    )
+
+
+def atomic_to_usd_array(values: Sequence[int | None]) -> pa.Array:
+    """int atomic amounts (None for unknown) as a float64 USD array with the same nulls."""
+    atomic = pa.array(values, type=pa.int64())
+    return pc.divide(pc.cast(atomic, pa.float64()), float(ATOMIC_PER_USD))
+
+
+def vector_array(vectors: Sequence[np.ndarray | None], dim: int) -> pa.FixedSizeListArray:
+    """float32 vectors (None where a row has none) as ``fixed_size_list<float32>[dim]``."""
+    flat = np.zeros((len(vectors), dim), dtype=np.float32)
+    mask = np.zeros(len(vectors), dtype=bool)
+    for row, vector in enumerate(vectors):
+        if vector is None:
+            mask[row] = True
+        else:
+            flat[row] = vector
+    values = pa.array(flat.reshape(-1), type=pa.float32())
+    return pa.FixedSizeListArray.from_arrays(
+        values, dim, mask=pa.array(mask) if mask.any() else None
+    )
+
+
+def cost_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+    """The cost columns from their atomic inputs (``quoted_atomic``, ``paid_atomic``)."""
+    return {
+        "quoted_usd": atomic_to_usd_array(columns["quoted_atomic"]),
+        "paid_usd": atomic_to_usd_array(columns["paid_atomic"]),
+        "upstream_usd": pa.array(columns["upstream_usd"], type=_USD),
+        "tx_hash": pa.array(columns["tx_hash"], type=_TEXT),
+        "status": pa.array(columns["status"], type=_TEXT),
+        "error": pa.array(columns["error"], type=_TEXT),
+        "latency_s": pa.array(columns["latency_s"], type=pa.float64()),
+        "request_key": pa.array(columns["request_key"], type=_TEXT),
+    }
+
+
+def chat_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
+    """A ``batch_chat_schema`` table from column lists (money as ``*_atomic``)."""
+    schema = batch_chat_schema()
+    arrays = {
+        "response": pa.array(columns["response"], type=_TEXT),
+        "reasoning": pa.array(columns["reasoning"], type=_TEXT),
+        "finish_reason": pa.array(columns["finish_reason"], type=_TEXT),
+        "prompt_tokens": pa.array(columns["prompt_tokens"], type=pa.int64()),
+        "completion_tokens": pa.array(columns["completion_tokens"], type=pa.int64()),
+        **cost_columns(columns),
+    }
+    return pa.table([arrays[name] for name in schema.names], schema=schema)
+
+
+def embed_table(columns: Mapping[str, Sequence[Any]], dim: int) -> pa.Table:
+    """A ``batch_embed_schema(dim)`` table from column lists (vectors as float32 arrays)."""
+    schema = batch_embed_schema(dim)
+    arrays = {
+        "text": pa.array(columns["text"], type=_TEXT),
+        "vector": vector_array(columns["vector"], dim),
+        "prompt_tokens": pa.array(columns["prompt_tokens"], type=pa.int64()),
+        **cost_columns(columns),
+    }
+    return pa.table([arrays[name] for name in schema.names], schema=schema)
+
+
+def estimate_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
+    """An ``estimate_schema`` table from column lists (the quote as ``quoted_atomic``)."""
+    schema = estimate_schema()
+    arrays = {
+        "request_key": pa.array(columns["request_key"], type=_TEXT),
+        "quoted_atomic": pa.array(columns["quoted_atomic"], type=pa.int64()),
+        "quoted_usd": atomic_to_usd_array(columns["quoted_atomic"]),
+        "upstream_usd": pa.array(columns["upstream_usd"], type=_USD),
+        "price_mult": pa.array(columns["price_mult"], type=pa.float64()),
+        "estimate_usd": pa.array(columns["estimate_usd"], type=_USD),
+        "duplicate": pa.array(columns["duplicate"], type=pa.bool_()),
+        "status": pa.array(columns["status"], type=_TEXT),
+        "error": pa.array(columns["error"], type=_TEXT),
+    }
+    return pa.table([arrays[name] for name in schema.names], schema=schema)
+
+
+def join_inputs(inputs: pd.DataFrame, results: pa.Table) -> pd.DataFrame:
+    """The input frame (its columns, dtypes and index kept) with the result columns after it.
+
+    Raises ConfigError when an input column has the name of a result column.
+    """
+    clash = [name for name in results.column_names if name in inputs.columns]
+    if clash:
+        raise ConfigError(f"input columns clash with result columns: {', '.join(clash)}")
+    frame = arrow_to_pandas(results)
+    frame.index = inputs.index
+    return pd.concat([inputs, frame], axis=1)
