@@ -424,7 +424,10 @@ def video_upstream(model: Model, body: dict[str, Any]) -> tuple[Decimal, dict[st
     durations = list(constraints.get("durations", []))
     ratios = list(constraints.get("aspect_ratios", []))
     resolutions = list(constraints.get("resolutions", []))
-    duration = normalize_video_duration(body.get("duration"))
+    try:
+        duration = normalize_video_duration(body.get("duration"))
+    except GatewayError as exc:
+        raise quote_rejected(exc.message, hint=f"one of {', '.join(durations)}") from None
     if duration is None:
         raise quote_rejected("duration is required", hint=f"one of {', '.join(durations)}")
     if duration not in durations:
