@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -263,8 +263,3 @@ def _utc(us: int | None) -> datetime | None:
 
 def _usd(atomic: int | None) -> float | None:
     return None if atomic is None else atomic / 1_000_000
-
-
-def with_status(record: JobRecord, status: str) -> JobRecord:
-    """A copy of ``record`` with another status (for handles built before a write lands)."""
-    return replace(record, status=status)

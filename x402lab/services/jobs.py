@@ -281,6 +281,11 @@ class AsyncJob:
         return ms / 1000 if ms else None
 
     @property
+    def polls(self) -> int:
+        """How many retrieves this handle has sent (readers of ``updates()`` share them)."""
+        return self._readings
+
+    @property
     def progress(self) -> float | None:
         """Estimated share done in [0, 1] (1.0 when the media is here); None when unknown."""
         return estimate_progress(self._status, self._clock())
