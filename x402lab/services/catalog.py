@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ConfigError, ModelNotFound, NotFound
@@ -56,6 +57,7 @@ ROUTE_MODEL_TYPES: dict[str, tuple[str, ...]] = {
 DEFAULT_OUTPUT_TOKENS = 4096
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
+MILLION = Decimal(1_000_000)
 
 
 @dataclass(frozen=True)
@@ -311,7 +313,8 @@ class CatalogMixin:
         if kind is not None:
             examples = ", ".join(candidates[:3])
             raise ModelNotFound(
-                f"{model!r} is a {kind} model; {route} takes {'/'.join(types or ())} models"
+                f"{model!r} is {_article(kind)} {kind} model; {route} takes"
+                f" {'/'.join(types or ())} models"
                 f" (for example {examples}; see {listing})",
                 code="model_wrong_type",
                 body={"model": model, "type": kind, "suggestions": candidates[:3]},
@@ -328,6 +331,10 @@ class CatalogMixin:
         """``info.x-pricing`` of the cached OpenAPI document."""
         fetched = await self._fetch("/openapi.json")
         return _pricing_of(fetched.data)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 def _close_ids(wanted: str, candidates: Sequence[str]) -> list[str]:
@@ -406,9 +413,12 @@ def _entry(pricing: Mapping[str, Any], model: Any, family: str | None = None) ->
     return {}
 
 
-def _rate(agent: Mapping[str, Any], key: str) -> float | None:
+def _rate(agent: Mapping[str, Any], key: str) -> Decimal | None:
+    """A published rate as an exact Decimal (from its JSON text, so 0.7 stays 0.7)."""
     value = agent.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return Decimal(str(value))
 
 
 def _output_tokens(body: Mapping[str, Any], keys: Sequence[str]) -> int:
@@ -419,13 +429,13 @@ def _output_tokens(body: Mapping[str, Any], keys: Sequence[str]) -> int:
     return DEFAULT_OUTPUT_TOKENS
 
 
-def _raw_estimate(path: str, body: Mapping[str, Any], pricing: Mapping[str, Any]) -> float | None:
+def _raw_estimate(path: str, body: Mapping[str, Any], pricing: Mapping[str, Any]) -> Decimal | None:
     model = body.get("model")
     route = (
         pricing.get("routes", {}).get(path) if isinstance(pricing.get("routes"), Mapping) else None
     )
     if isinstance(route, Mapping) and isinstance(route.get("agentUsd"), int | float):
-        return float(route["agentUsd"])
+        return Decimal(str(route["agentUsd"]))
     if path in ("/api/v1/chat/completions", "/api/v1/responses"):
         agent = _entry(pricing, model)
         rate_in, rate_out = _rate(agent, "inputUsdPer1M"), _rate(agent, "outputUsdPer1M")
@@ -437,13 +447,13 @@ def _raw_estimate(path: str, body: Mapping[str, Any], pricing: Mapping[str, Any]
         else:
             tokens_in = _responses_tokens(body)
             tokens_out = _output_tokens(body, ("max_output_tokens",))
-        return (tokens_in * rate_in + tokens_out * rate_out) / 1_000_000
+        return (tokens_in * rate_in + tokens_out * rate_out) / MILLION
     if path == "/api/v1/embeddings":
         rate_in = _rate(_entry(pricing, model), "inputUsdPer1M")
         value = body.get("input")
         texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
         tokens = sum(estimate_tokens(t) for t in texts if isinstance(t, str))
-        return None if rate_in is None else tokens * rate_in / 1_000_000
+        return None if rate_in is None else tokens * rate_in / MILLION
     if path in ("/api/v1/image/generate", "/api/v1/images/generations"):
         agent = _entry(pricing, model)
         tiers = agent.get("tiers") if isinstance(agent.get("tiers"), Mapping) else None
@@ -460,13 +470,15 @@ def _raw_estimate(path: str, body: Mapping[str, Any], pricing: Mapping[str, Any]
     if path == "/api/v1/audio/speech":
         rate_in = _rate(_entry(pricing, model), "inputUsdPer1M")
         text = body.get("input")
-        return None if rate_in is None or not isinstance(text, str) else len(text) * rate_in / 1e6
+        return (
+            None if rate_in is None or not isinstance(text, str) else len(text) * rate_in / MILLION
+        )
     if path == "/api/v1/audio/transcriptions":
         unit = _rate(_entry(pricing, model), "usdPerUnit")
         seconds = body.get("duration_seconds")
         if unit is None or not isinstance(seconds, int | float):
             return None
-        return unit * float(seconds)
+        return unit * Decimal(str(seconds))
     return None
 
 
@@ -485,5 +497,6 @@ def local_estimate_usd(
         return None
     minimum = pricing.get("minChargeUsd")
     if isinstance(minimum, int | float):
-        raw = max(raw, float(minimum))
-    return round(raw, 6)
+        raw = max(raw, Decimal(str(minimum)))
+    # Rounded like the charge itself: half to even at the USDC base unit.
+    return float(raw.quantize(Decimal("0.000001"), rounding=ROUND_HALF_EVEN))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from x402lab._loop import run, submit
+from x402lab._loop import in_helper_thread, run, submit
 from x402lab.money import format_usd
 from x402lab.sync import sync_twin
 from x402lab.transport import Cost, Reply
@@ -449,6 +449,10 @@ class AsyncChatStream:
         if not self.done:
             await self._finish()
 
+    async def close(self) -> None:
+        """Same as ``aclose``."""
+        await self.aclose()
+
     async def collect(self) -> ChatResult:
         """Read the stream to its end; returns the whole ChatResult."""
         async for _ in self:
@@ -498,8 +502,13 @@ def _iterate_stream(self: Any) -> Iterator[str]:
             except StopAsyncIteration:
                 return
     finally:
+        # Leaving a for loop early closes the connection; from the loop thread itself (a
+        # garbage collection there) it can only be scheduled.
         if not stream.done:
-            submit(stream.aclose())
+            if in_helper_thread():
+                submit(stream.aclose())
+            else:
+                run(stream.aclose())
 
 
 def _enter(self: Any) -> Any:
@@ -507,7 +516,7 @@ def _enter(self: Any) -> Any:
 
 
 def _exit(self: Any, *exc: object) -> None:
-    self.aclose()
+    self.close()
 
 
 ChatStream.__iter__ = _iterate_stream  # type: ignore[attr-defined]
