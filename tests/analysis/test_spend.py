@@ -91,9 +91,7 @@ def test_refused_rows_keep_the_amount_asked_but_spend_nothing(workload):
 
 
 @pytest.mark.parametrize("keys", ALL_GROUPINGS, ids=lambda keys: ",".join(keys) or "totals")
-def test_an_empty_ledger_gives_an_empty_table_with_the_same_columns(
-    workload, tmp_path, keys
-):
+def test_an_empty_ledger_gives_an_empty_table_with_the_same_columns(workload, tmp_path, keys):
     empty = Ledger(tmp_path / "empty.sqlite")
     blank = spend(empty, keys)
     full = workload.lab.spend(by=keys)
