@@ -80,9 +80,9 @@ def _atomic(usd: pd.Series | None) -> pd.Series:
 
 
 def _paid_this_run(frame: pd.DataFrame) -> int:
-    """What the run paid: its ``ok`` rows. Cached rows show an earlier payment (a duplicate's
-    twin or a checkpoint) and ``paid_not_stored`` rows one made by an earlier run."""
-    return int(frame.loc[frame["status"] == "ok", "paid_atomic"].fillna(0).sum())
+    """What the run paid: ``paid_usd`` is what the run paid for each row (0 for a row answered
+    by an identical row or by the checkpoint, null when unknown), so the sum is exact."""
+    return int(frame["paid_atomic"].fillna(0).sum())
 
 
 def status_counts(batches: BatchInput) -> pd.DataFrame:
@@ -123,7 +123,7 @@ def unit_costs(batches: BatchInput, rows: LedgerRows) -> pd.DataFrame:
     """Cost per input row of each batch (``UNIT_COSTS`` with ``unit`` "row").
 
     ``units`` counts every row of the batch (paid, cached, skipped or failed) and
-    ``paid_atomic`` is what the run paid (its ``ok`` rows), so ``usd_per_1k`` is the price
+    ``paid_atomic`` is what the run paid, so ``usd_per_1k`` is the price
     of a thousand input rows (documents, for an embedding batch) as this run paid it.
     """
     ledger = by_route(ledger_frame(rows))

@@ -43,9 +43,10 @@ def padding(rows: LedgerRows) -> pd.DataFrame:
     Only settled rows whose challenge carried ``upstreamUsd`` and ``priceMult`` are counted
     (report purchases carry neither). ``padding_atomic`` is what was paid above the fair
     price; ``min_charge_atomic`` is the minimum those padded calls paid; ``inputs_per_call``
-    is how many inputs of the padded calls' mean fair price one call needs to reach the
-    minimum; ``packed_atomic`` is what the padded calls would cost packed that way (the sum
-    of their fair prices, at least one minimum), and ``packing_saves_atomic`` the difference.
+    is how many padded calls' inputs (at their mean fair price) one call must carry for the
+    minimum to stop binding; ``packed_atomic`` is what the padded calls would cost packed
+    that way (the sum of their fair prices, at least one minimum), and
+    ``packing_saves_atomic`` the difference.
     """
     settled = by_route(settled_rows(rows))
     priced = settled[settled["upstream_usd"].notna() & settled["price_mult"].notna()].copy()
