@@ -140,7 +140,7 @@ def padding(table: pd.DataFrame) -> Figure:
 
 
 def drift(table: pd.DataFrame) -> Figure:
-    """Quoted vs paid USD per batch."""
+    """Quoted vs paid USD per batch (and report orders), with how many rows differ."""
     shown = table[table["compared"] > 0]
     figure, axes = _figure("Quoted vs paid")
     if len(shown) == 0:
@@ -162,9 +162,16 @@ def drift(table: pd.DataFrame) -> Figure:
         label="paid",
         color=SETTLED_COLOR,
     )
+    top = float(max(shown["quoted_usd"].max(), shown["paid_usd"].max()))
+    for position, (_, row) in zip(positions, shown.iterrows(), strict=True):
+        note = f"{row['drifted']} of {row['compared']} differ"
+        if row["drift_atomic"]:
+            note += f"\n{row['drift_usd']:+.6f} USD"
+        axes.annotate(note, (position, top * 1.03), ha="center", va="bottom", fontsize=8)
+    axes.set_ylim(0, top * 1.3 if top > 0 else 1)
     axes.set_xticks(positions, list(shown["source"]), fontsize=8)
     axes.set_ylabel("USD")
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="upper right", ncols=2)
     return figure
 
 
