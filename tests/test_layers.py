@@ -1,0 +1,224 @@
+"""Import direction (DESIGN.md §1): a layer imports only from the layers above it.
+
+Every ``import`` in every module of ``x402lab/`` is read with ``ast`` (including imports
+inside functions and ``TYPE_CHECKING`` blocks), so a lazy import cannot hide an upward
+dependency. Reading of §1 taken here:
+
+- ``_loop`` and ``sync`` (the helper loop and the generated sync twins) sit with ``errors``
+  and ``money`` at the top: services register twins of their objects at import time.
+- ``tables`` holds declared schemas and knows nothing of HTTP (§1), so it sits just below
+  ``wallet/budget/ledger`` (it reuses ``ledger.arrow_to_pandas``): services, batch and the
+  presentation layers all build their results through it, and it imports none of them.
+- ``lab`` and the package ``__init__`` are the composition root and may import any layer;
+  ``lab`` may import the emulator only inside ``_build`` (connect's embedded default) or
+  for type checking.
+- The emulator imports only ``errors``, ``money``, ``x402`` and itself; ``cli`` may import it
+  because ``x402lab serve`` is how the emulator is started from a shell.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import x402lab
+
+PACKAGE = Path(x402lab.__file__).parent
+
+# Ordered top to bottom; a module may import its own layer and the layers before it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("x402lab.errors", "x402lab.money", "x402lab._loop", "x402lab.sync"),
+    ("x402lab.x402",),
+    ("x402lab.wallet", "x402lab.budget", "x402lab.ledger"),
+    ("x402lab.tables",),
+    ("x402lab.transport",),
+    ("x402lab.services",),
+    ("x402lab.batch",),
+    ("x402lab.widgets", "x402lab.plots", "x402lab.analysis", "x402lab.cli"),
+)
+ROOT = ("x402lab", "x402lab.lab", "x402lab.__main__")
+EMULATOR = "x402lab.emulator"
+EMULATOR_MAY_IMPORT = ("x402lab.errors", "x402lab.money", "x402lab.x402", EMULATOR)
+
+# What each layer knows nothing of (DESIGN.md §1), as third-party top-level packages.
+HTTP = {"httpx", "httpx_aiohttp", "aiohttp", "requests", "urllib3", "starlette", "uvicorn"}
+TABLES = {"pandas", "pyarrow"}
+WIDGETS = {"ipywidgets", "IPython", "matplotlib"}
+FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
+    "x402lab.x402": HTTP | TABLES | WIDGETS,
+    "x402lab.wallet": HTTP | TABLES | WIDGETS,
+    "x402lab.budget": HTTP | TABLES | WIDGETS,
+    "x402lab.ledger": HTTP | WIDGETS,  # the ledger exports tables
+    "x402lab.tables": HTTP | WIDGETS,
+    "x402lab.transport": TABLES | WIDGETS,
+    "x402lab.services": {"ipywidgets"},
+    "x402lab.batch": {"ipywidgets"},  # progress goes out through a callback
+    EMULATOR: {"pandas", "pyarrow", "ipywidgets", "IPython", "matplotlib"},
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    target: str  # the imported module (absolute)
+    function: str | None  # the enclosing function, if any
+    type_checking: bool  # inside ``if TYPE_CHECKING:``
+    line: int
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(path: Path) -> list[Import]:
+    module = module_name(path)
+    is_package = path.name == "__init__.py"
+    found: list[Import] = []
+
+    def visit(node: ast.AST, function: str | None, type_checking: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                visit(child, child.name, type_checking)
+            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for stmt in child.body:
+                    visit(ast.Module(body=[stmt], type_ignores=[]), function, True)
+                for stmt in child.orelse:
+                    visit(ast.Module(body=[stmt], type_ignores=[]), function, type_checking)
+            elif isinstance(child, ast.Import):
+                for alias in child.names:
+                    found.append(Import(module, alias.name, function, type_checking, child.lineno))
+            elif isinstance(child, ast.ImportFrom):
+                target = _resolve(module, is_package, child)
+                found.append(Import(module, target, function, type_checking, child.lineno))
+                # ``from x402lab import lab`` imports the submodule x402lab.lab
+                if target in ("x402lab",) or target.startswith("x402lab."):
+                    for alias in child.names:
+                        found.append(
+                            Import(
+                                module,
+                                f"{target}.{alias.name}",
+                                function,
+                                type_checking,
+                                child.lineno,
+                            )
+                        )
+            else:
+                visit(child, function, type_checking)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)), None, False)
+    return found
+
+
+def _matches(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def layer_of(name: str) -> int | None:
+    """The index of ``name``'s layer; None for the root, the emulator and non-modules."""
+    for index, prefixes in enumerate(LAYERS):
+        if any(_matches(name, p) for p in prefixes):
+            return index
+    return None
+
+
+def all_imports() -> list[Import]:
+    return _all_imports(PACKAGE)
+
+
+@functools.cache
+def _all_imports(package: Path) -> list[Import]:
+    return [found for path in sorted(package.rglob("*.py")) for found in imports_of(path)]
+
+
+def _internal(target: str) -> bool:
+    return _matches(target, "x402lab")
+
+
+def _is_module_or_package(target: str) -> bool:
+    relative = target.split(".")[1:]
+    base = PACKAGE.joinpath(*relative)
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def test_every_module_belongs_to_a_layer():
+    unplaced = sorted(
+        {
+            module_name(path)
+            for path in PACKAGE.rglob("*.py")
+            if layer_of(module_name(path)) is None
+            and module_name(path) not in ROOT
+            and not _matches(module_name(path), EMULATOR)
+        }
+    )
+    assert unplaced == [], f"place these modules in a layer of tests/test_layers.py: {unplaced}"
+
+
+def test_no_upward_imports():
+    upward = []
+    for found in all_imports():
+        if not _internal(found.target) or not _is_module_or_package(found.target):
+            continue
+        source, target = layer_of(found.module), layer_of(found.target)
+        if source is None or target is None:
+            continue  # root and emulator: their own tests below
+        if target > source:
+            upward.append(f"{found.module}:{found.line} imports {found.target}")
+    assert upward == []
+
+
+def test_the_emulator_imports_nothing_client_side():
+    bad = [
+        f"{found.module}:{found.line} imports {found.target}"
+        for found in all_imports()
+        if _matches(found.module, EMULATOR)
+        and _internal(found.target)
+        and _is_module_or_package(found.target)
+        and not any(_matches(found.target, allowed) for allowed in EMULATOR_MAY_IMPORT)
+    ]
+    assert bad == []
+
+
+def test_client_imports_the_emulator_only_in_connects_builder():
+    bad = []
+    for found in all_imports():
+        if not _matches(found.target, EMULATOR) or _matches(found.module, EMULATOR):
+            continue
+        if found.module == "x402lab.lab" and (found.function == "_build" or found.type_checking):
+            continue
+        if _matches(found.module, "x402lab.cli"):
+            continue  # ``x402lab serve`` starts the emulator
+        bad.append(f"{found.module}:{found.line} imports {found.target}")
+    assert bad == []
+
+
+def test_layers_do_not_import_what_they_know_nothing_of():
+    bad = []
+    for found in all_imports():
+        for prefix, forbidden in FORBIDDEN_THIRD_PARTY.items():
+            if _matches(found.module, prefix) and found.target.split(".")[0] in forbidden:
+                bad.append(f"{found.module}:{found.line} imports {found.target}")
+    assert bad == []
+
+
+def test_the_checker_sees_lazy_and_relative_imports():
+    # A guard against a checker that cannot fail: it must see lab's lazy emulator import
+    # and classify it as inside _build.
+    lazy = [f for f in imports_of(PACKAGE / "lab.py") if _matches(f.target, EMULATOR)]
+    assert any(f.function == "_build" for f in lazy)
+    assert layer_of("x402lab.services.gateway") > layer_of("x402lab.transport.client")
+    assert layer_of("x402lab.tables.catalog") < layer_of("x402lab.services.catalog")
