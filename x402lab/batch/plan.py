@@ -99,7 +99,10 @@ def chat_inputs(rows: Any) -> pd.DataFrame:
         return rows.to_frame(name=rows.name if rows.name is not None else "prompt")
     if isinstance(rows, str) or not isinstance(rows, Sequence):
         raise ConfigError("rows must be a list of prompts, a pandas Series or a DataFrame")
-    return pd.DataFrame({"prompt": list(rows)})
+    values = list(rows)
+    # Typed even when empty, so an empty batch has the dtypes of a full one.
+    dtype = "str" if all(isinstance(v, str) for v in values) else object
+    return pd.DataFrame({"prompt": pd.Series(values, dtype=dtype)})
 
 
 def chat_messages(inputs: pd.DataFrame, prompt: str | None) -> list[Any]:

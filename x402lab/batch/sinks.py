@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from x402lab.batch.plan import Plan
 from x402lab.batch.runner import Emitted, shown
 from x402lab.errors import ConfigError
@@ -65,7 +67,8 @@ class ColumnSink:
 
 
 class ParquetSink:
-    """Streams embedding rows to ``path`` in row groups; holds at most one group in memory.
+    """Streams embedding rows to ``path`` in row groups of ``row_group_size`` rows; holds at
+    most about one row group in memory.
 
     Writes ``<path>.partial`` and renames it to ``path`` on ``commit()``. The vector width is
     fixed by the first vector seen (or ``dim``): rows before it wait in the buffer.
@@ -82,6 +85,8 @@ class ParquetSink:
         self.row_group_size = row_group_size
         self._buffer = ColumnSink(EmbedCodec(), plan=plan)
         self._dim = dim
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
         self._writer: Any = None
         self.rows_written = 0
 
@@ -89,25 +94,36 @@ class ParquetSink:
         self._buffer(rows)
         if self._dim is None:
             self._dim = self._buffer.dim
-        if self._dim is not None and self._buffer.rows >= self.row_group_size:
-            self._flush()
+        if self._dim is not None:
+            self._move_buffer(self._dim)
+            while self._pending_rows >= self.row_group_size:
+                self._write(self.row_group_size)
 
-    def _flush(self) -> None:
+    def _move_buffer(self, dim: int) -> None:
+        if self._buffer.rows:
+            count = self._buffer.rows
+            self._pending.append(embed_table(self._buffer.take(), dim))
+            self._pending_rows += count
+
+    def _write(self, rows: int) -> None:
         import pyarrow.parquet as pq
 
         dim = self._dim if self._dim is not None else 0
         if self._writer is None:
             self._writer = pq.ParquetWriter(self.partial, batch_embed_schema(dim))
-        if self._buffer.rows:
-            count = self._buffer.rows
-            self._writer.write_table(
-                embed_table(self._buffer.take(), dim), row_group_size=self.row_group_size
-            )
-            self.rows_written += count
+        if not rows:
+            return
+        table = pa.concat_tables(self._pending)
+        self._writer.write_table(table.slice(0, rows), row_group_size=rows)
+        rest = table.slice(rows)
+        self._pending = [rest] if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+        self.rows_written += rows
 
     def close(self) -> None:
         """Write what is buffered and close the file (a valid Parquet file either way)."""
-        self._flush()
+        self._move_buffer(self._dim if self._dim is not None else 0)
+        self._write(self._pending_rows)
         self._writer.close()
 
     def commit(self) -> None:

@@ -101,7 +101,12 @@ def atomic_to_usd_array(values: Sequence[int | None]) -> pa.Array:
 
 
 def vector_array(vectors: Sequence[np.ndarray | None], dim: int) -> pa.FixedSizeListArray:
-    """float32 vectors (None where a row has none) as ``fixed_size_list<float32>[dim]``."""
+    """float32 vectors (None where a row has none) as ``fixed_size_list<float32>[dim]``.
+
+    ``dim`` 0 is the width of a result without any vector (all null).
+    """
+    if dim == 0:
+        return pa.nulls(len(vectors), pa.list_(pa.float32(), 0))
     flat = np.zeros((len(vectors), dim), dtype=np.float32)
     mask = np.zeros(len(vectors), dtype=bool)
     for row, vector in enumerate(vectors):

@@ -1,0 +1,96 @@
+"""batch_embed on the emulator: vectors, costs, Parquet streaming, inputs, resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from batch_testdata import EMBED, chain_atomic, settled_atomic, transfers_per_key
+
+import x402lab as xl
+from x402lab.batch.results import BatchSummary
+from x402lab.money import usd_to_atomic
+
+
+def test_vectors_costs_and_dedup_in_memory(emulator_factory, lab_factory):
+    emulator = emulator_factory()
+    lab = lab_factory(emulator)
+    texts = ["the cat sat", "a dog ran", "the cat sat", "birds sing at dawn"]
+    frame = lab.batch_embed(texts, model=EMBED, dimensions=32, progress=None)
+    assert frame["text"].tolist() == texts
+    assert frame["status"].tolist() == ["ok", "ok", "cached", "ok"]
+    assert all(v.dtype == np.float32 and v.shape == (32,) for v in frame["vector"])
+    np.testing.assert_array_equal(frame["vector"][0], frame["vector"][2])
+    single = lab.embed("a dog ran", model=EMBED, dimensions=32)
+    np.testing.assert_allclose(frame["vector"][1], single.vector, rtol=1e-6)
+    assert len(emulator.chain.transfers()) == 4  # three in the batch, one single call
+    assert usd_to_atomic(frame["paid_usd"].sum()) == 30_000
+    assert frame.attrs["batch"].saved_atomic == 10_000
+
+
+def test_stream_to_parquet_in_row_groups_and_resume(emulator_factory, lab_factory, tmp_path):
+    emulator = emulator_factory()
+    lab = lab_factory(emulator)
+    texts = [f"document {i} about topic {i % 7}" for i in range(300)]
+    texts.append("document 5 about topic 5")
+    out, checkpoint = tmp_path / "vectors.parquet", tmp_path / "embed.ckpt"
+    args = dict(model=EMBED, per_request=8, dimensions=16, encoding_format="base64")
+    estimate = lab.estimate(texts, kind="embed", **args)
+    summary = lab.batch_embed(
+        texts, out=out, checkpoint=checkpoint, row_group_size=64, concurrency=6,
+        progress=None, **args,
+    )
+    assert isinstance(summary, BatchSummary)
+    assert summary.requests == 38 and summary.duplicates == 1  # 300 distinct texts / 8
+    assert not (tmp_path / "vectors.parquet.partial").exists()
+    meta = pq.ParquetFile(out)
+    assert meta.metadata.num_rows == 301 and meta.metadata.num_row_groups == 5
+    assert meta.schema_arrow.field("vector").type == pa.list_(pa.float32(), 16)
+    table = pq.read_table(out)
+    assert table.column("text").to_pylist() == texts
+    frame = summary.to_pandas()
+    assert (frame["status"].iloc[:300] == "ok").all() and frame["status"].iloc[300] == "cached"
+    # Eight texts share one request, its key and its cost (split in whole base units).
+    assert frame["request_key"].iloc[:8].nunique() == 1 and frame["request_key"].nunique() == 38
+    assert usd_to_atomic(frame["paid_usd"].sum()) == settled_atomic(lab) == chain_atomic(emulator)
+    assert estimate.total_atomic == settled_atomic(lab)
+    assert (estimate.rows["quoted_usd"] == frame["quoted_usd"]).all()
+
+    again = lab.batch_embed(
+        texts, out=tmp_path / "again.parquet", checkpoint=checkpoint, progress=None, **args
+    )
+    assert again.paid_atomic == 0 and again.counts == {"cached": 301}
+    assert max(transfers_per_key(lab, emulator).values()) == 1
+    second = again.to_pandas()
+    assert all(np.array_equal(a, b) for a, b in zip(frame["vector"], second["vector"], strict=True))
+
+
+@pytest.mark.parametrize("kind", ["series", "arrow", "dataset"])
+def test_inputs_from_series_arrow_and_datasets(emulator_factory, lab_factory, tmp_path, kind):
+    lab = lab_factory(emulator_factory())
+    texts = ["red", "green", "blue"]
+    if kind == "series":
+        source, column = pd.Series(texts, index=[10, 20, 30]), None
+    elif kind == "arrow":
+        source, column = pa.chunked_array([texts[:1], texts[1:]]), None
+    else:
+        pq.write_table(pa.table({"body": texts, "n": [1, 2, 3]}), tmp_path / "in.parquet")
+        source, column = ds.dataset(tmp_path / "in.parquet"), "body"
+    frame = lab.batch_embed(source, model=EMBED, column=column, dimensions=8, progress=None)
+    assert frame["text"].tolist() == texts and (frame["status"] == "ok").all()
+    if kind == "series":
+        assert frame.index.tolist() == [10, 20, 30]
+    with pytest.raises(xl.ConfigError, match="not a string"):
+        lab.batch_embed(["ok", None], model=EMBED, progress=None)
+
+
+def test_empty_embed_batch_keeps_its_schema(emulator_factory, lab_factory, tmp_path):
+    lab = lab_factory(emulator_factory())
+    empty = lab.batch_embed([], model=EMBED, progress=None)
+    full = lab.batch_embed(["one"], model=EMBED, dimensions=4, progress=None)
+    assert len(empty) == 0 and empty.dtypes.to_dict() == full.dtypes.to_dict()
+    summary = lab.batch_embed([], model=EMBED, out=tmp_path / "none.parquet", progress=None)
+    assert summary.to_pandas().columns.tolist() == full.columns.tolist()

@@ -1,0 +1,136 @@
+"""Checkpoint and resume: a killed run, a paid-then-500 row and a re-run never pay twice."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+
+from batch_testdata import CHEAP, chain_atomic, settled_atomic, transfers_per_key
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import x402lab as xl
+
+    gateway, reports, ledger, checkpoint = sys.argv[1:5]
+    lab = xl.connect(gateway, reports, wallet=xl.Wallet.from_env(), ledger=ledger,
+                     budget=xl.Budget(usd=50))
+
+    def report(progress):
+        print("done", progress.done, flush=True)
+
+    lab.batch_chat([f"question number {i}" for i in range(200)], model=sys.argv[5],
+                   concurrency=8, checkpoint=checkpoint, progress=report)
+    print("finished", flush=True)
+    """
+)
+
+
+def test_killed_run_resumed_pays_nothing_twice(emulator_factory, lab_factory, tmp_path):
+    emulator = emulator_factory(paid_latency_s=0.03)
+    key = "0x" + secrets.token_hex(32)
+    ledger, checkpoint = tmp_path / "ledger.sqlite", tmp_path / "chat.ckpt"
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    command = [
+        sys.executable, str(script), emulator.gateway_url, emulator.reports_url,
+        str(ledger), str(checkpoint), CHEAP,
+    ]
+    env = {**os.environ, "X402LAB_PRIVATE_KEY": key}
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout is not None
+            for line in child.stdout:
+                if line.startswith("done") and int(line.split()[1]) >= 40:
+                    os.kill(child.pid, signal.SIGKILL)  # mid-batch, no clean-up of any kind
+                    break
+            child.wait(timeout=30)
+        finally:
+            if child.poll() is None:
+                os.kill(child.pid, signal.SIGKILL)
+                child.wait()
+    assert child.returncode == -signal.SIGKILL
+    paid_before = len(emulator.chain.transfers())
+    assert 40 <= paid_before < 200
+
+    lab = lab_factory(emulator, key=key, ledger=ledger)
+    prompts = [f"question number {i}" for i in range(200)]
+    frame = lab.batch_chat(
+        prompts, model=CHEAP, concurrency=8, checkpoint=checkpoint, progress=None
+    )
+    counts = frame["status"].value_counts().to_dict()
+    assert set(counts) <= {"ok", "cached", "paid_not_stored", "unknown"}
+    # Every row the killed run had emitted was paid: stored, or (if the kill came first)
+    # reported as paid but not stored.
+    assert counts["cached"] >= 1 and counts["ok"] >= 1
+    assert counts["cached"] + counts.get("paid_not_stored", 0) >= 40
+    per_key = transfers_per_key(lab, emulator)
+    assert max(per_key.values()) == 1  # no request was paid twice
+    for status in ("ok", "cached", "paid_not_stored"):
+        keys = frame.loc[frame["status"] == status, "request_key"]
+        assert all(per_key[k] == 1 for k in keys)
+    # Rows the killed run had sent without an answer are 'unknown', never bought again.
+    counting = ("signed", "settled", "unknown")
+    ledger_rows = Counter(r["request_key"] for r in lab.ledger.rows() if r["status"] in counting)
+    assert max(ledger_rows.values()) == 1
+    assert frame.attrs["batch"].paid_atomic == 10_000 * counts["ok"]
+
+    # A third run buys nothing at all.
+    again = lab.batch_chat(
+        prompts, model=CHEAP, concurrency=8, checkpoint=checkpoint, progress=None
+    )
+    assert "ok" not in set(again["status"])
+    assert len(emulator.chain.transfers()) == sum(per_key.values())
+    assert (again["response"].fillna("") == frame["response"].fillna("")).all()
+
+
+def test_paid_then_500_row_is_not_paid_again(emulator_factory, lab_factory, tmp_path):
+    emulator = emulator_factory(paid_then_500_rate=0.5, seed=3)
+    lab = lab_factory(emulator)
+    checkpoint = tmp_path / "chat.ckpt"
+    prompts = [f"item {i}" for i in range(16)]
+    first = lab.batch_chat(prompts, model=CHEAP, checkpoint=checkpoint, progress=None)
+    unknown = first[first["status"] == "unknown"]
+    assert set(first["status"]) == {"ok", "unknown"} and len(unknown) >= 1
+    assert unknown["paid_usd"].isna().all() and unknown["quoted_usd"].eq(0.01).all()
+    # The emulator did settle them: the money moved though no receipt came back.
+    assert len(emulator.chain.transfers()) == 16
+    assert first.attrs["batch"].unknown_atomic == 10_000 * len(unknown)
+    ledger_before = lab.ledger.rows()
+
+    second = lab.batch_chat(prompts, model=CHEAP, checkpoint=checkpoint, progress=None)
+    assert lab.ledger.rows() == ledger_before
+    assert len(emulator.chain.transfers()) == 16
+    again = second.set_index("request_key")["status"]
+    assert (again[unknown["request_key"]] == "unknown").all()
+    assert set(second["status"]) == {"cached", "unknown"}
+    assert second["paid_usd"].eq(0).all()
+
+
+def test_rerun_with_a_bigger_budget_buys_only_what_is_missing(
+    emulator_factory, lab_factory, tmp_path
+):
+    emulator = emulator_factory()
+    ledger, checkpoint = tmp_path / "ledger.sqlite", tmp_path / "chat.ckpt"
+    prompts = [f"fact {i}" for i in range(12)]
+    small = lab_factory(emulator, usd=0.05, ledger=ledger)
+    first = small.batch_chat(prompts, model=CHEAP, concurrency=1, checkpoint=checkpoint,
+                             progress=None)
+    assert first["status"].value_counts().to_dict() == {"ok": 5, "skipped_budget": 7}
+    estimate = small.estimate(prompts, model=CHEAP, checkpoint=checkpoint)
+    assert estimate.total_atomic == 70_000 and estimate.rows["status"].tolist()[:5] == [
+        "cached"
+    ] * 5
+
+    bigger = lab_factory(emulator, usd=1.0, ledger=ledger)
+    second = bigger.batch_chat(prompts, model=CHEAP, checkpoint=checkpoint, progress=None)
+    assert second["status"].tolist() == ["cached"] * 5 + ["ok"] * 7
+    assert settled_atomic(bigger) == chain_atomic(emulator) == 120_000
+    assert second.attrs["batch"].paid_atomic == 70_000
+    assert second.attrs["batch"].cached_atomic == 50_000
+    assert (second["response"].iloc[:5] == first["response"].iloc[:5]).all()
