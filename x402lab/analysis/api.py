@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from x402lab.analysis.batches import BatchInput
-from x402lab.analysis.report import CostReport, build_report
 from x402lab.analysis.schemas import DEFAULT_SPEND_BY
 from x402lab.analysis.spend import ledger_frame, spend
 from x402lab.errors import X402LabError
 
 if TYPE_CHECKING:
+    from x402lab.analysis.batches import BatchInput
+    from x402lab.analysis.report import CostReport
     from x402lab.ledger import Ledger
 
 
@@ -68,6 +68,10 @@ class CostMixin:
         Returns a CostReport (``.tables``, ``.figures``, ``.to_html(folder)``,
         ``.to_parquet(folder)``, ``.save(folder)``).
         """
+        # Imported here: the report draws with matplotlib, which `import x402lab` should not
+        # have to load.
+        from x402lab.analysis.report import build_report
+
         notes: list[str] = []
         price_table = await self._price_table(prices, notes)
         library, orders = await self._report_library(notes)

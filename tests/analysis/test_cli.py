@@ -1,0 +1,141 @@
+"""The analysis commands as a user runs them: ``python -m x402lab ...`` in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from x402lab.ledger import ledger_schema
+from x402lab.money import format_usd
+
+
+def x402lab(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    return subprocess.run(
+        [sys.executable, "-m", "x402lab", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def settled_atomic(frame: pd.DataFrame) -> int:
+    return int(frame.loc[frame["status"] == "settled", "amount_atomic"].sum())
+
+
+def test_ledger_summary(workload):
+    done = x402lab("ledger", "summary", "--ledger", workload.ledger_path)
+    assert done.returncode == 0, done.stderr
+    total = settled_atomic(workload.lab.ledger.to_pandas())
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"settled {format_usd(total)} in ")
+    assert (
+        f"unknown exposure {format_usd(workload.received(workload.faulty))} (1 payments)" in first
+    )
+    assert "/api/intel/reports" in done.stdout
+    assert "/api/v1/audio/queue" in done.stdout
+    by_budget = x402lab("ledger", "summary", "--ledger", workload.ledger_path, "--by", "budget,day")
+    assert by_budget.returncode == 0, by_budget.stderr
+    assert workload.main_budget in by_budget.stdout
+    assert workload.faulty_budget in by_budget.stdout
+
+
+def test_ledger_export_parquet_and_csv_read_back(workload, tmp_path):
+    rows = workload.lab.ledger.to_pandas()
+    parquet = tmp_path / "ledger.parquet"
+    done = x402lab("ledger", "export", parquet, "--ledger", workload.ledger_path)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {len(rows)} ledger rows" in done.stdout
+    table = pq.read_table(parquet)
+    assert table.schema.equals(ledger_schema(), check_metadata=False)
+    back = table.to_pandas()
+    assert list(back["nonce"]) == list(rows["nonce"])
+    assert settled_atomic(back) == settled_atomic(rows)
+
+    csv = tmp_path / "out" / "ledger.csv"
+    done = x402lab("ledger", "export", csv, "--ledger", workload.ledger_path)
+    assert done.returncode == 0, done.stderr
+    back = pd.read_csv(csv)
+    assert list(back.columns) == ledger_schema().names
+    assert len(back) == len(rows)
+    assert settled_atomic(back) == settled_atomic(rows)
+
+    spend_csv = tmp_path / "spend.csv"
+    done = x402lab("ledger", "export", spend_csv, "--ledger", workload.ledger_path, "--by", "model")
+    assert done.returncode == 0, done.stderr
+    spend = pd.read_csv(spend_csv)
+    assert int(spend["settled_atomic"].sum()) == settled_atomic(rows)
+    assert int(spend["unknown_atomic"].sum()) == workload.received(workload.faulty)
+
+
+def test_ledger_commands_refuse_bad_paths(workload, tmp_path):
+    missing = x402lab("ledger", "summary", "--ledger", tmp_path / "nope.sqlite")
+    assert missing.returncode == 2
+    assert "no ledger at" in missing.stderr
+    assert not (tmp_path / "nope.sqlite").exists()
+    wrong = x402lab("ledger", "export", tmp_path / "x.txt", "--ledger", workload.ledger_path)
+    assert wrong.returncode == 2
+    assert ".parquet or .csv" in wrong.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "suffix"), [("models", "parquet"), ("prices", "csv")], ids=["models", "prices"]
+)
+def test_catalog_commands(workload, tmp_path, command, suffix):
+    url = workload.main.gateway_url
+    if command == "models":
+        shown = x402lab(command, "--gateway-url", url, "--type", "embedding")
+        expected = workload.lab.models(type="embedding")
+        assert workload.text_model not in shown.stdout
+    else:
+        shown = x402lab(command, "--gateway-url", url)
+        expected = workload.lab.prices()
+    assert shown.returncode == 0, shown.stderr
+    assert workload.embed_model in shown.stdout
+    assert len(shown.stdout.splitlines()) == len(expected) + 1  # a header, then one per row
+    target = tmp_path / f"{command}.{suffix}"
+    done = x402lab(command, "--gateway-url", url, "--out", target)
+    assert done.returncode == 0, done.stderr
+    back = pq.read_table(target).to_pandas() if suffix == "parquet" else pd.read_csv(target)
+    everything = workload.lab.models() if command == "models" else expected
+    assert list(back["id"]) == list(everything["id"])
+
+
+def test_demo_writes_the_cost_report(tmp_path):
+    out = tmp_path / "demo"
+    done = x402lab("demo", "--out", out, "--job-seconds", "0.2", timeout=300)
+    assert done.returncode == 0, done.stderr
+    page = Path(done.stdout.splitlines()[-1])
+    assert page == out.resolve() / "cost_report.html"
+    html = page.read_text()
+    for figure in ("spend_over_time", "by_route", "unit_costs", "drift", "padding", "rates"):
+        assert (out / f"{figure}.png").stat().st_size > 1000
+        assert f"src='{figure}.png'" in html
+    # Every capability ran: catalog, quote, chat, embed, batches, music, reports.
+    for line in ("catalog:", "quote (free):", "chat:", "embed:", "music:", "reports:"):
+        assert any(text.startswith(line) for text in done.stdout.splitlines()), line
+    assert "not available" not in done.stdout
+    assert (out / "music.wav").read_bytes()[:4] == b"RIFF"
+    ledger = pq.read_table(out / "timeline.parquet").to_pandas()
+    totals = pq.read_table(out / "totals.parquet").to_pylist()[0]
+    assert totals["settled_atomic"] == int(ledger["amount_atomic"].sum()) > 0
+    paths = set(pq.read_table(out / "by_route.parquet").to_pandas()["path"])
+    assert {
+        "/api/v1/chat/completions",
+        "/api/v1/embeddings",
+        "/api/v1/audio/queue",
+        "/api/intel/reports",
+    } <= paths
+    status = pq.read_table(out / "batch_status.parquet").to_pandas().set_index("batch")
+    assert status.loc["batch_chat", "cached_rows"] == 1
+    summary = x402lab("ledger", "summary", "--ledger", out / "ledger.sqlite")
+    assert summary.returncode == 0, summary.stderr
+    assert summary.stdout.startswith(f"settled {format_usd(totals['settled_atomic'])} in ")
