@@ -3,6 +3,7 @@ caching per Lab, and the published price list (against the emulator over real so
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 
@@ -203,3 +204,31 @@ def test_discovery_returns_the_three_documents(lab):
     assert found.well_known["accepts"][0]["network"] == "eip155:8453"
     assert found.fetched_at.tzinfo is not None
     assert "priceMult 0.5" in repr(found)
+
+
+def test_catalog_methods_async_fetch_once_under_concurrency(tmp_path):
+    async def main() -> None:
+        async with xl.connect_async(
+            ledger=tmp_path / "ledger.sqlite", emulator_settings=settings()
+        ) as alab:
+            # Five tasks asking at once share one fetch of the catalog.
+            frames = await asyncio.gather(*(alab.models() for _ in range(5)))
+            assert len({f.attrs["fetched_at"] for f in frames}) == 1
+            traits, characters, styles, networks, prices, routes, found = await asyncio.gather(
+                alab.traits(),
+                alab.characters(),
+                alab.image_styles(),
+                alab.rpc_networks(),
+                alab.prices(),
+                alab.route_prices(),
+                alab.discovery(),
+            )
+            for frame in (traits, characters, styles, networks, prices, routes):
+                assert isinstance(frame, pd.DataFrame) and len(frame) > 0
+            assert found.price_mult == prices.attrs["priceMult"]
+            one = await alab.character(characters["slug"].iloc[-1])
+            assert one["slug"] == characters["slug"].iloc[-1]
+            quote = await alab.quote("/api/v1/augment/search", {"query": "x402"})
+            assert quote.amount_atomic > 0 and alab.ledger.rows() == []
+
+    asyncio.run(main())
