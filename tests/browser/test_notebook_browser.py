@@ -1,0 +1,180 @@
+"""Notebook 04 in a real browser: JupyterLab on 127.0.0.1 and Debian's Chromium via Playwright.
+
+The notebook runs top to bottom on its embedded emulator; the test waits until every job's
+progress bar is full and the audio and video players are on the page, then keeps a
+screenshot in ``tests/browser/artifacts/`` (not committed). Chromium is the system one
+(``/usr/bin/chromium``); Playwright never downloads a browser here. The server runs on a
+free port with a token, isolated config dirs, and is stopped by its own PID.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOK = REPO / "notebooks" / "04_media_jobs.ipynb"
+ARTIFACTS = Path(__file__).parent / "artifacts"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="Debian's Chromium is not at /usr/bin/chromium"
+    ),
+    pytest.mark.skipif(
+        importlib.util.find_spec("jupyterlab") is None, reason="jupyterlab is not installed"
+    ),
+    pytest.mark.skipif(
+        importlib.util.find_spec("playwright") is None, reason="playwright is not installed"
+    ),
+]
+
+# Every job's bar at 100%, both players present, every code cell run, no error output.
+NOTEBOOK_DONE = """
+() => {
+  const app = window.jupyterapp;
+  const panel = app && app.shell.currentWidget;
+  const kernel = panel && panel.sessionContext && panel.sessionContext.session
+    && panel.sessionContext.session.kernel;
+  if (!kernel || kernel.status !== 'idle') return false;
+  const cells = panel.content.widgets.filter(c => c.model.type === 'code');
+  if (!cells.every(c => c.model.executionCount !== null)) return false;
+  const bars = [...document.querySelectorAll('.x402lab-job-progress .progress-bar')];
+  return bars.length >= 3 && bars.every(b => b.style.width === '100%')
+    && document.querySelector('.x402lab-job-player audio') !== null
+    && document.querySelector('.x402lab-job-player video') !== null;
+}
+"""
+ERRORS = (
+    "() => document.querySelectorAll('[data-mime-type=\"application/vnd.jupyter.error\"]').length"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(base URL, token) of a JupyterLab serving a copy of notebook 04 from ``tmp_path``."""
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    config = tmp_path / "config"
+    config.mkdir()
+    # No news feed, update check or extension index: the server makes no outside request.
+    (config / "jupyter_server_config.py").write_text(
+        "c.LabApp.news_url = None\n"
+        "c.LabApp.check_for_updates_class = 'jupyterlab.NeverCheckForUpdate'\n"
+        "c.LabApp.extension_manager = 'readonly'\n"
+        "c.ServerApp.terminals_enabled = False\n"
+    )
+    # ... and no question about it in the page.
+    notification = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
+    notification.mkdir(parents=True)
+    (notification / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false", "checkForUpdates": false}'
+    )
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_DATA_DIR": str(tmp_path / "data"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "MPLBACKEND": "Agg",
+    }
+    command = [
+        sys.executable, "-m", "jupyterlab", "--no-browser",
+        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+        f"--LabServerApp.workspaces_dir={tmp_path / 'workspaces'}",
+        f"--LabServerApp.user_settings_dir={tmp_path / 'settings'}",
+    ]  # fmt: skip
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")  # CI containers run as root
+    log = (tmp_path / "jupyterlab.log").open("wb")
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
+    url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"token {token}"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"jupyterlab exited: {(tmp_path / 'jupyterlab.log').read_text()}")
+            try:
+                if httpx.get(f"{url}/api/status", headers=headers, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("jupyterlab did not answer within 60 s")
+            time.sleep(0.25)
+        yield url, token
+    finally:
+        try:  # shut down the kernels this server started, then the server (by its PID)
+            for session in httpx.get(f"{url}/api/sessions", headers=headers, timeout=5).json():
+                httpx.delete(f"{url}/api/sessions/{session['id']}", headers=headers, timeout=10)
+        except (httpx.HTTPError, ValueError):
+            pass
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+        log.close()
+
+
+def test_notebook_04_progress_reaches_full_and_players_appear(jupyterlab):
+    from playwright.sync_api import sync_playwright
+
+    url, token = jupyterlab
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(f"{url}/lab/tree/{NOTEBOOK.name}?token={token}")
+            page.wait_for_function(  # the notebook is open and its kernel is ready
+                "() => { const p = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+                " const s = p && p.sessionContext && p.sessionContext.session;"
+                " return !!(s && s.kernel && s.kernel.status === 'idle'); }",
+                timeout=90_000,
+            )
+            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            try:
+                page.wait_for_function(NOTEBOOK_DONE, timeout=120_000, polling=250)
+            finally:
+                widget = page.locator(".x402lab-job").first
+                if widget.count():
+                    widget.scroll_into_view_if_needed()
+                page.screenshot(path=str(ARTIFACTS / "notebook04.png"))
+            assert page.evaluate(ERRORS) == 0
+            first = page.locator(".x402lab-job").first
+            first.screenshot(path=str(ARTIFACTS / "notebook04-music-job.png"))
+            status = first.locator(".x402lab-job-status").inner_text()
+            assert status.startswith("completed") and "0.015 USD" in status
+            assert first.locator(".x402lab-job-player audio").count() == 1
+            last = page.locator(".x402lab-job").last
+            last.scroll_into_view_if_needed()
+            last.screenshot(path=str(ARTIFACTS / "notebook04-video-job.png"))
+            assert last.locator(".x402lab-job-player video").count() == 1
+        finally:
+            browser.close()
