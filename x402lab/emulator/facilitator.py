@@ -1,9 +1,10 @@
-"""A small local stand-in for an x402 facilitator (``/verify``, ``/settle``, ``/supported``).
+"""Facilitators: the client the payment gate uses, and a small local stand-in to test it.
 
-It verifies with ``x402lab.x402.verify`` and settles on a Chain, answering like the SDK's
-facilitator (x402-protocol.md §6): a refused payment is a 200 with ``isValid: false`` or
-``success: false``; only a malformed request body is a 400. Point an emulator at it with
-``EmulatorSettings(facilitator_url=running.url)`` to exercise the facilitator path offline.
+``FacilitatorClient`` posts to ``{url}/verify`` and ``{url}/settle`` (x402-protocol.md §6).
+The stand-in (``/verify``, ``/settle``, ``/supported``) verifies with ``x402lab.x402.verify``
+and settles on a Chain, answering like the SDK's facilitator: a refused payment is a 200
+with ``isValid: false`` or ``success: false``; only a malformed request body is a 400. Point
+an emulator at it with ``EmulatorSettings(facilitator_url=running.url)``.
 """
 
 from __future__ import annotations
@@ -11,21 +12,80 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from x402lab.emulator.chain import Chain, ChainRejected
-from x402lab.emulator.server import BackgroundServers
 from x402lab.errors import ProtocolError
 from x402lab.x402.models import PaymentPayload, PaymentRequirements, SettlementResponse
 from x402lab.x402.verify import INVALID_PAYMENT_REQUIREMENTS, VerifyResult, verify_payment
 
+if TYPE_CHECKING:
+    from x402lab.emulator.server import BackgroundServers
+
+VERIFY_UNAVAILABLE = "unexpected_verify_error"
+SETTLE_UNAVAILABLE = "unexpected_settle_error"
+_TIMEOUT_S = 10.0
+
 # The address the stand-in claims to settle from (no key behind it; shown in /supported).
 FACILITATOR_SIGNER = "0x0000000000000000000000000000000000fac111"
+
+
+class FacilitatorClient:
+    """Verify and settle through a facilitator over HTTP. Never raises: an unreachable or
+    confused facilitator is a refusal (``unexpected_verify_error``/``unexpected_settle_error``)."""
+
+    def __init__(self, url: str, *, timeout: float = _TIMEOUT_S) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    async def _post(
+        self, step: str, raw: dict[str, Any], requirements: PaymentRequirements
+    ) -> dict[str, Any] | None:
+        body = {
+            "x402Version": 2,
+            "paymentPayload": raw,
+            "paymentRequirements": requirements.to_wire(),
+        }
+        try:
+            # A client per call: the gate may live on any event loop, and calls are rare.
+            async with httpx.AsyncClient(timeout=self.timeout) as client:
+                response = await client.post(f"{self.url}/{step}", json=body)
+            answer = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        return answer if isinstance(answer, dict) else None
+
+    async def verify(
+        self, raw: dict[str, Any], requirements: PaymentRequirements, payer: str
+    ) -> tuple[str | None, str]:
+        """(invalid reason or None, payer) as the facilitator's /verify answers."""
+        answer = await self._post("verify", raw, requirements)
+        if answer is None or not isinstance(answer.get("isValid"), bool):
+            return VERIFY_UNAVAILABLE, payer
+        payer = str(answer.get("payer") or payer)
+        if not answer["isValid"]:
+            return str(answer.get("invalidReason") or "invalid_payload"), payer
+        return None, payer
+
+    async def settle(
+        self, raw: dict[str, Any], requirements: PaymentRequirements, payer: str
+    ) -> SettlementResponse:
+        """The facilitator's /settle receipt (a failed one when it cannot be read)."""
+        answer = await self._post("settle", raw, requirements)
+        try:
+            if answer is None:
+                raise ProtocolError("no answer")
+            return SettlementResponse.from_wire(answer)
+        except ProtocolError:
+            return SettlementResponse(
+                False, "", requirements.network, payer=payer, error_reason=SETTLE_UNAVAILABLE
+            )
 
 
 @dataclass
@@ -164,6 +224,8 @@ def start_facilitator(
 
     Raises OSError when the port is taken, RuntimeError when the server fails to start.
     """
+    from x402lab.emulator.server import BackgroundServers
+
     chain = chain or Chain()
     app = create_facilitator_app(chain)
     servers = BackgroundServers([(app, port)], host=host).start()

@@ -31,13 +31,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from x402lab.emulator.chain import NONCE_ALREADY_USED, Chain, ChainRejected
+from x402lab.emulator.facilitator import FacilitatorClient
 from x402lab.emulator.settings import EmulatorSettings
 from x402lab.errors import ProtocolError
 from x402lab.x402.codec import decode_header, encode_header
@@ -54,9 +54,6 @@ DEFAULT_HEADER_NAMES = ("payment-signature", "x-402-payment", "x-payment")
 PAYMENT_REQUIRED_ERROR = "PAYMENT-SIGNATURE header is required"
 TEST_WALLET_MISMATCH = "test_wallet_mismatch"
 SETTLE_FAILED = "transaction_failed"
-VERIFY_UNAVAILABLE = "unexpected_verify_error"
-SETTLE_UNAVAILABLE = "unexpected_settle_error"
-_FACILITATOR_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -150,6 +147,9 @@ class PaymentGate:
         # (payer, nonce) of payments settling or settled here: catches concurrent replays and,
         # with a remote facilitator, replays the local chain cannot know about.
         self._claimed: set[tuple[str, str]] = set()
+        self._facilitator = (
+            FacilitatorClient(settings.facilitator_url) if settings.facilitator_url else None
+        )
 
     # -- challenge ---------------------------------------------------------------------------
 
@@ -350,13 +350,10 @@ class PaymentGate:
     ) -> tuple[str | None, str]:
         """(reason or None, payer) for this payment, without settling anything."""
         payer = payload.authorization.from_address
-        if self.settings.facilitator_url:
-            answer = await self._facilitator("verify", raw, requirements)
-            if answer is None or not isinstance(answer.get("isValid"), bool):
-                return VERIFY_UNAVAILABLE, payer
-            payer = answer.get("payer") or payer
-            if not answer["isValid"]:
-                return str(answer.get("invalidReason") or "invalid_payload"), payer
+        if self._facilitator is not None:
+            reason, payer = await self._facilitator.verify(raw, requirements, payer)
+            if reason is not None:
+                return reason, payer
         else:
             result = verify_payment(payload, requirements, now=int(self._clock()))
             payer = result.payer or payer
@@ -365,7 +362,7 @@ class PaymentGate:
         wallet = self.settings.test_wallet
         if self.settings.test_mode and wallet and payer.lower() != wallet.lower():
             return TEST_WALLET_MISMATCH, payer
-        if not self.settings.facilitator_url:
+        if self._facilitator is None:
             reason = self.chain.check(payload)
             if reason is not None:
                 return reason, payer
@@ -382,16 +379,8 @@ class PaymentGate:
         network = requirements.network
         if self._roll(self.settings.faults.settle_fail_rate):
             return SettlementResponse(False, "", network, payer=payer, error_reason=SETTLE_FAILED)
-        if self.settings.facilitator_url:
-            answer = await self._facilitator("settle", raw, requirements)
-            try:
-                if answer is None:
-                    raise ProtocolError("no answer")
-                return SettlementResponse.from_wire(answer)
-            except ProtocolError:
-                return SettlementResponse(
-                    False, "", network, payer=payer, error_reason=SETTLE_UNAVAILABLE
-                )
+        if self._facilitator is not None:
+            return await self._facilitator.settle(raw, requirements, payer)
         try:
             tx_hash = self.chain.transfer_with_authorization(payload, requirements)
         except ChainRejected as exc:
@@ -399,24 +388,6 @@ class PaymentGate:
         return SettlementResponse(
             True, tx_hash, network, payer=payer, amount=payload.authorization.value
         )
-
-    async def _facilitator(
-        self, step: str, raw: dict[str, Any], requirements: PaymentRequirements
-    ) -> dict[str, Any] | None:
-        """POST {facilitator_url}/{step}; the JSON object answered, or None on any failure."""
-        body = {
-            "x402Version": 2,
-            "paymentPayload": raw,
-            "paymentRequirements": requirements.to_wire(),
-        }
-        url = f"{self.settings.facilitator_url}/{step}"
-        try:
-            async with httpx.AsyncClient(timeout=_FACILITATOR_TIMEOUT_S) as client:
-                response = await client.post(url, json=body)
-            answer = response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            return None
-        return answer if isinstance(answer, dict) else None
 
     # -- after the handler -------------------------------------------------------------------
 
