@@ -295,11 +295,17 @@ def _operation(spec: RouteSpec, catalog: Catalog) -> dict[str, Any]:
         "responses": {"200": {"description": "Success"}},
     }
     params = [*spec.query, *spec.path_params]
+    for i, param in enumerate(params):
+        if param["name"] == "network":
+            params[i] = {**param, "schema": {"type": "string", "enum": catalog.network_slugs()}}
     if params:
         op["parameters"] = params
     if spec.body is not None:
         media = "multipart/form-data" if spec.body_type == "form-data" else "application/json"
-        op["requestBody"] = {"required": True, "content": {media: {"schema": spec.body(catalog)}}}
+        content: dict[str, Any] = {"schema": spec.body(catalog)}
+        if spec.example and spec.body_type == "json":
+            content["example"] = spec.example
+        op["requestBody"] = {"required": True, "content": {media: content}}
     ok: dict[str, Any] = {"application/json": {"schema": {}}}
     for content_type in spec.binary:
         ok[content_type] = {"schema": {"type": "string", "format": "binary"}}

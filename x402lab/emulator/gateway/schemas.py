@@ -396,7 +396,11 @@ def video_queue_body(c: Catalog) -> Schema:
 def _job_body(types: str) -> Callable[[Catalog], Schema]:
     def body(c: Catalog) -> Schema:
         return _obj(
-            {"model": _model(c, types), "queue_id": _STR, "delete_media_on_completion": _BOOL},
+            {
+                "model": _model(c, types),
+                "queue_id": {"type": "string", "minLength": 1},
+                "delete_media_on_completion": _BOOL,
+            },
             ["model", "queue_id"],
         )
 
@@ -405,7 +409,8 @@ def _job_body(types: str) -> Callable[[Catalog], Schema]:
 
 def _complete_body(types: str) -> Callable[[Catalog], Schema]:
     def body(c: Catalog) -> Schema:
-        return _obj({"model": _model(c, types), "queue_id": _STR}, ["model", "queue_id"])
+        queue_id = {"type": "string", "minLength": 1}
+        return _obj({"model": _model(c, types), "queue_id": queue_id}, ["model", "queue_id"])
 
     return body
 
