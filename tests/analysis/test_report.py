@@ -110,6 +110,10 @@ def test_figures_render_with_agg(report):
     assert set(report.figures) >= {"spend_over_time", "by_route", "padding", "rates"}
     for name, figure in report.figures.items():
         assert png_bytes(figure).startswith(PNG_MAGIC), name
+    # What a notebook cell shows, whatever backend the kernel runs.
+    assert report.plot("padding")._repr_png_().startswith(PNG_MAGIC)
+    with pytest.raises(KeyError, match="spend_over_time"):
+        report.plot("nothing")
 
 
 def test_html_and_parquet_exports(report, tmp_path):

@@ -110,11 +110,33 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+@dataclass(frozen=True)
+class Picture:
+    """A figure that shows itself in Jupyter as PNG, whatever matplotlib backend is active
+    (a bare ``Figure`` made without pyplot shows only as text there)."""
+
+    figure: Figure
+    name: str = "figure"
+
+    def _repr_png_(self) -> bytes:
+        return plots.png_bytes(self.figure)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the PNG to ``path``; returns it."""
+        target = Path(path).expanduser()
+        target.write_bytes(plots.png_bytes(self.figure))
+        return target
+
+    def __repr__(self) -> str:
+        return f"<Picture {self.name}>"
+
+
 @dataclass
 class CostReport:
     """Tables (pandas, declared schemas), matplotlib figures and notes about spend.
 
-    ``report.tables["by_route"]``, ``report.figures["spend_over_time"]``,
+    ``report.tables["by_route"]``, ``report.figures["spend_over_time"]`` (a matplotlib
+    Figure), ``report.plot("padding")`` (the same, shown inline in Jupyter),
     ``report.settled_atomic`` (exact total), ``to_html(folder)``, ``to_parquet(folder)``,
     ``save(folder)``.
     """
@@ -142,6 +164,12 @@ class CostReport:
     def unknown_atomic(self) -> int:
         """Total amount of payments whose outcome is unknown (exposure)."""
         return self._total("unknown_atomic")
+
+    def plot(self, name: str) -> Picture:
+        """One figure, ready to show in a notebook cell. Raises KeyError naming the figures."""
+        if name not in self.figures:
+            raise KeyError(f"no figure {name!r}; the report has {sorted(self.figures)}")
+        return Picture(self.figures[name], name)
 
     def to_arrow(self, name: str) -> pa.Table:
         """One table as Arrow, with its declared schema."""
@@ -196,7 +224,8 @@ class CostReport:
         if not embed:
             self.write_figures(target)
         page = target / "cost_report.html"
-        body = self._html(link_figures=not embed)
+        stamp = self.generated_at.strftime("%Y-%m-%d %H:%M UTC")
+        body = self._html(link_figures=not embed, stamp=stamp)
         page.write_text(
             "<!doctype html><html><head><meta charset='utf-8'><title>x402lab cost report"
             f"</title><style>{_CSS}</style></head><body>{body}</body></html>",
@@ -212,11 +241,12 @@ class CostReport:
     def _repr_html_(self) -> str:
         return f"<div class='x402lab-cost-report'><style>{_CSS}</style>{self._html()}</div>"
 
-    def _html(self, *, link_figures: bool = False) -> str:
-        stamp = self.generated_at.strftime("%Y-%m-%d %H:%M UTC")
+    def _html(self, *, link_figures: bool = False, stamp: str | None = None) -> str:
+        # The notebook view carries no clock time, so re-running a notebook changes nothing.
+        when = f" Generated {stamp}." if stamp else ""
         parts = [
             "<h2>x402lab cost report</h2>",
-            f"<p>{html.escape(self.summary())}. Generated {stamp}.</p>",
+            f"<p>{html.escape(self.summary())}.{when}</p>",
         ]
         if self.notes:
             items = "".join(f"<li>{html.escape(note)}</li>" for note in self.notes)
