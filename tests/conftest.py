@@ -23,17 +23,6 @@ FAST_JOB_SECONDS = 0.3
 _FAULT_NAMES = {f.name for f in dataclasses.fields(Faults)}
 
 
-def _gateway_factory() -> Any:
-    try:
-        from x402lab.emulator.gateway import create_gateway_app  # noqa: F401
-    except ImportError:
-        # Until the gateway package lands: an empty app, so the report tests can run.
-        from starlette.applications import Starlette
-
-        return lambda settings, chain: Starlette()
-    return None
-
-
 def make_settings(settings: EmulatorSettings | None = None, **changes: Any) -> EmulatorSettings:
     """``settings`` (default: fast jobs) with ``changes``; fault names go into ``faults``."""
     base = settings or EmulatorSettings(job_seconds=FAST_JOB_SECONDS)
@@ -54,9 +43,7 @@ def emulator_factory() -> Iterator[EmulatorFactory]:
     def factory(
         settings: EmulatorSettings | None = None, *, chain: Chain | None = None, **changes: Any
     ) -> RunningEmulator:
-        emulator = start_emulator(
-            make_settings(settings, **changes), chain=chain, gateway_factory=_gateway_factory()
-        )
+        emulator = start_emulator(make_settings(settings, **changes), chain=chain)
         running.append(emulator)
         return emulator
 
