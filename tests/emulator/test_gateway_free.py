@@ -332,3 +332,27 @@ def test_routes_live_under_api_v1(client):
             "/llms.txt",
             "/.well-known/x402.json",
         )
+
+
+def test_openapi_is_valid_and_its_examples_match_their_schemas(client):
+    validator = pytest.importorskip("openapi_spec_validator")
+    jsonschema = pytest.importorskip("jsonschema")
+    doc = client.get("/openapi.json").json()
+    validator.validate(doc)
+    examples = 0
+    for operations in doc["paths"].values():
+        for operation in operations.values():
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                jsonschema.Draft202012Validator.check_schema(media["schema"])
+                if "example" in media:
+                    jsonschema.Draft202012Validator(media["schema"]).validate(media["example"])
+                    examples += 1
+    assert examples >= 15
+
+
+def test_bazaar_schema_validates_its_own_info(client):
+    jsonschema = pytest.importorskip("jsonschema")
+    body = {"model": "zai-org-glm-4.7-flash", "messages": [{"role": "user", "content": "hi"}]}
+    response = client.post("/api/v1/chat/completions", json=body)
+    bazaar = response.json()["extensions"]["bazaar"]
+    jsonschema.Draft202012Validator(bazaar["schema"]).validate(bazaar["info"])

@@ -82,6 +82,33 @@ def test_bazaar_schema_describes_each_routes_inputs(gw):
     assert rpc["extensions"]["bazaar"]["info"]["input"]["pathParams"] == {"network": "base-mainnet"}
 
 
+def test_every_paid_route_challenge_carries_the_pricing_extensions(gw):
+    doc = gw.get("/openapi.json").json()
+    paid = [
+        (path, op["post"])
+        for path, op in doc["paths"].items()
+        if "post" in op and "402" in op["post"]["responses"]
+    ]
+    assert len(paid) == 19
+    for path, operation in paid:
+        url = path.replace("{network}", "base-mainnet")
+        content = operation["requestBody"]["content"]
+        if "multipart/form-data" in content:
+            files = {"file": ("sample.wav", b"RIFF sample", "audio/wav")}
+            response = gw.post(url, data={"model": "tts-chatterbox-hd"}, files=files)
+        else:
+            response = gw.post(url, json=content["application/json"]["example"])
+        assert response.status_code == 402, (path, response.text)
+        challenge = decode_header(response.headers["payment-required"])
+        extensions = challenge["extensions"]
+        assert extensions["priceMult"] == 0.5, path
+        assert extensions["upstreamUsd"] >= 0, path
+        assert int(challenge["accepts"][0]["amount"]) >= 10_000, path
+        schema = extensions["bazaar"]["schema"]["properties"]["input"]["properties"]["body"]
+        body_schema = content[next(iter(content))]["schema"]
+        assert schema == body_schema, path
+
+
 # -- §5 authentication ---------------------------------------------------------------------------
 
 

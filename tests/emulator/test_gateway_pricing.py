@@ -30,8 +30,8 @@ def gw(emulator, payer):
 def start(emulator_factory, payer):
     clients: list[httpx.Client] = []
 
-    def start_gateway(**settings) -> Gateway:
-        emulator = emulator_factory(**settings)
+    def start_gateway(settings=None, **changes) -> Gateway:
+        emulator = emulator_factory(settings, **changes)
         client = httpx.Client(base_url=emulator.gateway_url)
         clients.append(client)
         return Gateway(client, payer)
@@ -106,6 +106,20 @@ def test_maximum_is_the_operator_setting(start):
 
 
 # -- rule 7: the multiplier -------------------------------------------------------------------
+
+
+def test_operator_variables_set_the_multiplier_and_the_cap(start):
+    from x402lab.emulator.settings import EmulatorSettings
+
+    settings = EmulatorSettings.from_env(
+        {"X402_PROVIDER_PRICE_MULT": "2", "X402_PROVIDER_MAX_CHARGE_USD": "0.3"}
+    )
+    gw = start(settings=settings)
+    challenge = gw.challenge(CHAT, json=_chat(max_tokens=100))
+    # (104 x 37.5 + 100 x 225) / 1e6 = 0.0264 USD upstream, x 2
+    assert challenge["accepts"][0]["amount"] == "52800"
+    assert challenge["extensions"]["priceMult"] == 2.0
+    error_of(gw.post(CHAT, json=_chat(max_tokens=1000)), 400, "charge_exceeds_max")
 
 
 @pytest.mark.parametrize(("mult", "amount"), [(0.5, 114450), (1.0, 228900), (2.0, 457800)])

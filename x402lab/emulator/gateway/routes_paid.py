@@ -447,7 +447,7 @@ async def text_parser(gw: Gateway, request: Request) -> Response:
         body = await fields.json_object(request)
         encoded = fields.string(body, "file", required=True) or ""
         try:
-            data = base64.b64decode(encoded, validate=True)
+            data = base64.b64decode("".join(encoded.split()), validate=True)
         except (binascii.Error, ValueError):
             raise bad_request("file must be base64 (or send multipart/form-data)") from None
         filename = fields.string(body, "filename") or "document"
