@@ -548,7 +548,9 @@ class AsyncJob:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         else:
-            self._tasks.add(asyncio.run_coroutine_threadsafe(coro, self._loop))
+            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            self._tasks.add(future)
+            future.add_done_callback(self._tasks.discard)
 
     async def _run_watcher(self, callback: Callable[[AsyncJob], None], tick: float | None) -> None:
         try:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound, QuoteRejected
 from x402lab.money import format_usd, usd_to_atomic
 from x402lab.services.gateway import request_key
-from x402lab.services.job_store import JobStore, jobs_frame
+from x402lab.services.job_store import JobRecord, JobStore, jobs_frame
 from x402lab.services.jobs import ROUTE, AsyncJob
 
 if TYPE_CHECKING:
@@ -333,7 +333,9 @@ class MediaMixin:
                 " new=True to queue and pay for a new job"
             )
 
-    def _handle(self, record: Any, poll_interval: float | None, timeout: float | None) -> AsyncJob:
+    def _handle(
+        self, record: JobRecord, poll_interval: float | None, timeout: float | None
+    ) -> AsyncJob:
         found = self._job_handles.get(record.queue_id)
         if found is not None:
             if poll_interval is not None:
