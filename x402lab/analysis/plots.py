@@ -53,11 +53,14 @@ def spend_over_time(timeline: pd.DataFrame) -> Figure:
     services = sorted(timeline["service"].unique())
     lines = [(str(s), timeline[timeline["service"] == s]) for s in services]
     if len(services) > 1:
-        lines.append(("all services", timeline))
+        lines.insert(0, ("all services", timeline))
+    first, last = timeline["ts"].iloc[0], timeline["ts"].iloc[-1]
     for label, rows in lines:
-        # Start each line at zero just before its first payment, so the first step shows.
-        times = [rows["ts"].iloc[0], *rows["ts"]]
+        # Every line runs from zero before the first payment to the last one of any service,
+        # so where each ends is its total.
+        times = [first, *rows["ts"], last]
         running = [0.0, *rows["amount_usd"].cumsum()]
+        running.append(running[-1])
         style: dict[str, Any] = (
             {"color": "black", "linestyle": "--", "linewidth": 1} if label == "all services" else {}
         )
