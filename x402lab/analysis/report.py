@@ -276,6 +276,7 @@ _CSS = (
     "table.cost{border-collapse:collapse;font-size:12px;margin-bottom:1em}"
     "table.cost td,table.cost th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
     "p.about{color:#555;font-size:13px}"
+    ".cost-scroll{overflow-x:auto;max-width:100%}"
 )
 MAX_HTML_ROWS = 50
 
@@ -285,7 +286,9 @@ def _table_html(table: pd.DataFrame) -> str:
         columns = ", ".join(html.escape(str(c)) for c in table.columns)
         return f"<p class='about'><em>empty</em> (columns: {columns})</p>"
     shown = table.head(MAX_HTML_ROWS)
+    # Wide tables scroll inside their own box instead of stretching the page.
     text = shown.to_html(index=False, na_rep="—", classes="cost", border=0)
+    text = f"<div class='cost-scroll'>{text}</div>"
     if len(table) > MAX_HTML_ROWS:
         text += f"<p class='about'>first {MAX_HTML_ROWS} of {len(table)} rows</p>"
     return text
