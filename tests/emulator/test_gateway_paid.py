@@ -596,3 +596,16 @@ def test_payment_header_value_is_standard_base64_json(gw, payer):
     payload = payer.sign(challenge).to_wire()
     header = encode_header(payload)
     _paid_ok(gw.post(CHAT, json=HELLO, headers={"payment-signature": header}))
+
+
+def test_chat_settles_through_a_facilitator_when_configured(emulator_factory, payer):
+    from x402lab.emulator.chain import Chain
+    from x402lab.emulator.facilitator import start_facilitator
+
+    with start_facilitator(Chain()) as facilitator:
+        emulator = emulator_factory(facilitator_url=facilitator.url)
+        with httpx.Client(base_url=emulator.gateway_url) as client:
+            response = Gateway(client, payer).pay(CHAT, json=HELLO)
+        assert _paid_ok(response).json()["object"] == "chat.completion"
+        assert facilitator.calls.verify == 1 and facilitator.calls.settle == 1
+        assert facilitator.chain.received(RECEIVER_ADDRESS) == 10_000
