@@ -93,6 +93,16 @@ def test_library_savings_and_report_drift(workload, report):
     assert int(orders["drift_atomic"].iloc[0]) == 0
 
 
+def test_music_job_quote_vs_queue_payment(workload, report):
+    drift = report.tables["drift"]
+    music = drift[drift["path"] == "/api/v1/audio/queue"]
+    jobs = workload.lab.jobs()
+    assert list(music["model"]) == ["ace-step-15"]
+    assert int(music["compared"].iloc[0]) == len(jobs) == 1
+    assert int(music["paid_atomic"].iloc[0]) == int(jobs["paid_atomic"].iloc[0]) > 0
+    assert int(music["drift_atomic"].iloc[0]) == 0  # the queue's 402 equals the quote
+
+
 def test_rates_come_from_the_price_list(workload, report):
     rates = report.tables["rates"]
     used = rates[rates["used"]]
@@ -153,5 +163,6 @@ def test_an_empty_ledger_gives_empty_tables_with_the_same_columns(report, tmp_pa
 def test_budget_filter(workload):
     faulty = workload.lab.cost_report(budget=workload.faulty_budget, prices=False)
     assert faulty.settled_atomic == 0
+    assert len(faulty.tables["drift"]) == 0  # the music job and reports were paid elsewhere
     assert faulty.unknown_atomic == workload.received(workload.faulty)
     assert len(faulty.tables["rates"]) == 0

@@ -75,9 +75,16 @@ class CostMixin:
         notes: list[str] = []
         price_table = await self._price_table(prices, notes)
         library, orders = await self._report_library(notes)
+        jobs = await self._jobs(notes)
         rows = await asyncio.to_thread(_rows, self.ledger, budget)
         if budget is not None:
             notes.append(f"Ledger rows of budget {budget!r} only.")
+            # Jobs and report orders point at the ledger row that paid them.
+            paid_here = set(rows["id"])
+            if jobs is not None:
+                jobs = jobs[jobs["ledger_id"].isin(paid_here)]
+            if orders is not None:
+                orders = [o for o in orders if o.get("ledger_id") in paid_here]
         return await asyncio.to_thread(
             build_report,
             rows,
@@ -86,6 +93,7 @@ class CostMixin:
             library=library,
             purchases=purchases,
             report_orders=orders,
+            jobs=jobs,
             notes=notes,
             ledger_path=str(self.ledger.path),
         )
@@ -104,6 +112,18 @@ class CostMixin:
             table = await read()
         except X402LabError as exc:
             notes.append(f"The price list could not be read: {exc}")
+            return None
+        return table if isinstance(table, pd.DataFrame) else None
+
+    async def _jobs(self, notes: list[str]) -> pd.DataFrame | None:
+        """The stored music and video jobs (``lab.jobs()``), if this Lab has them."""
+        read = getattr(self, "jobs", None)
+        if read is None:
+            return None
+        try:
+            table = await read()
+        except X402LabError as exc:
+            notes.append(f"The job store could not be read: {exc}")
             return None
         return table if isinstance(table, pd.DataFrame) else None
 

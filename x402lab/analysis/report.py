@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from x402lab.analysis import batches as batch_tables
+from x402lab.analysis import jobs as job_tables
 from x402lab.analysis import library as report_library
 from x402lab.analysis import plots, pricing, schemas, spend
 from x402lab.money import format_usd
@@ -67,8 +68,9 @@ SECTIONS = (
     Section(
         "drift",
         "Quoted vs paid",
-        "Batch rows that carry both a quote and a payment, and report purchases (the "
-        "service's chargedUsd vs the amount paid). The ledger signs the live 402 amount, so "
+        "Batch rows that carry both a quote and a payment, music and video jobs (the free "
+        "quote vs the queue payment) and report purchases (the service's chargedUsd vs the "
+        "amount paid). The ledger signs the live 402 amount, so "
         "a payment never differs from its own challenge; drift is measured against the "
         "quote taken before paying.",
         "drift",
@@ -308,6 +310,7 @@ def build_report(
     library: pd.DataFrame | None = None,
     purchases: Any = None,
     report_orders: Any = None,
+    jobs: pd.DataFrame | None = None,
     notes: list[str] | None = None,
     ledger_path: str | None = None,
 ) -> CostReport:
@@ -316,7 +319,8 @@ def build_report(
     ``batches``: batch results to analyse (see ``batch_frames``); ``prices``: the price list
     (``lab.prices()``); ``library``: ``lab.reports.library()``; ``purchases``: ReportSets of
     ``lab.reports.buy`` (their already-owned reports count as saved); ``report_orders``: the
-    library's purchase orders (charged vs paid). Figures are drawn here; nothing is sent.
+    library's purchase orders (charged vs paid); ``jobs``: ``lab.jobs()`` (media quote vs
+    queue payment). Figures are drawn here; nothing is sent.
     """
     frame = spend.ledger_frame(rows)
     notes = list(notes or [])
@@ -330,7 +334,11 @@ def build_report(
         schemas.SAVINGS,
     )
     drift = _concat(
-        [batch_tables.drift(batches, frame), report_library.order_drift(report_orders)],
+        [
+            batch_tables.drift(batches, frame),
+            job_tables.job_drift(jobs),
+            report_library.order_drift(report_orders),
+        ],
         schemas.DRIFT,
     )
     tables: dict[str, Any] = {

@@ -1,0 +1,46 @@
+"""Music and video jobs in the cost report: the free quote vs the queue payment.
+
+``lab.jobs()`` keeps, for every stored job, the amount of the free quote taken before
+queueing (``quoted_atomic``) and what the queue's 402 made the client pay (``paid_atomic``).
+The spec says the queue charge comes from a fresh server-side quote, so the two can differ
+when prices move between the quote and the queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from x402lab.analysis.schemas import DRIFT, typed
+from x402lab.money import ATOMIC_PER_USD
+
+QUEUE_PATHS = {"music": "/api/v1/audio/queue", "video": "/api/v1/video/queue"}
+
+
+def job_drift(jobs: pd.DataFrame | None) -> pd.DataFrame:
+    """Quote vs paid per job kind and model, over jobs that carry both (``DRIFT``)."""
+    if jobs is None or len(jobs) == 0:
+        return typed(None, DRIFT)
+    both = jobs[jobs["quoted_atomic"].notna() & jobs["paid_atomic"].notna()]
+    records: list[dict[str, Any]] = []
+    for (kind, model), group in both.groupby(["kind", "model"], sort=True):
+        quoted = int(group["quoted_atomic"].sum())
+        paid = int(group["paid_atomic"].sum())
+        records.append(
+            {
+                "source": f"{kind} jobs (quote vs queue)",
+                "path": QUEUE_PATHS.get(str(kind)),
+                "model": model,
+                "compared": len(group),
+                "drifted": int((group["quoted_atomic"] != group["paid_atomic"]).sum()),
+                "quoted_atomic": quoted,
+                "paid_atomic": paid,
+                "drift_atomic": paid - quoted,
+            }
+        )
+    out = pd.DataFrame.from_records(records)
+    if len(out):
+        for what in ("quoted", "paid", "drift"):
+            out[f"{what}_usd"] = out[f"{what}_atomic"] / ATOMIC_PER_USD
+    return typed(out, DRIFT)
