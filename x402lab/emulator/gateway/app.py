@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from x402lab.emulator.chain import Chain
-from x402lab.emulator.gateway import discovery, routes_jobs, routes_paid
+from x402lab.emulator.gateway import discovery, routes_jobs, routes_paid, routes_tools
 from x402lab.emulator.gateway.catalog import LIST_TYPES, MODEL_TYPES
 from x402lab.emulator.gateway.errors import GatewayError, bad_request
 from x402lab.emulator.gateway.service import Gateway
@@ -105,11 +105,11 @@ _ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("POST", "/api/v1/audio/speech", routes_paid.speech),
     ("POST", "/api/v1/audio/transcriptions", routes_paid.transcriptions),
     ("POST", "/api/v1/audio/voices", routes_paid.voices),
-    ("POST", "/api/v1/video/transcriptions", routes_paid.video_transcriptions),
-    ("POST", "/api/v1/augment/search", routes_paid.search),
-    ("POST", "/api/v1/augment/scrape", routes_paid.scrape),
-    ("POST", "/api/v1/augment/text-parser", routes_paid.text_parser),
-    ("POST", "/api/v1/crypto/rpc/{network}", routes_paid.crypto_rpc),
+    ("POST", "/api/v1/video/transcriptions", routes_tools.video_transcriptions),
+    ("POST", "/api/v1/augment/search", routes_tools.search),
+    ("POST", "/api/v1/augment/scrape", routes_tools.scrape),
+    ("POST", "/api/v1/augment/text-parser", routes_tools.text_parser),
+    ("POST", "/api/v1/crypto/rpc/{network}", routes_tools.crypto_rpc),
     ("POST", "/api/v1/audio/quote", routes_jobs.audio_quote),
     ("POST", "/api/v1/audio/queue", routes_jobs.audio_queue),
     ("POST", "/api/v1/audio/retrieve", routes_jobs.audio_retrieve),

@@ -24,7 +24,7 @@ from x402lab.emulator.gateway.pricing import (
     Pricer,
     usd,
 )
-from x402lab.emulator.gateway.schemas import ROUTES, RouteSpec
+from x402lab.emulator.gateway.route_table import ROUTES, RouteSpec
 from x402lab.money import ATOMIC_PER_USD
 from x402lab.x402.tokens import BASE_USDC, DEFAULT_MAX_TIMEOUT_SECONDS
 

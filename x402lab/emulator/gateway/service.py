@@ -19,7 +19,7 @@ from x402lab.emulator.chain import Chain
 from x402lab.emulator.gateway.catalog import Catalog
 from x402lab.emulator.gateway.jobs import JobStore
 from x402lab.emulator.gateway.pricing import Price, Pricer
-from x402lab.emulator.gateway.schemas import bazaar, route
+from x402lab.emulator.gateway.route_table import bazaar, route
 from x402lab.emulator.gateway.upstream import Upstream
 from x402lab.emulator.payments import Charge, PaymentGate
 from x402lab.emulator.settings import EmulatorSettings
