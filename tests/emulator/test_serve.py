@@ -38,7 +38,9 @@ def _read_urls(process: subprocess.Popen[str], timeout: float = 30.0) -> dict[st
         done.set()
 
     threading.Thread(target=read, daemon=True).start()
-    if not done.wait(timeout):
+    if not done.wait(timeout) or len(urls) < 2:
+        if process.poll() is not None and process.stderr is not None:
+            raise AssertionError(f"serve exited {process.returncode}: {process.stderr.read()}")
         raise AssertionError("serve did not print its URLs in time")
     return urls
 
