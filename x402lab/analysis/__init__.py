@@ -1,6 +1,8 @@
 """Cost analysis: spend tables and plots from the ledger.
 
 ``spend`` (pure functions over ledger rows), ``pricing`` (minimum-charge padding, rates),
-``batches`` (batch results: cost per row, drift, cache savings), ``plots`` (matplotlib figures,
-Agg-safe), ``report`` (``CostReport`` and ``build_report``), ``api`` (the Lab methods).
+``batches`` (batch results: cost per row, drift, cache savings), ``jobs`` (media quote vs
+queue payment), ``library`` (report library savings, charged vs paid), ``plots``
+(matplotlib figures, Agg-safe), ``report`` (``CostReport`` and ``build_report``),
+``schemas`` (the declared Arrow schemas) and ``api`` (``lab.spend``, ``lab.cost_report``).
 """

@@ -66,7 +66,7 @@ def ledger_frame(rows: LedgerRows) -> pd.DataFrame:
 def route_path(path: pd.Series) -> pd.Series:
     """Paths without their query string: a report purchase's path carries its selection,
     and grouping by it would make every purchase a route of its own."""
-    return path.str.split("?", n=1).str[0]
+    return path.map(lambda text: text.split("?", 1)[0] if isinstance(text, str) else text)
 
 
 def by_route(frame: pd.DataFrame) -> pd.DataFrame:
