@@ -52,6 +52,7 @@ def test_budget_holds_with_random_prices_at_concurrency_16(emulator_factory, lab
     summary = frame.attrs["batch"]
     assert summary.paid_atomic == settled_atomic(lab)
     assert summary.counts["skipped_budget"] == statuses.count("skipped_budget")
+    assert summary.paid_requests == statuses.count("ok") < summary.requests
     state = lab.budget.state()
     assert state.in_flight_atomic == 0 and state.committed_atomic <= cap
 

@@ -220,6 +220,7 @@ class BatchMixin:
             kind=plan.kind,
             rows=plan.rows,
             requests=tally.requests,
+            paid_requests=tally.paid_requests,
             counts=dict(tally.counts),
             paid_atomic=tally.paid_atomic,
             saved_atomic=tally.saved_atomic,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 class BatchSummary:
     """One batch run in numbers (money in atomic units).
 
+    ``requests``: requests sent by this run; ``paid_requests``: those whose payment settled.
     ``paid_atomic``: settled by this run. ``saved_atomic``: the quotes of duplicate rows,
     answered by the first identical row instead of paying again. ``cached_atomic``: what rows
     taken from the checkpoint cost when an earlier run paid them. ``lost_atomic``: paid by an
@@ -31,6 +32,7 @@ class BatchSummary:
     kind: str
     rows: int
     requests: int
+    paid_requests: int
     counts: Mapping[str, int]
     paid_atomic: int
     saved_atomic: int
@@ -55,8 +57,8 @@ class BatchSummary:
     def describe(self) -> str:
         counts = ", ".join(f"{n} {status}" for status, n in sorted(self.counts.items()) if n)
         parts = [
-            f"{self.kind} batch: {self.rows} rows ({counts or 'none'}), {self.requests} paid"
-            f" requests, paid {format_usd(self.paid_atomic)}"
+            f"{self.kind} batch: {self.rows} rows ({counts or 'none'}), {self.requests}"
+            f" requests sent, {self.paid_requests} paid: {format_usd(self.paid_atomic)}"
         ]
         if self.duplicates:
             parts.append(
@@ -102,12 +104,12 @@ class BatchSummary:
 class BatchEstimate:
     """The free, exact price of a batch: each row's 402 quote, nothing signed.
 
-    ``rows``: the input columns plus ``request_key``, ``quoted_usd`` (exact, from the 402),
-    ``upstream_usd``, ``price_mult``, ``estimate_usd`` (the published price list's estimate,
-    null where it cannot tell), ``duplicate`` and ``status`` (``quoted``, or ``cached`` /
-    ``paid_not_stored`` / ``unknown`` for rows a run with this checkpoint would not buy, or
-    ``failed`` with ``error``). ``total_atomic`` sums what a run would pay: each distinct
-    request once, rows it would not buy left out.
+    ``requests``: the distinct requests a run would pay for. ``rows``: the input columns
+    plus ``request_key``, ``quoted_usd`` (exact, from the 402), ``upstream_usd``,
+    ``price_mult``, ``estimate_usd`` (the published price list's estimate, null where it
+    cannot tell), ``duplicate`` and ``status`` (``quoted``; ``cached``, ``paid_not_stored``
+    or ``unknown`` for rows a run with this checkpoint would not buy; ``failed`` with
+    ``error``). ``total_atomic`` sums what a run would pay: each distinct request once.
     """
 
     rows: pd.DataFrame
@@ -133,7 +135,7 @@ class BatchEstimate:
             f"{self.local_total_usd:.6f} USD" if self.local_total_usd is not None else "n/a"
         )
         text = (
-            f"{len(self.rows)} rows, {self.requests} paid requests: exact total"
+            f"{len(self.rows)} rows, {self.requests} requests to pay: exact total"
             f" {format_usd(self.total_atomic)} (price list estimate {local})"
         )
         if self.failed:

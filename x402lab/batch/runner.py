@@ -67,7 +67,8 @@ class Tally:
     """Running totals of a batch, in atomic units."""
 
     counts: dict[str, int] = field(default_factory=dict)
-    requests: int = 0
+    requests: int = 0  # requests sent (the unpaid 402 included)
+    paid_requests: int = 0  # requests whose payment settled
     paid_atomic: int = 0
     cached_atomic: int = 0
     saved_atomic: int = 0
@@ -363,6 +364,8 @@ class Runner:
             ] * n
         latency = time.perf_counter() - started
         cost = reply.cost
+        if cost is not None and cost.status == "settled":
+            self.tally.paid_requests += 1
         status, error = "ok", None
         try:
             datas = self.codec.split(reply.json(), n)
