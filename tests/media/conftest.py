@@ -7,18 +7,21 @@ after the test; emulators come from the shared ``emulator_factory`` fixture.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import x402lab as xl
+# pytest runs in importlib mode: make media_testdata importable.
+_HERE = str(Path(__file__).parent)
+if _HERE not in sys.path:
+    sys.path.append(_HERE)
 
-# A fixed test key (not secret, funded only on the emulator's in-memory chain).
-TEST_KEY = "0x" + "6d" * 32
-MUSIC = {"model": "ace-step-15", "prompt": "calm piano over soft rain", "duration_seconds": 60}
-FAST_POLL = 0.05
+from media_testdata import TEST_KEY  # noqa: E402
+
+import x402lab as xl  # noqa: E402
 
 
 @pytest.fixture
@@ -51,9 +54,3 @@ def connect_lab(wallet: xl.Wallet) -> Iterator[Callable[..., Any]]:
 def lab(emulator: Any, connect_lab: Callable[..., Any], tmp_path: Path) -> Any:
     """A sync Lab on the shared fast-jobs emulator, with its ledger in ``tmp_path``."""
     return connect_lab(emulator, tmp_path / "ledger.sqlite")
-
-
-def queue_payments(lab: Any, path: str) -> Any:
-    """The ledger rows of ``path`` as a DataFrame."""
-    frame = lab.ledger.to_pandas()
-    return frame[frame["path"] == path]

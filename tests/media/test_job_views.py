@@ -9,16 +9,12 @@ from __future__ import annotations
 import io
 import math
 import struct
-import sys
 import wave
-from pathlib import Path
 
 import pytest
+from media_testdata import FAST_POLL, MUSIC
 
-sys.path.append(str(Path(__file__).parent))
-from conftest import FAST_POLL, MUSIC  # noqa: E402
-
-from x402lab.services.jobs import (  # noqa: E402
+from x402lab.services.jobs import (
     Completed,
     Failed,
     Processing,
@@ -26,9 +22,9 @@ from x402lab.services.jobs import (  # noqa: E402
     estimate_progress,
     next_poll_delay,
 )
-from x402lab.widgets import register  # noqa: E402
-from x402lab.widgets.job import JobView, TextView, describe  # noqa: E402
-from x402lab.widgets.player import file_link, player_html, wav_preview  # noqa: E402
+from x402lab.widgets import register
+from x402lab.widgets.job import JobView, TextView, describe
+from x402lab.widgets.player import file_link, player_html, wav_preview
 
 
 def test_first_wait_follows_average_execution_time_then_the_interval():

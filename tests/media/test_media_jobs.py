@@ -7,17 +7,13 @@ places it shows: the job handle, the ledger, and the emulator's chain.
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
+from media_testdata import FAST_POLL, MUSIC, queue_payments
 
-sys.path.append(str(Path(__file__).parent))
-from conftest import FAST_POLL, MUSIC, queue_payments  # noqa: E402
-
-import x402lab as xl  # noqa: E402
-from x402lab.services.jobs import Completed, Processing, Queued  # noqa: E402
+import x402lab as xl
+from x402lab.services.jobs import Completed, Processing, Queued
 
 AUDIO_QUEUE = "/api/v1/audio/queue"
 VIDEO_QUEUE = "/api/v1/video/queue"
