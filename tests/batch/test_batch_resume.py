@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import signal
@@ -10,7 +11,10 @@ import sys
 import textwrap
 from collections import Counter
 
+import pytest
 from batch_testdata import CHEAP, chain_atomic, settled_atomic, transfers_per_key
+
+import x402lab as xl
 
 CHILD = textwrap.dedent(
     """
@@ -134,3 +138,41 @@ def test_rerun_with_a_bigger_budget_buys_only_what_is_missing(
     assert second.attrs["batch"].paid_atomic == 70_000
     assert second.attrs["batch"].cached_atomic == 50_000
     assert (second["response"].iloc[:5] == first["response"].iloc[:5]).all()
+
+
+def test_cancelled_batch_keeps_what_arrived(emulator_factory, tmp_path):
+    emulator = emulator_factory(paid_latency_s=0.05)
+    checkpoint = tmp_path / "chat.ckpt"
+    prompts = [f"line {i}" for i in range(60)]
+
+    async def main() -> tuple[list[int], object]:
+        lab = xl.connect_async(
+            emulator.gateway_url,
+            emulator.reports_url,
+            wallet=xl.Wallet.create(),
+            ledger=tmp_path / "ledger.sqlite",
+        )
+        done: list[int] = []
+        args = dict(model=CHEAP, concurrency=4, checkpoint=checkpoint)
+        task = asyncio.create_task(
+            lab.batch_chat(prompts, progress=lambda p: done.append(p.done), **args)
+        )
+        while not done or done[-1] < 8:
+            await asyncio.sleep(0.01)
+        task.cancel()  # what an interrupted notebook cell does to the batch
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        again = await lab.batch_chat(prompts, progress=None, **args)
+        rows = lab.ledger.rows()
+        await lab.aclose()
+        return done, (again, rows)
+
+    done, (again, rows) = asyncio.run(main())
+    counts = again["status"].value_counts().to_dict()
+    assert counts["cached"] >= done[-1] >= 8
+    assert set(counts) <= {"cached", "ok", "unknown"}
+    keys = Counter(r["request_key"] for r in rows if r["status"] in ("settled", "unknown"))
+    assert max(keys.values()) == 1
+    nonces = {r["nonce"] for r in rows if r["nonce"]}
+    assert len(emulator.chain.transfers()) <= len(nonces)
+    assert {t.nonce for t in emulator.chain.transfers()} <= nonces

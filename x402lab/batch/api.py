@@ -63,11 +63,11 @@ class BatchMixin:
     ledger: Ledger
     budget: Budget
 
-    async def _paid(self, *args: Any, **kwargs: Any) -> Any:  # provided by GatewayMixin
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by GatewayMixin
 
-    async def quote(self, *args: Any, **kwargs: Any) -> Any:  # provided by GatewayMixin
-        raise NotImplementedError
+        async def _paid(self, *args: Any, **kwargs: Any) -> Any: ...
+
+        async def quote(self, *args: Any, **kwargs: Any) -> Any: ...
 
     async def _check_batch_model(self, model: str, path: str) -> None:
         # A wrong model id fails the whole batch before anything is sent, not row by row.

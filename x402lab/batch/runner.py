@@ -180,6 +180,7 @@ class Runner:
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop_reason: str | None = None
+        self._fatal: BaseException | None = None  # a failing checkpoint ends the batch
         self._sink: Callable[[list[Emitted]], None] = lambda rows: None
         state = lab.budget.state()
         self._cap = state.cap_atomic
@@ -200,6 +201,8 @@ class Runner:
             while self._next_row < self.plan.rows:
                 await self._wake.wait()
                 self._wake.clear()
+                if self._fatal is not None:
+                    raise self._fatal
                 self._advance()
                 if feeder.done() and feeder.exception() is not None:
                     await feeder
@@ -308,7 +311,12 @@ class Runner:
         for item, result in zip(items, outcome, strict=True):
             results[item] = result
         if self.checkpoint is not None:
-            self._store(items, outcome)
+            try:
+                self._store(items, outcome)
+            except Exception as exc:  # noqa: BLE001 (results that cannot be kept stop the run)
+                self._fatal = exc
+                self._wake.set()
+                return
         self._resolve(results)
 
     async def _call(self, items: list[int], key: str, body: dict[str, Any]) -> list[ItemResult]:
@@ -316,7 +324,7 @@ class Runner:
         if self._stop_reason is not None:
             return [ItemResult("skipped_budget", key, error=self._stop_reason, paid_atomic=0)] * n
         self.tally.requests += 1
-        started = time.perf_counter()
+        started, started_wall = time.perf_counter(), time.time()
         try:
             reply = await self.lab._paid(
                 "POST",
@@ -351,14 +359,40 @@ class Runner:
                 )
                 for q in quoted
             ]
-        except X402LabError as exc:  # rejected payments, error answers, unreachable service
+        except Exception as exc:  # noqa: BLE001 (one row's failure never fails the batch)
+            # X402LabError: a rejected payment, an error answer, an unreachable service. An
+            # error answer can still follow a settled payment (a receipt with an error status):
+            # the ledger says so. Anything else is unexpected and its cost unknown (null); a
+            # re-run with a checkpoint still finds any payment it made in the ledger.
+            latency = time.perf_counter() - started
+            error = f"{type(exc).__name__}: {exc}"
+            settled = (
+                self._settled_since(key, started_wall) if isinstance(exc, X402LabError) else None
+            )
+            if settled is not None:
+                paid = split_atomic(settled["amount_atomic"], n)
+                return [
+                    ItemResult(
+                        "failed",
+                        key,
+                        error=error,
+                        quoted_atomic=p,
+                        paid_atomic=p,
+                        tx_hash=settled["tx_hash"],
+                        latency_s=latency,
+                        ledger_id=settled["id"],
+                        fresh=True,
+                    )
+                    for p in paid
+                ]
+            known = isinstance(exc, X402LabError)
             return [
                 ItemResult(
                     "failed",
                     key,
-                    error=f"{type(exc).__name__}: {exc}",
-                    paid_atomic=0,
-                    latency_s=time.perf_counter() - started,
+                    error=error,
+                    paid_atomic=0 if known else None,
+                    latency_s=latency,
                     fresh=True,
                 )
             ] * n
@@ -366,11 +400,11 @@ class Runner:
         cost = reply.cost
         if cost is not None and cost.status == "settled":
             self.tally.paid_requests += 1
-        status, error = "ok", None
+        status, failure = "ok", None
         try:
             datas = self.codec.split(reply.json(), n)
         except Exception as exc:  # noqa: BLE001 (a settled payment's answer we cannot read)
-            status, error = "failed", f"unreadable answer: {type(exc).__name__}: {exc}"
+            status, failure = "failed", f"unreadable answer: {type(exc).__name__}: {exc}"
             datas = [None] * n
         quoted = split_atomic(cost.quoted_atomic if cost else None, n)
         paid = split_atomic(cost.amount_atomic if cost else 0, n)
@@ -380,7 +414,7 @@ class Runner:
                 status,
                 key,
                 data=data,
-                error=error,
+                error=failure,
                 quoted_atomic=quoted[i],
                 paid_atomic=paid[i],
                 upstream_usd=upstream,
@@ -391,6 +425,14 @@ class Runner:
             )
             for i, data in enumerate(datas)
         ]
+
+    def _settled_since(self, key: str, since: float) -> dict[str, Any] | None:
+        rows = self.lab.ledger.query(
+            "SELECT id, amount_atomic, tx_hash FROM payments WHERE request_key = ?"
+            " AND status = 'settled' AND ts_us >= ? ORDER BY id DESC LIMIT 1",
+            (key, int(since * 1_000_000)),
+        )
+        return dict(rows[0]) if rows else None
 
     def _store(self, items: list[int], outcome: list[ItemResult]) -> None:
         """Queue what money was spent on (or may have been) for a durable commit."""
