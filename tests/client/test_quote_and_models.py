@@ -11,8 +11,13 @@ from client_testdata import (
     IMAGE_MODEL,
     settings,
 )
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 import x402lab as xl
+from x402lab.emulator.server import BackgroundServers
 from x402lab.services.gateway import chat_body
 
 CHAT = "/api/v1/chat/completions"
@@ -126,3 +131,25 @@ def test_per_call_cap_refuses_before_signing(lab):
         lab.generate_image("x", model=IMAGE_MODEL, max_usd=0.001)
     (row,) = lab.ledger.rows()
     assert row["status"] == "refused" and row["nonce"] is None
+
+
+def test_a_service_without_a_catalog_is_checked_by_its_own_400(tmp_path):
+    calls: list[str] = []
+
+    async def chat(request: Request) -> JSONResponse:
+        calls.append(request.url.path)
+        return JSONResponse({"error": "model_not_found", "hint": "see the docs"}, status_code=400)
+
+    app = Starlette(routes=[Route("/api/v1/chat/completions", chat, methods=["POST"])])
+    servers = BackgroundServers([(app, 0)]).start()
+    try:
+        with xl.connect(
+            servers.urls[0], wallet=xl.Wallet.create(), ledger=tmp_path / "l.sqlite"
+        ) as lab:
+            for _ in range(2):
+                with pytest.raises(xl.ModelNotFound, match="see the docs"):
+                    lab.chat("hi", model="any-model")
+            assert calls == ["/api/v1/chat/completions"] * 2
+            assert lab.ledger.rows() == []
+    finally:
+        servers.stop()

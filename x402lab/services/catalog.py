@@ -158,6 +158,7 @@ class CatalogMixin:
         self._fetch_locks: dict[tuple[str, tuple[tuple[str, str], ...]], asyncio.Lock] = {}
         #: Check model ids against the catalog before sending (one catalog fetch per Lab).
         self.validate_models = True
+        self._no_catalog = False
 
     async def _fetch(
         self,
@@ -285,9 +286,16 @@ class CatalogMixin:
 
     # -- checks and estimates -------------------------------------------------------------------
 
-    async def _model_types(self) -> dict[str, str]:
-        """Model id to type, from the cached full catalog."""
-        fetched = await self._fetch("/api/v1/models", {"type": "all"})
+    async def _model_types(self) -> dict[str, str] | None:
+        """Model id to type, from the cached full catalog; None when the service has no
+        catalog route (a 404): then the service's own 400 is the only check."""
+        if self._no_catalog:
+            return None
+        try:
+            fetched = await self._fetch("/api/v1/models", {"type": "all"})
+        except NotFound:
+            self._no_catalog = True
+            return None
         entries = fetched.data.get("data", []) if isinstance(fetched.data, dict) else fetched.data
         return {
             str(m.get("id")): str(m.get("type"))
@@ -306,6 +314,8 @@ class CatalogMixin:
         if not isinstance(model, str) or not model:
             raise ModelNotFound(f"model must be an exact id string from {listing}: {model!r}")
         known = await self._model_types()
+        if known is None:
+            return
         kind = known.get(model)
         if kind is not None and (types is None or kind in types):
             return
