@@ -156,9 +156,18 @@ class CatalogMixin:
     def _init_mixin(self) -> None:
         self._fetched: dict[tuple[str, tuple[tuple[str, str], ...]], Fetched] = {}
         self._fetch_locks: dict[tuple[str, tuple[tuple[str, str], ...]], asyncio.Lock] = {}
-        #: Check model ids against the catalog before sending (one catalog fetch per Lab).
-        self.validate_models = True
+        self._validate_models = True
         self._no_catalog = False
+        self._types: tuple[Fetched, dict[str, str]] | None = None
+
+    @property
+    def validate_models(self) -> bool:
+        """Check model ids against the catalog before sending (default True)."""
+        return self._validate_models
+
+    @validate_models.setter
+    def validate_models(self, value: bool) -> None:
+        self._validate_models = bool(value)
 
     async def _fetch(
         self,
@@ -296,12 +305,16 @@ class CatalogMixin:
         except NotFound:
             self._no_catalog = True
             return None
+        if self._types is not None and self._types[0] is fetched:
+            return self._types[1]  # every paid call checks: keep the index of this fetch
         entries = fetched.data.get("data", []) if isinstance(fetched.data, dict) else fetched.data
-        return {
+        index = {
             str(m.get("id")): str(m.get("type"))
             for m in entries or []
             if isinstance(m, Mapping) and m.get("id") is not None
         }
+        self._types = (fetched, index)
+        return index
 
     async def _check_model(self, model: Any, path: str | None = None) -> None:
         """Raise ModelNotFound, before any paid request, for an id the catalog does not hold
