@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import x402lab.widgets  # noqa: F401  (registers the job and batch displays with IPython)
 from x402lab.analysis.api import CostMixin
 from x402lab.batch.api import BatchMixin
 from x402lab.budget import Budget
