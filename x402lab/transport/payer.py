@@ -220,7 +220,8 @@ class Payer:
             if status_code in (402, 409) or receipt is not None:
                 self.ledger.record_rejected(ticket.row_id, reason)
                 raise PaymentRejected(
-                    f"payment of {format_usd(ticket.amount_atomic)} refused by the server: {reason}",
+                    f"payment of {format_usd(ticket.amount_atomic)} refused by the server:"
+                    f" {reason}",
                     status=status_code,
                     ledger_id=ticket.row_id,
                 )
