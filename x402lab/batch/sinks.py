@@ -71,7 +71,8 @@ class ParquetSink:
     most about one row group in memory.
 
     Writes ``<path>.partial`` and renames it to ``path`` on ``commit()``. The vector width is
-    fixed by the first vector seen (or ``dim``): rows before it wait in the buffer.
+    fixed by the first vector seen (rows before it wait in the buffer); ``dim`` is used only
+    when no row has a vector at all.
     """
 
     def __init__(self, path: Path, plan: Plan, *, row_group_size: int, dim: int | None) -> None:
@@ -84,7 +85,8 @@ class ParquetSink:
         self.partial = path.with_name(path.name + ".partial")
         self.row_group_size = row_group_size
         self._buffer = ColumnSink(EmbedCodec(), plan=plan)
-        self._dim = dim
+        self._dim: int | None = None
+        self._fallback_dim = dim or 0
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._writer: Any = None
@@ -108,7 +110,7 @@ class ParquetSink:
     def _write(self, rows: int) -> None:
         import pyarrow.parquet as pq
 
-        dim = self._dim if self._dim is not None else 0
+        dim = self._dim if self._dim is not None else self._fallback_dim
         if self._writer is None:
             self._writer = pq.ParquetWriter(self.partial, batch_embed_schema(dim))
         if not rows:
@@ -122,7 +124,9 @@ class ParquetSink:
 
     def close(self) -> None:
         """Write what is buffered and close the file (a valid Parquet file either way)."""
-        self._move_buffer(self._dim if self._dim is not None else 0)
+        if self._dim is None:
+            self._dim = self._fallback_dim
+        self._move_buffer(self._dim)
         self._write(self._pending_rows)
         self._writer.close()
 
