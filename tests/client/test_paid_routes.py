@@ -309,3 +309,9 @@ def test_rpc_error_is_paid_and_reported(lab):
     answer = lab.rpc("ethereum-mainnet", "eth_noSuchMethod")
     assert answer.result is None and answer.error["code"] == -32601
     assert answer.cost.status == "settled"
+
+
+def test_image_given_as_long_base64_text_is_sent_as_is(lab):
+    encoded = base64.b64encode(SMALL_PNG * 400).decode("ascii")  # longer than any file name
+    result = lab.upscale_image(encoded, scale=2)
+    assert result.bytes.startswith(PNG)

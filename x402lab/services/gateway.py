@@ -118,10 +118,17 @@ def _read_binary(value: Binary) -> bytes:
     return path.read_bytes()
 
 
+def _is_file(value: str) -> bool:
+    try:
+        return Path(value).expanduser().is_file()
+    except (OSError, ValueError):  # base64 text can be too long or odd for a file name
+        return False
+
+
 def image_ref(value: Binary) -> str:
     """An image for a JSON body: a URL or base64 text as given; bytes or a file as base64."""
     if isinstance(value, str) and (
-        value.startswith(("http://", "https://", "data:")) or not Path(value).expanduser().exists()
+        value.startswith(("http://", "https://", "data:")) or not _is_file(value)
     ):
         return value
     return base64.b64encode(_read_binary(value)).decode("ascii")
