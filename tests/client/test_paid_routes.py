@@ -181,6 +181,14 @@ ROUTES: list[tuple[str, str, Callable[[Any], Any], Callable[[Any], None]]] = [
         _check_text(),
     ),
     (
+        "transcribe_url",
+        "/api/v1/audio/transcriptions",
+        lambda lab: lab.transcribe(
+            "https://example.org/a.wav", model=ASR_MODEL, duration_seconds=3
+        ),
+        _check_text(),
+    ),
+    (
         "transcribe_upload",
         "/api/v1/audio/transcriptions",
         lambda lab: lab.transcribe(wav_bytes(), model=ASR_MODEL),

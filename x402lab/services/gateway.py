@@ -449,14 +449,15 @@ class GatewayMixin(CatalogMixin):
     ) -> TextResult:
         """Spends money: speech to text, priced by ``duration_seconds``.
 
-        ``audio`` as bytes or a file is uploaded (multipart); a URL is sent as ``file``.
+        ``audio`` as bytes or a file is uploaded (multipart); a URL (or base64 text) is sent
+        as ``file`` in a JSON body.
         Returns a TextResult (``.text``; ``.data`` holds timestamps when asked for).
         """
         path = "/api/v1/audio/transcriptions"
         fields: dict[str, Any] = {"model": model, **params}
         if duration_seconds is not None:
             fields["duration_seconds"] = duration_seconds
-        if audio is None or (isinstance(audio, str) and audio.startswith(("http", "data:"))):
+        if audio is None or (isinstance(audio, str) and not _is_file(audio)):
             if audio is not None:
                 fields["file"] = audio
             reply = await self._paid("POST", path, json_body=fields, model=model, max_usd=max_usd)
