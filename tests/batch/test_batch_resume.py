@@ -176,3 +176,15 @@ def test_cancelled_batch_keeps_what_arrived(emulator_factory, tmp_path):
     nonces = {r["nonce"] for r in rows if r["nonce"]}
     assert len(emulator.chain.transfers()) <= len(nonces)
     assert {t.nonce for t in emulator.chain.transfers()} <= nonces
+
+
+def test_a_checkpoint_resumed_on_another_ledger_says_so(emulator_factory, lab_factory, tmp_path):
+    emulator = emulator_factory()
+    checkpoint = tmp_path / "chat.ckpt"
+    first = lab_factory(emulator, ledger=tmp_path / "a.sqlite")
+    first.batch_chat(["one", "two"], model=CHEAP, checkpoint=checkpoint, progress=None)
+    other = lab_factory(emulator, ledger=tmp_path / "b.sqlite")
+    with pytest.warns(UserWarning, match="cannot be recognised"):
+        frame = other.batch_chat(["one", "two", "three"], model=CHEAP, checkpoint=checkpoint,
+                                 progress=None)
+    assert frame["status"].tolist() == ["cached", "cached", "ok"]

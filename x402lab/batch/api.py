@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,6 +185,22 @@ class BatchMixin:
         frame.attrs["batch"] = summary
         return frame
 
+    def _open_checkpoint(self, path: PathLike | None, kind: str) -> Checkpoint | None:
+        if path is None:
+            return None
+        store = Checkpoint(path, kind=kind, ledger_path=str(self.ledger.path))
+        if store.ledger_path is not None and store.ledger_path != str(self.ledger.path):
+            # Earlier payments are found through the ledger: with another ledger, a row paid
+            # but not stored would look unpaid. Say so rather than buy it silently.
+            warnings.warn(
+                f"checkpoint {store.path} was started with the ledger {store.ledger_path};"
+                f" this lab records to {self.ledger.path}, so payments of the earlier run that"
+                " were not stored cannot be recognised",
+                UserWarning,
+                stacklevel=3,
+            )
+        return store
+
     async def _run(
         self,
         plan: Plan,
@@ -197,11 +214,7 @@ class BatchMixin:
         out: Path | None,
     ) -> BatchSummary:
         throttle = Throttle(resolve_progress(progress))
-        store = (
-            Checkpoint(checkpoint, kind=plan.kind, ledger_path=str(self.ledger.path))
-            if checkpoint is not None
-            else None
-        )
+        store = self._open_checkpoint(checkpoint, plan.kind)
         try:
             runner = Runner(
                 self,
@@ -279,11 +292,7 @@ class BatchMixin:
         else:
             raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
         await self._check_batch_model(model, plan.path)
-        store = (
-            Checkpoint(checkpoint, kind=plan.kind, ledger_path=str(self.ledger.path))
-            if checkpoint is not None
-            else None
-        )
+        store = self._open_checkpoint(checkpoint, plan.kind)
         try:
             stored, earlier = find_paid(self.ledger, plan, store)
             return await self._quote_plan(plan, inputs, stored, earlier, store, concurrency)
