@@ -182,7 +182,7 @@ def test_wait_timeout_leaves_the_job_resumable(emulator_factory, connect_lab, tm
     with pytest.raises(xl.JobError, match="still processing"):
         job.wait(timeout=0.2)
     assert isinstance(job.status, Processing)
-    assert job.expected_s == pytest.approx(20.0)  # the model's P80 guide, from retrieve
+    assert job.expected_s == pytest.approx(1.0)  # the P80 guide from retrieve: job_seconds
     assert 0.0 < job.progress < 0.99
     assert isinstance(job.wait(timeout=10), Completed) and job.progress == 1.0
 
