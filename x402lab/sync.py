@@ -74,8 +74,14 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
-def _sync_property(name: str, doc: str | None) -> property:
-    return property(lambda self: wrap(getattr(self._async, name)), doc=doc)
+def _sync_property(name: str, prop: property) -> property:
+    setter = None
+    if prop.fset is not None:
+
+        def setter(self: Any, value: Any) -> None:
+            setattr(self._async, name, value)
+
+    return property(lambda self: wrap(getattr(self._async, name)), setter, doc=prop.__doc__)
 
 
 def sync_twin(async_cls: type, name: str | None = None, doc: str | None = None) -> type:
@@ -93,7 +99,7 @@ def sync_twin(async_cls: type, name: str | None = None, doc: str | None = None) 
         if attr.startswith("_") and attr not in ("_repr_html_", "_ipython_display_"):
             continue
         if isinstance(value, property):
-            namespace[attr] = _sync_property(attr, value.__doc__)
+            namespace[attr] = _sync_property(attr, value)
         elif inspect.isfunction(value):
             namespace[attr] = _sync_method(attr, value)
     twin_name = name or async_cls.__name__.removeprefix("Async")

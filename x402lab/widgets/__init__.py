@@ -37,4 +37,7 @@ def register(shell: Any = None) -> bool:
 
 register()
 
+# The batch progress bar registers itself as the notebook view of batch progress.
+from x402lab.widgets import progress as _batch_progress  # noqa: E402, F401
+
 __all__ = ["register"]
