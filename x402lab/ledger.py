@@ -217,9 +217,15 @@ class Ledger:
     # -- plumbing shared with the other stores of the same file ----------------------------
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """An immediate (write-locking) transaction, committed on success."""
+    def transaction(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """An immediate (write-locking) transaction, committed on success.
+
+        ``durable`` commits with an fsync. Only the write-ahead row of a signed payment needs
+        it: that fsync also flushes every earlier commit to this file (they share one WAL),
+        so whatever was written before a signature is on disk before the payment leaves.
+        """
         with self._lock:
+            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -381,9 +387,16 @@ class Ledger:
         return int(cursor.lastrowid or 0)
 
     def record_signed(self, row_id: int, *, nonce: str, payer: str, valid_before: int) -> None:
-        """Write-ahead: commit the signed authorization's nonce before the request is sent."""
+        """Write-ahead: commit the signed authorization's nonce, with an fsync, before the
+        request is sent."""
         self._move(
-            row_id, "signed", ("reserved",), nonce=nonce, payer=payer, valid_before=valid_before
+            row_id,
+            "signed",
+            ("reserved",),
+            durable=True,
+            nonce=nonce,
+            payer=payer,
+            valid_before=valid_before,
         )
 
     def record_settled(self, row_id: int, *, tx_hash: str | None, payer: str | None) -> None:
@@ -406,10 +419,18 @@ class Ledger:
         """Give back a reservation that was never signed."""
         self._move(row_id, "released", ("reserved",), error=error)
 
-    def _move(self, row_id: int, status: str, allowed_from: tuple[str, ...], **fields: Any) -> None:
+    def _move(
+        self,
+        row_id: int,
+        status: str,
+        allowed_from: tuple[str, ...],
+        *,
+        durable: bool = False,
+        **fields: Any,
+    ) -> None:
         fields = {key: value for key, value in fields.items() if value is not None}
         assignments = "".join(f", {key} = ?" for key in fields)
-        with self.transaction() as db:
+        with self.transaction(durable=durable) as db:
             found = db.execute(
                 "SELECT status, amount_atomic, budget FROM payments WHERE id = ?", (row_id,)
             ).fetchone()

@@ -251,3 +251,38 @@ def test_the_same_auth_flow_drives_a_sync_httpx_client(start, tmp_path):
     assert response.status_code == 200
     assert state.cost is not None and state.cost.status == "settled"
     assert [row["status"] for row in ledger.rows()] == ["settled"]
+
+
+def test_cancelled_calls_leave_no_open_rows_and_never_pay_unrecorded(start, tmp_path):
+    # Tasks are cancelled at staggered moments: before the 402, while paying, and while the
+    # paid request is in flight. Every row must end in a final state, and every transfer on
+    # the chain must be a row that says it settled or may have (unknown).
+    emulator = start(latency_s=0.02, paid_latency_s=0.05)
+
+    async def main() -> None:
+        lab = xl.connect_async(
+            emulator.gateway_url,
+            emulator.reports_url,
+            wallet=xl.Wallet.from_key(KEY),
+            budget=xl.Budget(usd=5.0),
+            ledger=tmp_path / "ledger.sqlite",
+        )
+        try:
+            tasks = [
+                asyncio.create_task(lab.chat(f"{PROMPT} {i}", model=CHAT_MODEL, max_tokens=8))
+                for i in range(30)
+            ]
+            for index, task in enumerate(tasks):
+                await asyncio.sleep(0.004 * (index % 7))
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            await lab.aclose()
+
+    asyncio.run(main())
+    time.sleep(0.3)  # requests the server still held have settled by now
+    rows = xl.Ledger(tmp_path / "ledger.sqlite").rows()
+    statuses = {row["status"] for row in rows}
+    assert statuses <= {"settled", "unknown", "failed", "refused", "released"}
+    maybe_paid = {row["nonce"].lower() for row in rows if row["status"] in ("settled", "unknown")}
+    assert {t.nonce.lower() for t in emulator.chain.transfers()} <= maybe_paid

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -128,6 +128,10 @@ def _bind(gw: Gateway, handler: Handler) -> Callable[[Request], Awaitable[Respon
             return await handler(gw, request)
         except GatewayError as exc:
             return exc.response()
+        except ClientDisconnect:
+            # The client gave up while sending its body: nobody is left to answer, and
+            # nothing was charged (bodies are read before any payment is looked at).
+            return Response(status_code=400)
 
     endpoint.__name__ = handler.__name__
     return endpoint
