@@ -8,10 +8,8 @@ the flow and the row becomes ``unknown``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncGenerator, Generator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +25,6 @@ class CallState:
 
     ticket: Ticket | None = None
     cost: Cost | None = None
-    # Set when the caller was cancelled after signing but before the paid request was handed
-    # to httpx: the authorization never left the process, so nothing can settle.
-    unsent: bool = False
 
     @property
     def signed(self) -> bool:
@@ -68,10 +63,7 @@ class PaymentAuth(httpx.Auth):
         try:
             response = yield request
         except GeneratorExit:
-            if self.state.unsent:
-                self.payer.abandon(ticket, "cancelled before the paid request was sent")
-            else:
-                self.payer.record_ambiguous(ticket, "the paid request got no answer")
+            self.payer.record_ambiguous(ticket, "the paid request got no answer")
             raise
         self.state.cost = self.payer.conclude(
             ticket,
@@ -111,41 +103,9 @@ class PaymentAuth(httpx.Auth):
                 response = yield request
                 if response.status_code >= 300:
                     await response.aread()
-                if response.status_code == 402 or self.state.signed:
-                    step = await self._in_worker(flow, response)
-                else:
-                    step = _advance(flow, response)
-                if step is None:
+                try:
+                    request = flow.send(response)
+                except StopIteration:
                     return
-                request = step
         finally:
             flow.close()
-
-    async def _in_worker(
-        self, flow: Generator[httpx.Request, httpx.Response, None], response: httpx.Response
-    ) -> httpx.Request | None:
-        # Reserving, signing and the fsync'd ledger commit block for a moment; a worker
-        # thread keeps the event loop serving the other requests in flight meanwhile.
-        step = asyncio.get_running_loop().run_in_executor(_WORKERS, _advance, flow, response)
-        try:
-            return await asyncio.shield(step)
-        except asyncio.CancelledError:
-            # The flow must not be closed while the worker runs it: wait for the step, and
-            # if it signed without sending, say so before the flow is closed.
-            await asyncio.wait([step])
-            if not step.cancelled() and step.exception() is None and self.state.cost is None:
-                self.state.unsent = self.state.signed
-            raise
-
-
-_WORKERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="x402lab-pay")
-
-
-def _advance(
-    flow: Generator[httpx.Request, httpx.Response, None], response: httpx.Response
-) -> httpx.Request | None:
-    """The flow's next request, or None when it has finished."""
-    try:
-        return flow.send(response)
-    except StopIteration:
-        return None

@@ -241,10 +241,6 @@ class Payer:
             status=status_code,
         )
 
-    def abandon(self, ticket: Ticket, reason: str) -> None:
-        """A signed payment that never left the process: nothing can settle it."""
-        self.ledger.record_failed(ticket.row_id, reason)
-
     def record_ambiguous(self, ticket: Ticket, reason: str) -> None:
         """The paid request left and no clear answer came: the row becomes ``unknown``."""
         self.ledger.record_unknown(ticket.row_id, reason)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -18,11 +19,24 @@ _MISSING = object()
 
 
 def copy_json(value: Any) -> Any:
-    """A deep copy of JSON-like data (dicts, lists, scalars); faster than copy.deepcopy."""
+    """A deep copy of JSON-like data (mappings become dicts, tuples lists).
+
+    A JSON round trip runs in C: challenges carry large input schemas that are copied on
+    every payment, and a Python-level walk of them was a quarter of a client's CPU.
+    """
+    if not isinstance(value, Mapping | list | tuple):
+        return value
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):  # a non-dict Mapping inside, or a non-JSON value
+        return _copy_walk(value)
+
+
+def _copy_walk(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {k: copy_json(v) for k, v in value.items()}
+        return {k: _copy_walk(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [copy_json(v) for v in value]
+        return [_copy_walk(v) for v in value]
     return value
 
 
