@@ -200,6 +200,7 @@ class Ledger:
             )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
+            self._durable = True
             self._db.execute("PRAGMA busy_timeout=60000")
             with self.transaction():
                 for statement in _SCHEMA.split(";"):
@@ -225,7 +226,9 @@ class Ledger:
         so whatever was written before a signature is on disk before the payment leaves.
         """
         with self._lock:
-            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            if durable != self._durable:
+                self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+                self._durable = durable
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -335,12 +338,13 @@ class Ledger:
         return int(total)
 
     def _count(self, db: sqlite3.Connection, budget: str, delta: int) -> None:
-        if delta:
+        if not delta:
+            return
+        sql = "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?"
+        if db.execute(sql, (delta, budget)).rowcount == 0:
+            # First sight of this budget: its row is created from the payments table,
+            # which already holds this change.
             self._counted(db, budget)
-            db.execute(
-                "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?",
-                (delta, budget),
-            )
 
     def record_refused(
         self, *, budget: str, amount_atomic: int, meta: PaymentMeta, error: str

@@ -188,7 +188,7 @@ class Payer:
             payload = sign_payment(
                 challenge, requirements, self.wallet.signer, now=now, nonce=self._new_nonce()
             )
-            header_value = encode_header(payload.to_wire())
+            header_value = encode_header(payload.to_wire(copy=False))
         except BaseException as exc:
             self.ledger.release(row_id, error=f"signing failed: {type(exc).__name__}")
             raise

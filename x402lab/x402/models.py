@@ -162,13 +162,17 @@ class PaymentRequired:
         cls, d: Mapping[str, Any], version: int, accepts: tuple[PaymentRequirements, ...]
     ) -> PaymentRequired:
         resource = get_object(d, "resource", "", optional=True)
+        extensions = get_object(d, "extensions", "", optional=True) or {}
+        raw = copy_json(dict(d))
+        # ``extensions`` shares the private copy in ``raw``: one deep copy of the (often
+        # large) input schemas instead of two.
         return cls(
             x402_version=version,
             accepts=accepts,
             error=get_str(d, "error", "", optional=True),
             resource=None if resource is None else ResourceInfo.from_wire(resource),
-            extensions=copy_json(dict(get_object(d, "extensions", "", optional=True) or {})),
-            raw=copy_json(dict(d)),
+            extensions=raw.get("extensions") or {} if extensions else {},
+            raw=raw,
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -322,19 +326,28 @@ class PaymentPayload:
             extensions=None if extensions is None else copy_json(dict(extensions)),
         )
 
-    def to_wire(self) -> dict[str, Any]:
-        """The wire object; ``resource`` and ``extensions`` are omitted when None."""
+    def to_wire(self, *, copy: bool = True) -> dict[str, Any]:
+        """The wire object; ``resource`` and ``extensions`` are omitted when None.
+
+        ``copy=False`` shares this payload's nested objects, for a caller that serializes
+        the result at once and never changes it (the payment header).
+        """
+        clone = copy_json if copy else _same
         out: dict[str, Any] = {"x402Version": self.x402_version}
         if self.resource is not None:
-            out["resource"] = copy_json(self.resource)
-        out["accepted"] = copy_json(self.accepted)
+            out["resource"] = clone(self.resource)
+        out["accepted"] = clone(self.accepted)
         out["payload"] = {
             "signature": self.signature,
             "authorization": self.authorization.to_wire(),
         }
         if self.extensions is not None:
-            out["extensions"] = copy_json(self.extensions)
+            out["extensions"] = clone(self.extensions)
         return out
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 @dataclass(frozen=True)
