@@ -1,0 +1,25 @@
+"""The README's first example runs as written on the embedded emulator."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_first_example_runs_and_pays_what_it_says():
+    first = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[0]
+    namespace: dict[str, object] = {}
+    exec(compile(first, "README.md", "exec"), namespace)
+    lab = namespace["lab"]
+    try:
+        frame = namespace["df"]
+        assert list(frame["status"]) == ["ok", "ok", "cached"]
+        assert namespace["r"].cost.status == "settled"
+        assert namespace["job"].wait(timeout=60).size_bytes > 0
+        # Chat, two batch rows, the music job and three reports: all settled, no unknown.
+        statuses = [row["status"] for row in lab.ledger.rows()]
+        assert statuses and set(statuses) == {"settled"}
+    finally:
+        lab.close()
