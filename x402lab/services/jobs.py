@@ -1,138 +1,47 @@
-"""Music and video job handles: status as a small sum type, and one polling iterator.
+"""Music and video job handles: ``AsyncJob`` and its sync twin ``Job``.
 
 Lifecycle (gateway spec §3, §4.3): a free quote, a paid queue (the only step that settles),
 free retrieves until the media arrives, and a free complete that deletes it upstream.
-``AsyncJob.updates()`` is the only place that polls; ``wait()``, ``result()`` and the
-notebook widget (through ``watch()``) all read that one stream, and concurrent readers share
-each retrieve instead of polling twice. Media is written to disk as soon as it arrives, so
-a paid result survives a kernel restart even after ``complete()`` deleted it upstream.
+``AsyncJob.updates()`` (``job_polling``) is the only place that polls; ``wait()``,
+``result()`` and the notebook widget (through ``watch()``) all read that one stream, and
+concurrent readers share each retrieve instead of polling twice. Statuses are the small sum
+type of ``job_status``. Media is written to disk as soon as it arrives, so a paid result
+survives a kernel restart even after ``complete()`` deleted it upstream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import mimetypes
 import os
-import re
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from typing import Any
 
-from x402lab.errors import ApiError, JobError
+from x402lab.errors import JobError
 from x402lab.money import atomic_to_usd, format_usd
+from x402lab.services.job_polling import JobPolling, write_atomically
+from x402lab.services.job_status import (
+    DEFAULT_POLL_S,
+    DEFAULT_TIMEOUT_S,
+    ROUTE,
+    Completed,
+    Failed,
+    JobStatus,
+    Processing,
+    Queued,
+    estimate_progress,
+    status_of,
+)
 from x402lab.services.job_store import JobRecord, JobStore
 from x402lab.sync import sync_twin
 from x402lab.transport import ServiceClient
 
 log = logging.getLogger(__name__)
 
-# Spec §4.3 rule 4: poll audio every 2-5 s and video every 10-15 s.
-DEFAULT_POLL_S = {"music": 3.0, "video": 12.0}
-DEFAULT_TIMEOUT_S = {"music": 15 * 60.0, "video": 60 * 60.0}
-ROUTE = {"music": "/api/v1/audio", "video": "/api/v1/video"}
-_RUNNING = frozenset({"PROCESSING", "QUEUED", "IN_QUEUE", "IN_PROGRESS", "PENDING", "RUNNING"})
-_FAILED = frozenset({"FAILED", "ERROR", "CANCELLED", "CANCELED"})
-_EXTENSIONS = {"audio/mpeg": ".mp3", "audio/wav": ".wav", "audio/x-wav": ".wav"}
 
-
-# -- status: a small sum type -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Queued:
-    """Paid and queued; no retrieve has answered yet (in this process)."""
-
-    name: ClassVar[str] = "queued"
-    done: ClassVar[bool] = False
-
-
-@dataclass(frozen=True)
-class Processing:
-    """Retrieve said PROCESSING. Times in seconds; ``average_execution_s`` is the P80 guide."""
-
-    average_execution_s: float | None = None
-    execution_duration_s: float | None = None
-    seen_at: float | None = None  # monotonic clock of the reading
-
-    name: ClassVar[str] = "processing"
-    done: ClassVar[bool] = False
-
-
-@dataclass(frozen=True)
-class Completed:
-    """The media arrived and is on disk."""
-
-    content_type: str | None = None
-    size_bytes: int | None = None
-    download_url: str | None = None
-
-    name: ClassVar[str] = "completed"
-    done: ClassVar[bool] = True
-
-
-@dataclass(frozen=True)
-class Failed:
-    """The gateway said the job failed, or no longer knows it."""
-
-    error: str = "failed"
-
-    name: ClassVar[str] = "failed"
-    done: ClassVar[bool] = True
-
-
-JobStatus = Queued | Processing | Completed | Failed
-
-
-def next_poll_delay(interval_s: float, status: JobStatus, readings: int) -> float:
-    """Seconds from the last retrieve to the next one.
-
-    The first retrieve goes out at once (it is free and carries the timing guide). After the
-    first PROCESSING answer the wait is what ``average_execution_time`` says is left (never
-    less than the interval); after that, the interval.
-    """
-    if readings == 0:
-        return 0.0
-    if readings == 1 and isinstance(status, Processing) and status.average_execution_s:
-        remaining = status.average_execution_s - (status.execution_duration_s or 0.0)
-        return max(interval_s, remaining)
-    return interval_s
-
-
-def estimate_progress(status: JobStatus, clock: float) -> float | None:
-    """Share done in [0, 1] from the expected duration; None while nothing is known."""
-    if isinstance(status, Completed):
-        return 1.0
-    if isinstance(status, Processing) and status.average_execution_s:
-        ran = (status.execution_duration_s or 0.0) + max(0.0, clock - (status.seen_at or clock))
-        # A job past its P80 guide is not done until retrieve says so.
-        return min(0.99, ran / status.average_execution_s)
-    return None
-
-
-def media_extension(content_type: str | None, kind: str) -> str:
-    base = (content_type or "").split(";")[0].strip().lower()
-    found = _EXTENSIONS.get(base) or mimetypes.guess_extension(base or "-")
-    return found or (".mp4" if kind == "video" else ".bin")
-
-
-def _is_json(content_type: str) -> bool:
-    return content_type == "application/json" or content_type.endswith("+json")
-
-
-def _seconds(ms: Any) -> float | None:
-    if isinstance(ms, int | float) and not isinstance(ms, bool) and ms >= 0:
-        return float(ms) / 1000.0
-    return None
-
-
-# -- the handle -------------------------------------------------------------------------------
-
-
-class AsyncJob:
+class AsyncJob(JobPolling):
     """A music or video job. Retrieve and complete are free; the queue was paid once.
 
     ``wait()`` polls until the media arrives (or ``timeout``), ``result()`` returns its bytes,
@@ -168,7 +77,7 @@ class AsyncJob:
         self.guided = poll_interval is None
         self.timeout = DEFAULT_TIMEOUT_S[record.kind] if timeout is None else timeout
         self._now, self._clock, self._sleep = now, clock, sleep
-        self._status: JobStatus = _status_of(record)
+        self._status: JobStatus = status_of(record)
         self._readings = 0
         self._last_poll: float | None = None
         self._poll_lock = asyncio.Lock()
@@ -182,19 +91,6 @@ class AsyncJob:
             self._loop = None
 
     # -- what the handle says ----------------------------------------------------------------
-
-    @property
-    def queue_id(self) -> str:
-        return self._record.queue_id
-
-    @property
-    def model(self) -> str:
-        return self._record.model
-
-    @property
-    def kind(self) -> str:
-        """``music`` or ``video``."""
-        return self._record.kind
 
     @property
     def status(self) -> JobStatus:
@@ -237,16 +133,6 @@ class AsyncJob:
         return self._record.ledger_id
 
     @property
-    def delete_media(self) -> bool:
-        """Whether retrieve asks the gateway to delete the media once delivered."""
-        return self._record.delete_media
-
-    @property
-    def download_url(self) -> str | None:
-        """Where a video model with delayed delivery keeps the file (valid about 24 hours)."""
-        return self._record.download_url
-
-    @property
     def media_path(self) -> Path | None:
         """Where the media was saved on arrival, or None before it arrived."""
         path = self._record.media_path
@@ -259,11 +145,6 @@ class AsyncJob:
     @property
     def size_bytes(self) -> int | None:
         return self._record.size_bytes
-
-    @property
-    def cleaned_up(self) -> bool:
-        """True once the media was deleted upstream (complete, or delete_media)."""
-        return self._record.cleaned_up
 
     @property
     def elapsed(self) -> float:
@@ -296,158 +177,6 @@ class AsyncJob:
             f"<Job {self.kind} {self.model} queue_id={self.queue_id} {self._status.name},"
             f" paid {paid}, {self.elapsed:.0f} s>"
         )
-
-    # -- polling -------------------------------------------------------------------------------
-
-    async def updates(
-        self, *, timeout: float | None = None, tick: float | None = None
-    ) -> AsyncIterator[JobStatus]:
-        """Free: the job's statuses as they change, polling retrieve at the spec's pace.
-
-        Ends after a Completed or Failed status. With ``tick``, the current status is also
-        yielded every ``tick`` seconds between polls (to move a progress bar). Raises
-        JobError after ``timeout`` seconds (the job keeps running and stays paid), and the
-        transport errors of retrieve.
-        """
-        start = self._clock()
-        deadline = None if timeout is None else start + timeout
-        last: JobStatus | None = None
-        while True:
-            status = self._status
-            if status is not last or tick is not None:
-                last = status
-                yield status
-            if status.done:
-                return
-            seen = self._readings
-            due = self._next_due()
-            now = self._clock()
-            if deadline is not None and now >= deadline:
-                raise JobError(
-                    f"{self.kind} job {self.queue_id} is still {status.name} after"
-                    f" {timeout:g} s; it is paid and keeps running: wait() again later"
-                    f" (after a restart, lab.job({self.queue_id!r}))"
-                )
-            wake = due if deadline is None else min(due, deadline)
-            if tick is not None:
-                wake = min(wake, now + tick)
-            if wake > now:
-                await self._sleep(wake - now)
-            if self._clock() >= due:
-                async with self._poll_lock:
-                    # Another reader may have polled while this one slept: share its answer.
-                    if self._readings == seen and not self._status.done:
-                        await self._poll()
-
-    def _next_due(self) -> float:
-        if self._last_poll is None:
-            return self._clock()
-        if not self.guided:
-            return self._last_poll + self.poll_interval
-        return self._last_poll + next_poll_delay(self.poll_interval, self._status, self._readings)
-
-    async def _poll(self) -> None:
-        try:
-            await self._retrieve()
-        finally:
-            self._readings += 1
-            self._last_poll = self._clock()
-
-    async def _retrieve(self) -> None:
-        body: dict[str, Any] = {"model": self.model, "queue_id": self.queue_id}
-        if self.delete_media:
-            body["delete_media_on_completion"] = True
-        try:
-            reply = await self._client.send("POST", f"{ROUTE[self.kind]}/retrieve", json=body)
-        except ApiError as exc:
-            if exc.status in (400, 404, 410):
-                self._set_failed(f"retrieve refused the job: {exc}")
-                return
-            raise
-        response = reply.response
-        content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        if not _is_json(content_type):
-            await self._keep_media(response.content, content_type or None)
-            return
-        data = response.json()
-        state = str(data.get("status") or "").upper() if isinstance(data, dict) else ""
-        if state in _RUNNING:
-            reading = Processing(
-                _seconds(data.get("average_execution_time")),
-                _seconds(data.get("execution_duration")),
-                self._clock(),
-            )
-            self._status = reading
-            guide = data.get("average_execution_time")
-            changes: dict[str, Any] = {"status": "processing"}
-            if isinstance(guide, int | float) and guide != self._record.average_execution_ms:
-                changes["average_execution_ms"] = int(guide)
-            self._write(**changes)
-        elif state == "COMPLETED":
-            url = data.get("download_url") or self.download_url
-            if not url:
-                self._set_failed("retrieve said COMPLETED without media or a download_url")
-                return
-            if url != self.download_url:
-                self._write(download_url=url)
-            await self._download(str(url))
-        elif state in _FAILED:
-            self._set_failed(str(data.get("error") or data.get("message") or state))
-        elif isinstance(data, dict) and data.get("alreadyCompleted"):
-            self._set_failed("the media was already deleted upstream (complete was called)")
-        else:
-            raise JobError(f"retrieve of job {self.queue_id} answered an unknown shape: {data!r}")
-
-    async def _download(self, url: str) -> None:
-        # A video model with delayed delivery: fetch the file from download_url (free), while
-        # it is valid (about 24 hours). It may live on another host than the gateway.
-        parts = urlsplit(url)
-        client, path = self._client, url
-        if parts.scheme:
-            origin = f"{parts.scheme}://{parts.netloc}"
-            path = url[len(origin) :] or "/"
-            client = ServiceClient(
-                service="download",
-                base_url=origin,
-                http=self._client.http,
-                payer=None,
-                retry=self._client.retry,
-            )
-        try:
-            reply = await client.send("GET", path)
-        except ApiError as exc:
-            raise JobError(
-                f"the {self.kind} finished but its download_url failed ({exc}); it is valid about"
-                " 24 hours after the job finished: wait() again to retry"
-            ) from exc
-        content_type = reply.response.headers.get("content-type", "").split(";")[0].strip()
-        await self._keep_media(reply.response.content, content_type or "video/mp4")
-
-    async def _keep_media(self, data: bytes, content_type: str | None) -> None:
-        self._media_dir.mkdir(parents=True, exist_ok=True)
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", self.queue_id)[:120]
-        target = self._media_dir / f"{self.kind}-{name}{media_extension(content_type, self.kind)}"
-        await asyncio.to_thread(_write_atomically, target, data)
-        self._media = data
-        self._write(
-            status="completed",
-            media_path=str(target),
-            content_type=content_type,
-            size_bytes=len(data),
-            finished_us=self._record.finished_us or int(self._now() * 1_000_000),
-            cleaned_up=self.cleaned_up or self.delete_media,
-        )
-        self._status = Completed(content_type, len(data), self.download_url)
-
-    def _set_failed(self, error: str) -> None:
-        self._status = Failed(error)
-        self._write(status="failed", error=error, finished_us=int(self._now() * 1_000_000))
-
-    def _write(self, **changes: Any) -> None:
-        self._store.update(self._record.id, **changes)
-        fresh = self._store.get(self._record.id)
-        if fresh is not None:
-            self._record = fresh
 
     # -- waiting and results ---------------------------------------------------------------
 
@@ -495,7 +224,7 @@ class AsyncJob:
         """Free: write the media to ``path`` (waits for it first); returns the path."""
         data = await self.result(timeout)
         target = Path(path).expanduser()
-        await asyncio.to_thread(_write_atomically, target, data)
+        await asyncio.to_thread(write_atomically, target, data)
         return target
 
     async def complete(self, *, force: bool = False) -> bool:
@@ -569,21 +298,6 @@ class AsyncJob:
     def _notify_all(self) -> None:
         for callback in list(self._watchers):
             self._call(callback)
-
-
-def _status_of(record: JobRecord) -> JobStatus:
-    if record.status == "completed":
-        return Completed(record.content_type, record.size_bytes, record.download_url)
-    if record.status == "failed":
-        return Failed(record.error or "failed")
-    return Queued()
-
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
-    partial.write_bytes(data)
-    os.replace(partial, target)
 
 
 Job = sync_twin(AsyncJob, "Job", doc=AsyncJob.__doc__)

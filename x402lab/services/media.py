@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound, QuoteRejected
 from x402lab.money import format_usd, usd_to_atomic
 from x402lab.services.gateway import request_key
+from x402lab.services.job_status import ROUTE
 from x402lab.services.job_store import JobRecord, JobStore, jobs_frame
-from x402lab.services.jobs import ROUTE, AsyncJob
+from x402lab.services.jobs import AsyncJob
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -2,8 +2,7 @@
 
 ``cost`` is the ``Cost`` of the payment (amount, tx hash, receipt, quoted vs paid). Binary
 answers (images, audio) keep their bytes and display inline in Jupyter. A streamed chat is
-an ``AsyncChatStream`` (sync twin ``ChatStream``): iterate it for text deltas, then read
-``.result`` and ``.cost``.
+an ``AsyncChatStream`` (``x402lab.services.chat_stream``).
 """
 
 from __future__ import annotations
@@ -11,16 +10,12 @@ from __future__ import annotations
 import base64
 import builtins
 import html
-import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from x402lab._loop import in_helper_thread, run, submit
 from x402lab.money import format_usd
-from x402lab.sync import sync_twin
-from x402lab.transport import Cost, Reply
+from x402lab.transport import Cost
 
 
 @dataclass
@@ -329,199 +324,6 @@ def _reasoning_of(message: dict[str, Any]) -> str | None:
         text = "".join(d.get("text", "") for d in details if isinstance(d, dict))
         return text or None
     return None
-
-
-class AsyncChatStream:
-    """A streamed chat completion (spends money on the first iteration: one paid request).
-
-    ``async for delta in stream`` yields the answer's text as it arrives (and the reasoning
-    of a thinking model too when ``include_reasoning``). Afterwards ``result`` is the whole
-    ChatResult and ``cost`` what was paid; ``finish_reason`` says ``length`` when the answer
-    was cut at ``max_tokens``. ``collect()`` reads it to the end; ``aclose()`` stops early.
-    """
-
-    def __init__(
-        self,
-        start: Callable[[], Awaitable[Reply]],
-        *,
-        path: str,
-        model: str | None,
-        include_reasoning: bool = False,
-    ) -> None:
-        self._start = start
-        self._lines: AsyncIterator[str] | None = None
-        self._reply: Reply | None = None
-        self.path = path
-        self.model = model
-        self.include_reasoning = include_reasoning
-        self.cost: Cost | None = None
-        self.text = ""
-        self.reasoning = ""
-        self.finish_reason: str | None = None
-        self.usage: dict[str, Any] = {}
-        self.done = False
-        self._chunks = 0
-
-    def __repr__(self) -> str:
-        state = "done" if self.done else ("streaming" if self._reply else "not started")
-        return (
-            f"<ChatStream {self.model} {state}: {len(self.text)} chars,"
-            f" cost {self.cost if self.cost else 'not yet known'}>"
-        )
-
-    def __aiter__(self) -> AsyncChatStream:
-        return self
-
-    async def __anext__(self) -> str:
-        if self.done:
-            raise StopAsyncIteration
-        if self._lines is None:
-            reply = await self._start()
-            self._reply, self.cost = reply, reply.cost
-            content_type = reply.response.headers.get("content-type", "")
-            if "text/event-stream" not in content_type:
-                # Not streamed after all: the whole completion at once.
-                await reply.response.aread()
-                await reply.response.aclose()
-                shown = self._whole(reply.response.json())
-                if not shown:
-                    raise StopAsyncIteration
-                return shown
-            self._lines = reply.response.aiter_lines()
-        while True:
-            try:
-                line = await self._lines.__anext__()
-            except StopAsyncIteration:
-                await self._finish()
-                raise
-            delta = self._read(line)
-            if delta is None:
-                await self._finish()
-                raise StopAsyncIteration
-            if delta:
-                return delta
-
-    def _whole(self, body: dict[str, Any]) -> str:
-        result = ChatResult.from_response(self.path, body, self.cost)
-        self.text, self.reasoning = result.text, result.reasoning or ""
-        self.finish_reason, self.usage = result.finish_reason, result.usage
-        self.model = result.model or self.model
-        self.done = True
-        return self.text or (self.reasoning if self.include_reasoning else "")
-
-    def _read(self, line: str) -> str | None:
-        """The text of one SSE line ('' for nothing to show); None at ``[DONE]``."""
-        if not line.startswith("data:"):
-            return ""
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return None
-        try:
-            chunk = json.loads(payload)
-        except ValueError:
-            return ""
-        self._chunks += 1
-        self.model = chunk.get("model") or self.model
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = dict(chunk["usage"])
-        shown = ""
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            content, thought = delta.get("content"), delta.get("reasoning_content")
-            if content:
-                self.text += content
-                shown += content
-            if thought:
-                self.reasoning += thought
-                if self.include_reasoning:
-                    shown += thought
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
-        return shown
-
-    async def _finish(self) -> None:
-        self.done = True
-        if self._reply is not None:
-            await self._reply.response.aclose()
-
-    async def aclose(self) -> None:
-        """Stop reading and close the connection (what was paid stays paid)."""
-        if not self.done:
-            await self._finish()
-
-    async def close(self) -> None:
-        """Same as ``aclose``."""
-        await self.aclose()
-
-    async def collect(self) -> ChatResult:
-        """Read the stream to its end; returns the whole ChatResult."""
-        async for _ in self:
-            pass
-        return self.result
-
-    @property
-    def result(self) -> ChatResult:
-        """The whole completion so far as a ChatResult (with ``cost``)."""
-        body = {
-            "model": self.model,
-            "choices": [
-                {
-                    "message": {"content": self.text, "reasoning_content": self.reasoning or None},
-                    "finish_reason": self.finish_reason,
-                }
-            ],
-            "usage": self.usage,
-        }
-        return ChatResult.from_response(self.path, body, self.cost)
-
-    @property
-    def truncated(self) -> bool:
-        """True when the answer stopped at ``max_tokens`` (finish_reason ``length``)."""
-        return self.finish_reason == "length"
-
-    async def __aenter__(self) -> AsyncChatStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-ChatStream = sync_twin(
-    AsyncChatStream,
-    "ChatStream",
-    doc="A streamed chat completion: iterate for text deltas, then read ``.result`` and ``.cost``.",
-)
-
-
-def _iterate_stream(self: Any) -> Iterator[str]:
-    stream: AsyncChatStream = self._async
-    try:
-        while True:
-            try:
-                yield run(stream.__anext__())
-            except StopAsyncIteration:
-                return
-    finally:
-        # Leaving a for loop early closes the connection; from the loop thread itself (a
-        # garbage collection there) it can only be scheduled.
-        if not stream.done:
-            if in_helper_thread():
-                submit(stream.aclose())
-            else:
-                run(stream.aclose())
-
-
-def _enter(self: Any) -> Any:
-    return self
-
-
-def _exit(self: Any, *exc: object) -> None:
-    self.close()
-
-
-ChatStream.__iter__ = _iterate_stream  # type: ignore[attr-defined]
-ChatStream.__enter__ = _enter  # type: ignore[attr-defined]
-ChatStream.__exit__ = _exit  # type: ignore[attr-defined]
 
 
 def describe_cost(cost: Cost | None) -> str:

@@ -1,0 +1,259 @@
+"""Polling a media job: the one iterator that retrieves, and what each answer means.
+
+``JobPolling.updates()`` is the only place that polls retrieve (free); concurrent readers
+share each retrieve instead of polling twice. Media is written to disk as soon as it arrives
+(or is fetched from a delayed ``download_url``), so a paid result survives a kernel restart.
+``AsyncJob`` (``x402lab.services.jobs``) builds on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+import os
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from x402lab.errors import ApiError, JobError
+from x402lab.services.job_status import (
+    ROUTE,
+    Completed,
+    Failed,
+    JobStatus,
+    Processing,
+    next_poll_delay,
+)
+from x402lab.services.job_store import JobRecord, JobStore
+from x402lab.services.replies import is_json
+from x402lab.transport import ServiceClient
+
+_RUNNING = frozenset({"PROCESSING", "QUEUED", "IN_QUEUE", "IN_PROGRESS", "PENDING", "RUNNING"})
+_FAILED = frozenset({"FAILED", "ERROR", "CANCELLED", "CANCELED"})
+_EXTENSIONS = {"audio/mpeg": ".mp3", "audio/wav": ".wav", "audio/x-wav": ".wav"}
+
+
+def media_extension(content_type: str | None, kind: str) -> str:
+    base = (content_type or "").split(";")[0].strip().lower()
+    found = _EXTENSIONS.get(base) or mimetypes.guess_extension(base or "-")
+    return found or (".mp4" if kind == "video" else ".bin")
+
+
+def _seconds(ms: Any) -> float | None:
+    if isinstance(ms, int | float) and not isinstance(ms, bool) and ms >= 0:
+        return float(ms) / 1000.0
+    return None
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` through a ``.part`` file, so no half file is left."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    partial.write_bytes(data)
+    os.replace(partial, target)
+
+
+class JobPolling:
+    """The polling half of ``AsyncJob``: ``updates()`` and the retrieves behind it.
+
+    The state below is set by ``AsyncJob.__init__``.
+    """
+
+    _record: JobRecord
+    _client: ServiceClient
+    _store: JobStore
+    _media_dir: Path
+    _media: bytes | None
+    _status: JobStatus
+    _readings: int
+    _last_poll: float | None
+    _poll_lock: asyncio.Lock
+    _now: Callable[[], float]
+    _clock: Callable[[], float]
+    _sleep: Callable[[float], Any]
+    poll_interval: float
+    guided: bool
+
+    # -- the job it polls ------------------------------------------------------------------------
+
+    @property
+    def queue_id(self) -> str:
+        return self._record.queue_id
+
+    @property
+    def model(self) -> str:
+        return self._record.model
+
+    @property
+    def kind(self) -> str:
+        """``music`` or ``video``."""
+        return self._record.kind
+
+    @property
+    def delete_media(self) -> bool:
+        """Whether retrieve asks the gateway to delete the media once delivered."""
+        return self._record.delete_media
+
+    @property
+    def download_url(self) -> str | None:
+        """Where a video model with delayed delivery keeps the file (valid about 24 hours)."""
+        return self._record.download_url
+
+    @property
+    def cleaned_up(self) -> bool:
+        """True once the media was deleted upstream (complete, or delete_media)."""
+        return self._record.cleaned_up
+
+    # -- polling -------------------------------------------------------------------------------
+
+    async def updates(
+        self, *, timeout: float | None = None, tick: float | None = None
+    ) -> AsyncIterator[JobStatus]:
+        """Free: the job's statuses as they change, polling retrieve at the spec's pace.
+
+        Ends after a Completed or Failed status. With ``tick``, the current status is also
+        yielded every ``tick`` seconds between polls (to move a progress bar). Raises
+        JobError after ``timeout`` seconds (the job keeps running and stays paid), and the
+        transport errors of retrieve.
+        """
+        start = self._clock()
+        deadline = None if timeout is None else start + timeout
+        last: JobStatus | None = None
+        while True:
+            status = self._status
+            if status is not last or tick is not None:
+                last = status
+                yield status
+            if status.done:
+                return
+            seen = self._readings
+            due = self._next_due()
+            now = self._clock()
+            if deadline is not None and now >= deadline:
+                raise JobError(
+                    f"{self.kind} job {self.queue_id} is still {status.name} after"
+                    f" {timeout:g} s; it is paid and keeps running: wait() again later"
+                    f" (after a restart, lab.job({self.queue_id!r}))"
+                )
+            wake = due if deadline is None else min(due, deadline)
+            if tick is not None:
+                wake = min(wake, now + tick)
+            if wake > now:
+                await self._sleep(wake - now)
+            if self._clock() >= due:
+                async with self._poll_lock:
+                    # Another reader may have polled while this one slept: share its answer.
+                    if self._readings == seen and not self._status.done:
+                        await self._poll()
+
+    def _next_due(self) -> float:
+        if self._last_poll is None:
+            return self._clock()
+        if not self.guided:
+            return self._last_poll + self.poll_interval
+        return self._last_poll + next_poll_delay(self.poll_interval, self._status, self._readings)
+
+    async def _poll(self) -> None:
+        try:
+            await self._retrieve()
+        finally:
+            self._readings += 1
+            self._last_poll = self._clock()
+
+    async def _retrieve(self) -> None:
+        body: dict[str, Any] = {"model": self.model, "queue_id": self.queue_id}
+        if self.delete_media:
+            body["delete_media_on_completion"] = True
+        try:
+            reply = await self._client.send("POST", f"{ROUTE[self.kind]}/retrieve", json=body)
+        except ApiError as exc:
+            if exc.status in (400, 404, 410):
+                self._set_failed(f"retrieve refused the job: {exc}")
+                return
+            raise
+        response = reply.response
+        content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if not is_json(content_type):
+            await self._keep_media(response.content, content_type or None)
+            return
+        data = response.json()
+        state = str(data.get("status") or "").upper() if isinstance(data, dict) else ""
+        if state in _RUNNING:
+            reading = Processing(
+                _seconds(data.get("average_execution_time")),
+                _seconds(data.get("execution_duration")),
+                self._clock(),
+            )
+            self._status = reading
+            guide = data.get("average_execution_time")
+            changes: dict[str, Any] = {"status": "processing"}
+            if isinstance(guide, int | float) and guide != self._record.average_execution_ms:
+                changes["average_execution_ms"] = int(guide)
+            self._write(**changes)
+        elif state == "COMPLETED":
+            url = data.get("download_url") or self.download_url
+            if not url:
+                self._set_failed("retrieve said COMPLETED without media or a download_url")
+                return
+            if url != self.download_url:
+                self._write(download_url=url)
+            await self._download(str(url))
+        elif state in _FAILED:
+            self._set_failed(str(data.get("error") or data.get("message") or state))
+        elif isinstance(data, dict) and data.get("alreadyCompleted"):
+            self._set_failed("the media was already deleted upstream (complete was called)")
+        else:
+            raise JobError(f"retrieve of job {self.queue_id} answered an unknown shape: {data!r}")
+
+    async def _download(self, url: str) -> None:
+        # A video model with delayed delivery: fetch the file from download_url (free), while
+        # it is valid (about 24 hours). It may live on another host than the gateway.
+        parts = urlsplit(url)
+        client, path = self._client, url
+        if parts.scheme:
+            origin = f"{parts.scheme}://{parts.netloc}"
+            path = url[len(origin) :] or "/"
+            client = ServiceClient(
+                service="download",
+                base_url=origin,
+                http=self._client.http,
+                payer=None,
+                retry=self._client.retry,
+            )
+        try:
+            reply = await client.send("GET", path)
+        except ApiError as exc:
+            raise JobError(
+                f"the {self.kind} finished but its download_url failed ({exc}); it is valid about"
+                " 24 hours after the job finished: wait() again to retry"
+            ) from exc
+        content_type = reply.response.headers.get("content-type", "").split(";")[0].strip()
+        await self._keep_media(reply.response.content, content_type or "video/mp4")
+
+    async def _keep_media(self, data: bytes, content_type: str | None) -> None:
+        self._media_dir.mkdir(parents=True, exist_ok=True)
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", self.queue_id)[:120]
+        target = self._media_dir / f"{self.kind}-{name}{media_extension(content_type, self.kind)}"
+        await asyncio.to_thread(write_atomically, target, data)
+        self._media = data
+        self._write(
+            status="completed",
+            media_path=str(target),
+            content_type=content_type,
+            size_bytes=len(data),
+            finished_us=self._record.finished_us or int(self._now() * 1_000_000),
+            cleaned_up=self.cleaned_up or self.delete_media,
+        )
+        self._status = Completed(content_type, len(data), self.download_url)
+
+    def _set_failed(self, error: str) -> None:
+        self._status = Failed(error)
+        self._write(status="failed", error=error, finished_us=int(self._now() * 1_000_000))
+
+    def _write(self, **changes: Any) -> None:
+        self._store.update(self._record.id, **changes)
+        fresh = self._store.get(self._record.id)
+        if fresh is not None:
+            self._record = fresh

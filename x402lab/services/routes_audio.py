@@ -1,0 +1,117 @@
+"""Paid audio routes: speech, transcription, voice cloning and video transcripts.
+
+Audio samples go up as multipart forms keyed by their hash (``uploads.form_key``); a URL
+goes in a JSON body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from x402lab.services.paid import PaidMixin
+from x402lab.services.replies import media_result, text_result
+from x402lab.services.results import MediaResult, TextResult, VoiceResult
+from x402lab.services.uploads import (
+    Binary,
+    form_key,
+    form_value,
+    is_file,
+    read_binary,
+    upload_name,
+)
+
+
+class AudioMixin(PaidMixin):
+    """``speech``, ``transcribe``, ``clone_voice`` and ``transcribe_video``. Mixed into
+    ``GatewayMixin``."""
+
+    async def speech(
+        self,
+        input: str,
+        *,
+        model: str,
+        voice: str | None = None,
+        max_usd: float | None = None,
+        **params: Any,
+    ) -> MediaResult:
+        """Spends money: speech audio of ``input`` (plays inline; ``save(path)`` writes it)."""
+        body: dict[str, Any] = {"model": model, "input": input, **params}
+        if voice is not None:
+            body["voice"] = voice
+        path = "/api/v1/audio/speech"
+        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        return media_result(path, reply, model)
+
+    async def transcribe(
+        self,
+        audio: Binary | None = None,
+        *,
+        model: str,
+        duration_seconds: float | None = None,
+        filename: str | None = None,
+        max_usd: float | None = None,
+        **params: Any,
+    ) -> TextResult:
+        """Spends money: speech to text, priced by ``duration_seconds``.
+
+        ``audio`` as bytes or a file is uploaded (multipart); a URL (or base64 text) is sent
+        as ``file`` in a JSON body.
+        Returns a TextResult (``.text``; ``.data`` holds timestamps when asked for).
+        """
+        path = "/api/v1/audio/transcriptions"
+        fields: dict[str, Any] = {"model": model, **params}
+        if duration_seconds is not None:
+            fields["duration_seconds"] = duration_seconds
+        if audio is None or (isinstance(audio, str) and not is_file(audio)):
+            if audio is not None:
+                fields["file"] = audio
+            reply = await self._paid("POST", path, json_body=fields, model=model, max_usd=max_usd)
+        else:
+            data = read_binary(audio)
+            form = {k: form_value(v) for k, v in fields.items()}
+            reply = await self._paid(
+                "POST",
+                path,
+                model=model,
+                max_usd=max_usd,
+                key=form_key(path, form, data),
+                data=form,
+                files={"file": (upload_name(audio, filename, "audio.wav"), data)},
+            )
+        return text_result(path, reply, model, "text")
+
+    async def clone_voice(
+        self,
+        sample: Binary,
+        *,
+        model: str,
+        filename: str | None = None,
+        max_usd: float | None = None,
+    ) -> VoiceResult:
+        """Spends money: a cloned voice from an audio sample (bytes or a file; multipart).
+
+        Returns a VoiceResult whose ``voice_id`` goes to ``speech(..., voice=...)`` with the
+        same ``model``.
+        """
+        data = read_binary(sample)
+        name = upload_name(sample, filename, "sample.wav")
+        path = "/api/v1/audio/voices"
+        form = {"model": model}
+        reply = await self._paid(
+            "POST",
+            path,
+            model=model,
+            max_usd=max_usd,
+            key=form_key(path, form, data),
+            data=form,
+            files={"file": (name, data)},
+        )
+        return VoiceResult(path, reply.json(), reply.cost, model, "application/json")
+
+    async def transcribe_video(
+        self, url: str, *, max_usd: float | None = None, **params: Any
+    ) -> TextResult:
+        """Spends money: the transcript of a YouTube video's audio (synchronous)."""
+        path = "/api/v1/video/transcriptions"
+        reply = await self._paid("POST", path, json_body={"url": url, **params}, max_usd=max_usd)
+        return text_result(path, reply, None, "transcript")

@@ -1,0 +1,102 @@
+"""Paid image routes: generate, edit, multi-edit, upscale and background removal.
+
+Images in are a URL, base64 text, bytes or a file (``uploads.image_ref``); images out are an
+``ImageResult`` that shows inline in Jupyter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from x402lab.errors import ConfigError
+from x402lab.services.paid import PaidMixin
+from x402lab.services.replies import image_result
+from x402lab.services.results import MediaResult
+from x402lab.services.uploads import Binary, image_ref
+
+
+class ImageMixin(PaidMixin):
+    """``generate_image``, ``edit_image``, ``multi_edit_image``, ``upscale_image`` and
+    ``remove_background``. Mixed into ``GatewayMixin``."""
+
+    async def generate_image(
+        self,
+        prompt: str,
+        *,
+        model: str,
+        n: int = 1,
+        openai: bool = False,
+        max_usd: float | None = None,
+        **params: Any,
+    ) -> MediaResult:
+        """Spends money: ``n`` generated images. Returns an ImageResult (shows inline).
+
+        Uses the native /image/generate (``params`` such as width, height, style_preset,
+        negative_prompt, resolution); ``openai=True`` uses the OpenAI-compatible
+        /images/generations (``size``, ``quality``...).
+        """
+        if openai:
+            path = "/api/v1/images/generations"
+            body = {"model": model, "prompt": prompt, "n": n, "response_format": "b64_json"}
+        else:
+            path = "/api/v1/image/generate"
+            body = {"model": model, "prompt": prompt}
+            if n != 1:
+                body["variants"] = n
+        body.update(params)
+        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        return image_result(path, reply, model)
+
+    async def edit_image(
+        self,
+        image: Binary,
+        prompt: str,
+        *,
+        model: str,
+        max_usd: float | None = None,
+        **params: Any,
+    ) -> MediaResult:
+        """Spends money: one image edit. ``image`` is a URL, base64 text, bytes or a file."""
+        body = {"model": model, "prompt": prompt, "image": image_ref(image), **params}
+        path = "/api/v1/image/edit"
+        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        return image_result(path, reply, model)
+
+    async def multi_edit_image(
+        self,
+        images: Sequence[Binary],
+        prompt: str,
+        *,
+        model: str,
+        max_usd: float | None = None,
+        **params: Any,
+    ) -> MediaResult:
+        """Spends money: one edit combining several images (URLs, base64, bytes or files)."""
+        body = {"model": model, "prompt": prompt, "images": [image_ref(i) for i in images]}
+        body.update(params)
+        path = "/api/v1/image/multi-edit"
+        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        return image_result(path, reply, model)
+
+    async def upscale_image(
+        self, image: Binary, *, scale: int = 2, max_usd: float | None = None, **params: Any
+    ) -> MediaResult:
+        """Spends money: one image upscaled 2x or 4x. Returns the PNG as a MediaResult."""
+        if scale not in (2, 4):
+            raise ConfigError(f"scale must be 2 or 4, not {scale!r}")
+        body = {"image": image_ref(image), "scale": scale, **params}
+        path = "/api/v1/image/upscale"
+        reply = await self._paid("POST", path, json_body=body, max_usd=max_usd)
+        return image_result(path, reply, None)
+
+    async def remove_background(
+        self, image: Binary, *, max_usd: float | None = None, **params: Any
+    ) -> MediaResult:
+        """Spends money: one image with its background removed (a PNG)."""
+        ref = image_ref(image)
+        field = "image_url" if ref.startswith(("http://", "https://")) else "image"
+        body = {field: ref, **params}
+        path = "/api/v1/image/background-remove"
+        reply = await self._paid("POST", path, json_body=body, max_usd=max_usd)
+        return image_result(path, reply, None)

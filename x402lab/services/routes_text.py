@@ -1,0 +1,154 @@
+"""Paid text routes: chat (whole or streamed), responses and embeddings (gateway spec §4.2).
+
+``chat_body`` builds the chat completions request; batch plans build the same body with it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from x402lab.errors import ConfigError
+from x402lab.services.chat_stream import AsyncChatStream
+from x402lab.services.paid import PaidMixin
+from x402lab.services.results import ChatResult, EmbeddingResult, ResponsesResult
+from x402lab.transport import Reply
+
+CHAT = "/api/v1/chat/completions"
+
+
+class TextMixin(PaidMixin):
+    """``chat``, ``chat_stream``, ``responses`` and ``embed``. Mixed into ``GatewayMixin``."""
+
+    async def chat(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        max_usd: float | None = None,
+        **params: Any,
+    ) -> ChatResult:
+        """Spends money: one chat completion. Returns a ChatResult with ``.cost``.
+
+        ``messages`` is a prompt string or a list of {role, content}. A thinking model's
+        empty ``text`` with ``reasoning`` is a success; ``truncated`` is True when the
+        answer stopped at ``max_tokens``. Raises ModelNotFound, ApiError and the payment
+        errors. For a streamed answer use ``chat_stream``.
+        """
+        if params.get("stream"):
+            raise ConfigError("chat() does not stream: use chat_stream(...)")
+        body = chat_body(messages, model=model, system=system, max_tokens=max_tokens, **params)
+        reply = await self._paid("POST", CHAT, json_body=body, model=model, max_usd=max_usd)
+        return ChatResult.from_response(CHAT, reply.json(), reply.cost)
+
+    def chat_stream(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        max_usd: float | None = None,
+        include_reasoning: bool = False,
+        **params: Any,
+    ) -> AsyncChatStream:
+        """Spends money (when iterated): a streamed chat completion.
+
+        Iterate it for text deltas (``async for`` here, ``for`` on the sync Lab); then
+        ``.cost`` is what was paid and ``.result`` the whole ChatResult. The request (and
+        the payment) happens on the first iteration.
+        """
+        body = chat_body(
+            messages, model=model, system=system, max_tokens=max_tokens, stream=True, **params
+        )
+
+        async def start() -> Reply:
+            return await self._paid(
+                "POST", CHAT, json_body=body, model=model, max_usd=max_usd, stream=True
+            )
+
+        return AsyncChatStream(start, path=CHAT, model=model, include_reasoning=include_reasoning)
+
+    async def responses(
+        self,
+        input: str | Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        instructions: str | None = None,
+        max_output_tokens: int | None = None,
+        max_usd: float | None = None,
+        **params: Any,
+    ) -> ResponsesResult:
+        """Spends money: one responses-API call (alpha). Returns a ResponsesResult."""
+        body: dict[str, Any] = {"model": model, "input": input, **params}
+        if instructions is not None:
+            body["instructions"] = instructions
+        if max_output_tokens is not None:
+            body["max_output_tokens"] = int(max_output_tokens)
+        path = "/api/v1/responses"
+        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        return ResponsesResult.from_response(path, reply.json(), reply.cost)
+
+    async def embed(
+        self,
+        input: str | Sequence[str],
+        *,
+        model: str,
+        max_usd: float | None = None,
+        **params: Any,
+    ) -> EmbeddingResult:
+        """Spends money: embeddings of one text (or a list). Returns float32 vectors."""
+        body = {"model": model, "input": input, **params}
+        path = "/api/v1/embeddings"
+        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        data = reply.json()
+        items = sorted(data["data"], key=lambda d: d.get("index", 0))
+        vectors = np.asarray(
+            [
+                np.frombuffer(base64.b64decode(e), dtype="<f4")
+                if isinstance(e := item["embedding"], str)
+                else e
+                for item in items
+            ],
+            dtype=np.float32,
+        )
+        return EmbeddingResult(
+            path=path,
+            data=data,
+            cost=reply.cost,
+            model=model,
+            content_type="application/json",
+            vectors=vectors,
+        )
+
+
+def chat_body(
+    messages: str | Sequence[Mapping[str, Any]],
+    *,
+    model: str,
+    system: str | None = None,
+    max_tokens: int | None = None,
+    **params: Any,
+) -> dict[str, Any]:
+    """The chat completions request body. Raises ConfigError for malformed messages."""
+    if isinstance(messages, str):
+        chat = [{"role": "user", "content": messages}]
+    else:
+        chat = [dict(m) for m in messages]
+        for index, message in enumerate(chat):
+            if "role" not in message or "content" not in message:
+                raise ConfigError(f"message {index} needs 'role' and 'content': {message!r}")
+    if system is not None:
+        chat.insert(0, {"role": "system", "content": system})
+    if not isinstance(model, str) or not model:
+        raise ConfigError("model is required: an exact id from lab.models()")
+    body: dict[str, Any] = {"model": model, "messages": chat}
+    if max_tokens is not None:
+        body["max_tokens"] = int(max_tokens)
+    body.update(params)
+    return body

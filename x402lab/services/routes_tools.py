@@ -1,0 +1,87 @@
+"""Paid augment and crypto routes: web search, scraping, document parsing and JSON-RPC."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from x402lab.errors import ConfigError
+from x402lab.services.paid import PaidMixin
+from x402lab.services.replies import text_result
+from x402lab.services.results import RpcResult, SearchResult, TextResult
+from x402lab.services.uploads import Binary, form_key, form_value, read_binary, upload_name
+
+
+class ToolsMixin(PaidMixin):
+    """``search``, ``scrape``, ``parse_document`` and ``rpc``. Mixed into ``GatewayMixin``."""
+
+    async def search(
+        self, query: str, *, limit: int | None = None, max_usd: float | None = None, **params: Any
+    ) -> SearchResult:
+        """Spends money: a web search. Returns a SearchResult (``results``, ``to_pandas()``)."""
+        body: dict[str, Any] = {"query": query, **params}
+        if limit is not None:
+            body["limit"] = limit
+        path = "/api/v1/augment/search"
+        reply = await self._paid("POST", path, json_body=body, max_usd=max_usd)
+        return SearchResult(path, reply.json(), reply.cost, None, "application/json")
+
+    async def scrape(self, url: str, *, max_usd: float | None = None, **params: Any) -> TextResult:
+        """Spends money: one web page as markdown text."""
+        path = "/api/v1/augment/scrape"
+        reply = await self._paid("POST", path, json_body={"url": url, **params}, max_usd=max_usd)
+        return text_result(path, reply, None, "content")
+
+    async def parse_document(
+        self,
+        document: Binary,
+        *,
+        filename: str | None = None,
+        max_usd: float | None = None,
+        **params: Any,
+    ) -> TextResult:
+        """Spends money: the text of a document (PDF, DOCX, text), uploaded as multipart."""
+        data = read_binary(document)
+        name = upload_name(document, filename, "document")
+        path = "/api/v1/augment/text-parser"
+        form = {k: form_value(v) for k, v in params.items()}
+        reply = await self._paid(
+            "POST",
+            path,
+            max_usd=max_usd,
+            key=form_key(path, {**form, "filename": name}, data),
+            data=form,
+            files={"file": (name, data)},
+        )
+        return text_result(path, reply, None, "text")
+
+    async def rpc(
+        self,
+        network: str,
+        method: str,
+        params: Sequence[Any] | Mapping[str, Any] | None = None,
+        *,
+        id: int | str = 1,
+        max_usd: float | None = None,
+    ) -> RpcResult:
+        """Spends money: one JSON-RPC call on ``network`` (an id from ``lab.rpc_networks()``).
+
+        Returns an RpcResult (``result``, or ``error``: a JSON-RPC error is paid too).
+        """
+        if not network or "/" in network:
+            raise ConfigError(f"not a network id: {network!r} (see lab.rpc_networks())")
+        body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": id}
+        body["params"] = list(params or [])
+        if isinstance(params, Mapping):
+            body["params"] = dict(params)
+        path = f"/api/v1/crypto/rpc/{network}"
+        reply = await self._paid("POST", path, json_body=body, max_usd=max_usd)
+        credits = reply.response.headers.get("x-rpc-credits")
+        return RpcResult(
+            path,
+            reply.json(),
+            reply.cost,
+            None,
+            "application/json",
+            credits=int(credits) if credits and credits.isdigit() else None,
+        )
