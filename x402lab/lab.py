@@ -62,6 +62,9 @@ class AsyncLab(GatewayMixin, BatchMixin, MediaMixin, CostMixin):
     ) -> None:
         self.wallet = wallet
         self.ledger = ledger
+        # Rows a stopped process left open: expired signed ones become unknown (and keep
+        # counting), stale unsigned reservations are released.
+        ledger.recover_interrupted()
         self.payer = Payer(
             wallet, budget, ledger, allowed_networks=allowed_networks, pinned_payees=pay_to
         )

@@ -10,7 +10,9 @@ about to leave or in flight), ``settled`` (receipt seen), ``rejected`` (the serv
 payment; nothing settled), ``failed`` (the paid request failed without settling), ``unknown``
 (a signed payment left and no clear answer came back), ``released`` (a reservation given back
 unsigned), ``refused`` (the client refused to sign). Reserved, signed, settled and unknown
-rows count against their budget.
+rows count against their budget. A rejected or failed payment keeps counting (``held``)
+until its authorization expires: it left the process signed, and until ``validBefore``
+whoever holds it could still settle it.
 """
 
 from __future__ import annotations
@@ -45,7 +47,11 @@ STATUSES = (
 )
 COUNTING_STATUSES = ("reserved", "signed", "settled", "unknown")
 _OPEN_STATUSES = ("reserved", "signed")
-_COUNTING_SQL = "('reserved','signed','settled','unknown')"
+# What a budget's cap is measured against: counting statuses, and refused payments whose
+# signed authorization has not expired yet.
+_COUNTED_SQL = "(status IN ('reserved','signed','settled','unknown') OR held = 1)"
+# Slack on expiry: a chain's clock may lag this machine's.
+EXPIRY_SLACK_S = 60
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS payments (
@@ -69,10 +75,12 @@ CREATE TABLE IF NOT EXISTS payments (
     asset TEXT,
     nonce TEXT UNIQUE,
     valid_before INTEGER,
-    error TEXT
+    error TEXT,
+    held INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS payments_budget_status ON payments (budget, status);
 CREATE INDEX IF NOT EXISTS payments_request_key ON payments (request_key);
+CREATE INDEX IF NOT EXISTS payments_held ON payments (budget, valid_before) WHERE held = 1;
 CREATE TABLE IF NOT EXISTS budgets (
     name TEXT PRIMARY KEY,
     cap_atomic INTEGER,
@@ -132,11 +140,12 @@ class BudgetState:
     settled_atomic: int
     in_flight_atomic: int
     unknown_atomic: int
+    held_atomic: int = 0
 
     @property
     def committed_atomic(self) -> int:
-        """Settled, in flight and unknown: what the cap is measured against."""
-        return self.settled_atomic + self.in_flight_atomic + self.unknown_atomic
+        """Settled, in flight, unknown and held: what the cap is measured against."""
+        return self.settled_atomic + self.in_flight_atomic + self.unknown_atomic + self.held_atomic
 
     @property
     def remaining_atomic(self) -> int | None:
@@ -202,10 +211,11 @@ class Ledger:
             self._db.execute("PRAGMA synchronous=FULL")
             self._durable = True
             self._db.execute("PRAGMA busy_timeout=60000")
-            with self.transaction():
+            with self.transaction() as db:
+                _upgrade(db)
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
-                        self._db.execute(statement)
+                        db.execute(statement)
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"cannot open the ledger {self.path}: {exc}") from None
 
@@ -229,11 +239,14 @@ class Ledger:
             if durable != self._durable:
                 self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
                 self._durable = durable
-            self._db.execute("BEGIN IMMEDIATE")
             try:
+                self._db.execute("BEGIN IMMEDIATE")
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                # Even an interrupt must not leave a write transaction open: it would lock
+                # every process sharing the file.
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
 
@@ -278,10 +291,10 @@ class Ledger:
 
     @staticmethod
     def _budget_state(db: sqlite3.Connection, name: str, cap: int | None) -> BudgetState:
-        sums = dict.fromkeys(COUNTING_STATUSES, 0)
+        sums = dict.fromkeys((*COUNTING_STATUSES, "held"), 0)
         for status, total in db.execute(
-            "SELECT status, SUM(amount_atomic) FROM payments"
-            f" WHERE budget = ? AND status IN {_COUNTING_SQL} GROUP BY status",
+            "SELECT CASE WHEN held = 1 THEN 'held' ELSE status END, SUM(amount_atomic)"
+            f" FROM payments WHERE budget = ? AND {_COUNTED_SQL} GROUP BY 1",
             (name,),
         ):
             sums[status] = int(total)
@@ -291,6 +304,7 @@ class Ledger:
             settled_atomic=sums["settled"],
             in_flight_atomic=sums["reserved"] + sums["signed"],
             unknown_atomic=sums["unknown"],
+            held_atomic=sums["held"],
         )
 
     # -- the payment lifecycle -------------------------------------------------------------
@@ -304,6 +318,7 @@ class Ledger:
         in-flight and unknown spend plus this amount would pass its cap.
         """
         with self.transaction() as db:
+            self._expire_held(db, budget)
             counted = self._counted(db, budget)
             if cap_atomic is not None and counted + amount_atomic > cap_atomic:
                 left = max(0, cap_atomic - counted)
@@ -327,7 +342,7 @@ class Ledger:
             return int(found[0])
         total = db.execute(
             f"SELECT COALESCE(SUM(amount_atomic), 0) FROM payments WHERE budget = ?"
-            f" AND status IN {_COUNTING_SQL}",
+            f" AND {_COUNTED_SQL}",
             (budget,),
         ).fetchone()[0]
         now = self._now_us()
@@ -336,6 +351,18 @@ class Ledger:
             (budget, int(total), now, now),
         )
         return int(total)
+
+    def _expire_held(self, db: sqlite3.Connection, budget: str) -> None:
+        """Stop counting refused payments whose authorization can no longer settle."""
+        cutoff = int(self._now()) - EXPIRY_SLACK_S
+        where = "held = 1 AND budget = ? AND valid_before < ?"
+        total, count = db.execute(
+            f"SELECT COALESCE(SUM(amount_atomic), 0), COUNT(*) FROM payments WHERE {where}",
+            (budget, cutoff),
+        ).fetchone()
+        if count:
+            db.execute(f"UPDATE payments SET held = 0 WHERE {where}", (budget, cutoff))
+            self._count(db, budget, -int(total))
 
     def _count(self, db: sqlite3.Connection, budget: str, delta: int) -> None:
         if not delta:
@@ -436,35 +463,59 @@ class Ledger:
         assignments = "".join(f", {key} = ?" for key in fields)
         with self.transaction(durable=durable) as db:
             found = db.execute(
-                "SELECT status, amount_atomic, budget FROM payments WHERE id = ?", (row_id,)
+                "SELECT status, amount_atomic, budget, valid_before, held FROM payments"
+                " WHERE id = ?",
+                (row_id,),
             ).fetchone()
             current = found[0] if found else "missing"
             if current not in allowed_from:
                 raise ConfigError(f"ledger row {row_id} cannot move to {status!r} from {current!r}")
-            db.execute(
-                f"UPDATE payments SET status = ?, updated_us = ?{assignments} WHERE id = ?",
-                (status, self._now_us(), *fields.values(), row_id),
+            amount, budget, valid_before, held_before = found[1], found[2], found[3], found[4]
+            # A signed payment the server refused keeps counting until it expires.
+            held = int(
+                status in ("rejected", "failed")
+                and current == "signed"
+                and valid_before is not None
             )
-            was_counted = current in COUNTING_STATUSES
-            counts = status in COUNTING_STATUSES
+            db.execute(
+                f"UPDATE payments SET status = ?, updated_us = ?, held = ?{assignments}"
+                " WHERE id = ?",
+                (status, self._now_us(), held, *fields.values(), row_id),
+            )
+            was_counted = current in COUNTING_STATUSES or bool(held_before)
+            counts = status in COUNTING_STATUSES or bool(held)
             if was_counted != counts:
-                self._count(db, found[2], found[1] if counts else -found[1])
+                self._count(db, budget, amount if counts else -amount)
 
-    def mark_stale_signed_unknown(self, *, older_than_s: float = 0.0) -> int:
-        """Turn ``signed`` rows whose authorization window has passed into ``unknown``.
+    def recover_interrupted(self, *, reserved_older_than_s: float = 600.0) -> int:
+        """Settle the rows a stopped process left open; returns how many rows moved.
 
-        Such rows belong to a process that stopped mid-request; whether they settled is not
-        known. Returns how many rows moved.
+        ``signed`` rows whose authorization window has passed become ``unknown`` (whether
+        they settled is not known; they keep counting). ``reserved`` rows older than
+        ``reserved_older_than_s`` were never signed and are released.
         """
-        now_s = int(self._now() - older_than_s)
+        now_us = self._now_us()
+        cutoff = int(self._now()) - EXPIRY_SLACK_S
         with self.transaction() as db:
-            cursor = db.execute(
+            moved = db.execute(
                 "UPDATE payments SET status = 'unknown', updated_us = ?, error = COALESCE(error,"
                 " 'the process stopped before an answer arrived') WHERE status = 'signed'"
                 " AND valid_before IS NOT NULL AND valid_before < ?",
-                (self._now_us(), now_s),
-            )
-            return cursor.rowcount
+                (now_us, cutoff),
+            ).rowcount
+            stale = db.execute(
+                "SELECT id, amount_atomic, budget FROM payments WHERE status = 'reserved'"
+                " AND ts_us < ?",
+                (now_us - int(reserved_older_than_s * 1_000_000),),
+            ).fetchall()
+            for row_id, amount, budget in stale:
+                db.execute(
+                    "UPDATE payments SET status = 'released', updated_us = ?, error ="
+                    " 'reserved by a process that stopped before signing' WHERE id = ?",
+                    (now_us, row_id),
+                )
+                self._count(db, budget, -amount)
+            return moved + len(stale)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -526,3 +577,19 @@ def _as_record(row: sqlite3.Row) -> dict[str, Any]:
     record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
     record["amount_usd"] = amount / 1_000_000 if amount is not None else None
     return {name: record.get(name) for name in _COLUMNS}
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Bring a ledger written by an earlier version up to the current tables."""
+    payments = {row[1] for row in db.execute("PRAGMA table_info(payments)")}
+    if payments and "held" not in payments:
+        db.execute("ALTER TABLE payments ADD COLUMN held INTEGER NOT NULL DEFAULT 0")
+    budgets = {row[1] for row in db.execute("PRAGMA table_info(budgets)")}
+    if budgets and "counted_atomic" not in budgets:
+        # Recomputed from the payments, never defaulted to 0: that would forget spend.
+        db.execute("ALTER TABLE budgets ADD COLUMN counted_atomic INTEGER NOT NULL DEFAULT 0")
+        db.execute(
+            "UPDATE budgets SET counted_atomic = (SELECT COALESCE(SUM(amount_atomic), 0)"
+            " FROM payments WHERE payments.budget = budgets.name"
+            " AND status IN ('reserved','signed','settled','unknown'))"
+        )

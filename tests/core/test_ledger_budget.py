@@ -76,10 +76,65 @@ def test_stale_signed_rows_become_unknown_and_keep_counting(tmp_path):
     budget = xl.Budget(usd=1.0).bind(ledger)
     row = budget.reserve(100_000, META)
     ledger.record_signed(row, nonce="0x" + "03" * 32, payer="0xP", valid_before=1300)
-    assert ledger.mark_stale_signed_unknown() == 0
+    assert ledger.recover_interrupted() == 0
     clock[0] = 2000.0
-    assert ledger.mark_stale_signed_unknown() == 1
+    assert ledger.recover_interrupted() == 1
     assert budget.state().unknown_atomic == 100_000
+
+
+def test_stale_reservations_are_released(tmp_path):
+    clock = [1000.0]
+    ledger = xl.Ledger(tmp_path / "l.sqlite", now=lambda: clock[0])
+    budget = xl.Budget(usd=1.0).bind(ledger)
+    budget.reserve(100_000, META)
+    assert ledger.recover_interrupted() == 0  # a live reservation is left alone
+    clock[0] += 3600
+    assert ledger.recover_interrupted() == 1
+    assert budget.state().committed_atomic == 0
+    assert [r["status"] for r in ledger.rows()] == ["released"]
+
+
+def test_a_refused_signed_payment_counts_until_it_expires(tmp_path):
+    clock = [1000.0]
+    ledger = xl.Ledger(tmp_path / "l.sqlite", now=lambda: clock[0])
+    budget = xl.Budget(usd=0.3).bind(ledger)
+    row = budget.reserve(200_000, META)
+    ledger.record_signed(row, nonce="0x" + "04" * 32, payer="0xP", valid_before=1300)
+    ledger.record_rejected(row, "settlement failed")
+    assert budget.state().held_atomic == 200_000
+    with pytest.raises(xl.BudgetExceeded):
+        budget.reserve(200_000, META)
+    clock[0] = 1300 + 61  # past validBefore and the clock slack: it can no longer settle
+    budget.reserve(200_000, META)
+    assert budget.state().held_atomic == 0
+
+
+def test_an_old_ledger_is_upgraded_without_forgetting_spend(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE payments (id INTEGER PRIMARY KEY, ts_us INTEGER NOT NULL, updated_us"
+            " INTEGER NOT NULL, service TEXT NOT NULL, method TEXT, path TEXT, model TEXT,"
+            " request_key TEXT, budget TEXT NOT NULL, amount_atomic INTEGER NOT NULL,"
+            " upstream_usd REAL, price_mult REAL, status TEXT NOT NULL, tx_hash TEXT, payer TEXT,"
+            " pay_to TEXT, network TEXT, asset TEXT, nonce TEXT UNIQUE, valid_before INTEGER,"
+            " error TEXT)"
+        )
+        db.execute(
+            "CREATE TABLE budgets (name TEXT PRIMARY KEY, cap_atomic INTEGER, per_call_atomic"
+            " INTEGER, created_us INTEGER NOT NULL, updated_us INTEGER NOT NULL)"
+        )
+        db.execute("INSERT INTO budgets VALUES ('exp', 1000000, NULL, 1, 1)")
+        db.execute(
+            "INSERT INTO payments (ts_us, updated_us, service, budget, amount_atomic, status)"
+            " VALUES (1, 1, 'gateway', 'exp', 900000, 'settled')"
+        )
+    budget = xl.Budget(usd=1.0, name="exp").bind(xl.Ledger(path))
+    with pytest.raises(xl.BudgetExceeded):
+        budget.reserve(200_000, META)
+    assert budget.state().settled_atomic == 900_000
 
 
 @settings(max_examples=25, deadline=None)

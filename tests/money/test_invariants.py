@@ -88,14 +88,35 @@ def test_a_timeout_after_sending_is_unknown_and_not_retried(start, lab_for):
     assert len(emulator.chain.transfers()) == 1
 
 
-def test_settlement_failure_is_rejected_and_releases_the_budget(start, lab_for):
+def test_settlement_failure_is_rejected_and_held_until_it_expires(start, tmp_path):
+    # A refused payment settled nothing, but its signed authorization could still settle
+    # until validBefore: the budget holds it until then (the ledger's clock is moved on).
     emulator = start(settle_fail_rate=1.0)
-    lab = lab_for(emulator, budget=xl.Budget(usd=1.0))
-    with pytest.raises(xl.PaymentRejected, match="refused by the server"):
-        lab.chat(PROMPT, model=CHAT_MODEL, max_tokens=16)
-    assert _statuses(lab) == ["rejected"]
-    assert emulator.chain.transfers() == []
-    assert lab.budget.state().committed_atomic == 0
+    clock = [time.time()]
+    lab = xl.connect(
+        emulator.gateway_url,
+        emulator.reports_url,
+        wallet=xl.Wallet.from_key(KEY),
+        budget=xl.Budget(usd=1.0),
+        ledger=xl.Ledger(tmp_path / "l.sqlite", now=lambda: clock[0]),
+    )
+    try:
+        with pytest.raises(xl.PaymentRejected, match="refused by the server"):
+            lab.chat(PROMPT, model=CHAT_MODEL, max_tokens=16)
+        assert _statuses(lab) == ["rejected"]
+        assert emulator.chain.transfers() == []
+        [row] = lab.ledger.rows()
+        assert lab.budget.state().held_atomic == row["amount_atomic"]
+        clock[0] += 300 + 61  # maxTimeoutSeconds and the clock slack have passed
+        lab.ledger.reserve(
+            budget=lab.budget.name,
+            cap_atomic=None,
+            amount_atomic=1,
+            meta=xl.ledger.PaymentMeta(service="gateway"),
+        )
+        assert lab.budget.state().held_atomic == 0
+    finally:
+        lab.close()
 
 
 def test_unpaid_phase_retries_429_and_5xx_then_pays_once(start, lab_for):

@@ -9,7 +9,14 @@ import httpx
 import pytest
 
 import x402lab as xl
-from x402lab.errors import ApiError, BudgetExceeded, NotFound, PaymentRefused, PaymentRejected
+from x402lab.errors import (
+    ApiError,
+    BudgetExceeded,
+    NotFound,
+    PaymentRefused,
+    PaymentRejected,
+    SettlementUnknown,
+)
 from x402lab.services.report_library import ReportLibrary
 from x402lab.services.reports import explain
 from x402lab.transport import CallInfo, Payer
@@ -101,21 +108,25 @@ def test_a_reused_payment_id_is_rejected_and_the_library_stays_intact(
     library_before = second.reports.library()
     chain_before = chain_view(emulator)
 
-    with pytest.raises(PaymentRejected) as info:
+    # Our nonce was already used: from this ledger's side an earlier send of the same
+    # payment may have settled it, so the purchase is unknown, never silently refused.
+    with pytest.raises(SettlementUnknown) as info:
         second.reports.buy("ledgerlark")
     text = str(info.value)
     assert "payment_already_used" in text and "HTTP 409" in text
-    assert "the library is unchanged" in text
+    assert "the library is unchanged" in text and "retry_unknown=True" in text
     assert info.value.details["status"] == 409
     assert chain_view(emulator) == chain_before
     rows = payments(second)
-    assert [r["status"] for r in rows] == ["settled", "rejected"]
+    assert [r["status"] for r in rows] == ["settled", "unknown"]
     assert rows[-1]["nonce"] == used
     assert info.value.details["ledger_id"] == rows[-1]["id"]
-    # The library is intact and the handle is not blocked: a fresh payment buys it.
+    # The library is intact; the unclear purchase is not paid again on its own.
     assert second.reports.library().equals(library_before)
-    assert [o["status"] for o in _orders(second)] == ["done", "failed"]
-    bought = second.reports.buy("ledgerlark")
+    assert [o["status"] for o in _orders(second)] == ["done", "unknown"]
+    with pytest.raises(xl.X402LabError, match="does not pay for the same reports twice"):
+        second.reports.buy("ledgerlark")
+    bought = second.reports.buy("ledgerlark", retry_unknown=True)
     assert bought.paid_atomic == 5 * UNIT
     assert len(second.reports.library()) == 4 + 5
     assert second.reports.buy("quantquill").paid_atomic == 0

@@ -22,6 +22,7 @@ from x402lab.errors import (
     NotFound,
     PaymentRejected,
     ProtocolError,
+    SettlementUnknown,
     X402LabError,
 )
 from x402lab.money import format_usd, usd_to_atomic
@@ -178,15 +179,23 @@ def _path(params: Mapping[str, str]) -> str:
 
 def explain(exc: X402LabError, handle: str, what: str = "") -> X402LabError:
     """The report service's errors (spec §7) restated for a person; other errors unchanged."""
+    if isinstance(exc, SettlementUnknown) and (
+        exc.details.get("status") == 409 or "payment_already_used" in exc.reason
+    ):
+        # Our nonce is fresh, so "already used" means an earlier send of this very payment
+        # (a re-sent GET after a dropped connection) may have been settled.
+        text = (
+            f"the report service says the payment for @{handle} was used before (HTTP 409"
+            " payment_already_used): an earlier send of the same payment may have settled, so"
+            " the purchase is 'unknown', it counts against the budget, the library is"
+            " unchanged, and buy(..., retry_unknown=True) is how to pay again"
+        )
+        return SettlementUnknown(
+            f"{text}; ledger row {exc.details.get('ledger_id')}", **exc.details
+        )
     if isinstance(exc, PaymentRejected):
         reason = exc.reason
-        if exc.details.get("status") == 409 or "payment_already_used" in reason:
-            text = (
-                f"the report service refused the payment for @{handle} because its payment id"
-                " was used before (HTTP 409 payment_already_used): nothing was bought, nothing"
-                " settled, and the library is unchanged"
-            )
-        elif "insufficient_payment" in reason:
+        if "insufficient_payment" in reason:
             text = (
                 f"the report service says the payment for @{handle} was below the price"
                 f" (insufficient_payment); nothing was bought ({reason})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from x402lab.budget import Budget
 from x402lab.errors import PaymentRefused, PaymentRejected, ProtocolError, SettlementUnknown
@@ -215,13 +215,16 @@ class Payer:
                 ticket.row_id, tx_hash=receipt.transaction or None, payer=receipt.payer
             )
             return self._cost(ticket, "settled", receipt)
-        if receipt is not None or status_code in (400, 401, 402, 403, 404, 409, 413, 422, 429):
-            reason = _refusal_reason(status_code, receipt, body)
-            if status_code in (402, 409) or receipt is not None:
+        reason = _refusal_reason(status_code, receipt, body)
+        if _may_have_settled(status_code, receipt, reason):
+            self._unknown(ticket, f"{reason} (the payment may have settled)", status_code)
+        if receipt is not None or status_code in (400, 401, 402, 403, 404, 413, 422, 429):
+            if status_code == 402 or receipt is not None:
                 self.ledger.record_rejected(ticket.row_id, reason)
                 raise PaymentRejected(
                     f"payment of {format_usd(ticket.amount_atomic)} refused by the server:"
-                    f" {reason}",
+                    f" {reason}; nothing settled, and the signed authorization counts against"
+                    " the budget until it expires",
                     status=status_code,
                     ledger_id=ticket.row_id,
                 )
@@ -232,6 +235,10 @@ class Payer:
             reason = "the paid response carried no PAYMENT-RESPONSE receipt"
         else:
             reason = f"HTTP {status_code} after the payment was sent"
+        self._unknown(ticket, reason, status_code)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _unknown(self, ticket: Ticket, reason: str, status_code: int) -> NoReturn:
         self.record_ambiguous(ticket, reason)
         raise SettlementUnknown(
             f"payment of {format_usd(ticket.amount_atomic)} may or may not have settled: {reason};"
@@ -270,6 +277,21 @@ class Payer:
             ledger_id=ticket.row_id,
             receipt=dict(receipt.raw) if receipt else {},
         )
+
+
+# Answers that mean this authorization's nonce was already used: an earlier send of the same
+# payload (a transport may re-send a request whose connection dropped) may have settled it.
+_NONCE_USED = ("payment_already_used", "nonce_already_used", "authorization_used")
+
+
+def _may_have_settled(status_code: int, receipt: SettlementResponse | None, reason: str) -> bool:
+    """True when a refusal does not prove that nothing settled."""
+    if status_code == 409 or any(marker in reason for marker in _NONCE_USED):
+        return True
+    # A failed receipt that names a transaction was broadcast and may still confirm.
+    return receipt is not None and (
+        bool(receipt.transaction) or receipt.error_reason == "settlement_pending"
+    )
 
 
 def _refusal_reason(status_code: int, receipt: SettlementResponse | None, body: Any) -> str:
