@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded, ConfigError
+from x402lab.ledger.schema import SCHEMA, upgrade
+from x402lab.ledger.tables import arrow_to_pandas, as_record, ledger_schema
 from x402lab.money import format_usd
 
 if TYPE_CHECKING:
@@ -46,73 +48,11 @@ STATUSES = (
     "refused",
 )
 COUNTING_STATUSES = ("reserved", "signed", "settled", "unknown")
-_OPEN_STATUSES = ("reserved", "signed")
 # What a budget's cap is measured against: counting statuses, and refused payments whose
 # signed authorization has not expired yet.
 _COUNTED_SQL = "(status IN ('reserved','signed','settled','unknown') OR held = 1)"
 # Slack on expiry: a chain's clock may lag this machine's.
 EXPIRY_SLACK_S = 60
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS payments (
-    id INTEGER PRIMARY KEY,
-    ts_us INTEGER NOT NULL,
-    updated_us INTEGER NOT NULL,
-    service TEXT NOT NULL,
-    method TEXT,
-    path TEXT,
-    model TEXT,
-    request_key TEXT,
-    budget TEXT NOT NULL,
-    amount_atomic INTEGER NOT NULL,
-    upstream_usd REAL,
-    price_mult REAL,
-    status TEXT NOT NULL,
-    tx_hash TEXT,
-    payer TEXT,
-    pay_to TEXT,
-    network TEXT,
-    asset TEXT,
-    nonce TEXT UNIQUE,
-    valid_before INTEGER,
-    error TEXT,
-    held INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS payments_budget_status ON payments (budget, status);
-CREATE INDEX IF NOT EXISTS payments_request_key ON payments (request_key);
-CREATE INDEX IF NOT EXISTS payments_held ON payments (budget, valid_before) WHERE held = 1;
-CREATE TABLE IF NOT EXISTS budgets (
-    name TEXT PRIMARY KEY,
-    cap_atomic INTEGER,
-    per_call_atomic INTEGER,
-    counted_atomic INTEGER NOT NULL DEFAULT 0,
-    created_us INTEGER NOT NULL,
-    updated_us INTEGER NOT NULL
-);
-"""
-
-_COLUMNS = (
-    "id",
-    "ts",
-    "service",
-    "method",
-    "path",
-    "model",
-    "request_key",
-    "budget",
-    "amount_atomic",
-    "amount_usd",
-    "upstream_usd",
-    "price_mult",
-    "status",
-    "tx_hash",
-    "payer",
-    "pay_to",
-    "network",
-    "asset",
-    "nonce",
-    "error",
-)
 
 
 @dataclass(frozen=True)
@@ -154,37 +94,6 @@ class BudgetState:
         return max(0, self.cap_atomic - self.committed_atomic)
 
 
-def ledger_schema() -> pa.Schema:
-    """The declared Arrow schema of ledger rows."""
-    import pyarrow as pa
-
-    text = pa.string()
-    return pa.schema(
-        [
-            pa.field("id", pa.int64(), nullable=False),
-            pa.field("ts", pa.timestamp("us", tz="UTC"), nullable=False),
-            pa.field("service", text, nullable=False),
-            ("method", text),
-            ("path", text),
-            ("model", text),
-            ("request_key", text),
-            pa.field("budget", text, nullable=False),
-            pa.field("amount_atomic", pa.int64(), nullable=False),
-            pa.field("amount_usd", pa.float64(), nullable=False),
-            ("upstream_usd", pa.float64()),
-            ("price_mult", pa.float64()),
-            pa.field("status", text, nullable=False),
-            ("tx_hash", text),
-            ("payer", text),
-            ("pay_to", text),
-            ("network", text),
-            ("asset", text),
-            ("nonce", text),
-            ("error", text),
-        ]
-    )
-
-
 class Ledger:
     """The SQLite ledger of payments (default ``~/.x402lab/ledger.sqlite``)."""
 
@@ -212,8 +121,8 @@ class Ledger:
             self._durable = True
             self._db.execute("PRAGMA busy_timeout=60000")
             with self.transaction() as db:
-                _upgrade(db)
-                for statement in _SCHEMA.split(";"):
+                upgrade(db)
+                for statement in SCHEMA.split(";"):
                     if statement.strip():
                         db.execute(statement)
         except sqlite3.DatabaseError as exc:
@@ -527,7 +436,7 @@ class Ledger:
     def rows(self, *, where: str = "1", params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Ledger rows as dicts, oldest first. ``where`` is an SQL condition on the table."""
         records = self.query(f"SELECT * FROM payments WHERE {where} ORDER BY id", params)
-        return [_as_record(record) for record in records]
+        return [as_record(record) for record in records]
 
     def to_arrow(self) -> pa.Table:
         """All ledger rows as an Arrow table with the declared schema."""
@@ -541,55 +450,3 @@ class Ledger:
     def to_pandas(self) -> pd.DataFrame:
         """All ledger rows as a DataFrame (dtypes from the declared Arrow schema)."""
         return arrow_to_pandas(self.to_arrow())
-
-
-def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
-    """Arrow to pandas keeping the declared dtypes: int64 stays int64 (nullable when needed),
-    timestamps stay tz-aware UTC, and an empty table keeps its columns and dtypes."""
-    import pandas as pd
-    import pyarrow as pa
-
-    def mapper(arrow_type: pa.DataType) -> Any:
-        if pa.types.is_integer(arrow_type):
-            return pd.Int64Dtype()
-        if pa.types.is_boolean(arrow_type):
-            return pd.BooleanDtype()
-        return None
-
-    # Dtypes follow the schema, not the data: a non-nullable integer field is int64, a
-    # nullable one Int64, whether or not this table happens to hold a null.
-    required_ints = [
-        field.name
-        for field in table.schema
-        if pa.types.is_integer(field.type) and not field.nullable
-    ]
-    frame = table.to_pandas(types_mapper=mapper)
-    for name in required_ints:
-        frame[name] = frame[name].astype("int64")
-    return frame
-
-
-def _as_record(row: sqlite3.Row) -> dict[str, Any]:
-    from datetime import UTC, datetime
-
-    amount = row["amount_atomic"]
-    record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (sqlite3.Row)
-    record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
-    record["amount_usd"] = amount / 1_000_000 if amount is not None else None
-    return {name: record.get(name) for name in _COLUMNS}
-
-
-def _upgrade(db: sqlite3.Connection) -> None:
-    """Bring a ledger written by an earlier version up to the current tables."""
-    payments = {row[1] for row in db.execute("PRAGMA table_info(payments)")}
-    if payments and "held" not in payments:
-        db.execute("ALTER TABLE payments ADD COLUMN held INTEGER NOT NULL DEFAULT 0")
-    budgets = {row[1] for row in db.execute("PRAGMA table_info(budgets)")}
-    if budgets and "counted_atomic" not in budgets:
-        # Recomputed from the payments, never defaulted to 0: that would forget spend.
-        db.execute("ALTER TABLE budgets ADD COLUMN counted_atomic INTEGER NOT NULL DEFAULT 0")
-        db.execute(
-            "UPDATE budgets SET counted_atomic = (SELECT COALESCE(SUM(amount_atomic), 0)"
-            " FROM payments WHERE payments.budget = budgets.name"
-            " AND status IN ('reserved','signed','settled','unknown'))"
-        )
