@@ -1,16 +1,19 @@
 """A streamed chat completion: ``AsyncChatStream`` and its sync twin ``ChatStream``.
 
 Iterate it for text deltas, then read ``.result`` (a ``ChatResult``) and ``.cost``. The paid
-request goes out on the first iteration.
+request goes out on the first iteration, and only then: a stream that failed keeps its error
+and raises it again on every later iteration instead of sending (and paying) again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from x402lab._loop import in_helper_thread, run, submit
+from x402lab.errors import X402LabError
 from x402lab.services.results import ChatResult
 from x402lab.sync import sync_twin
 from x402lab.transport import Cost, Reply
@@ -23,6 +26,8 @@ class AsyncChatStream:
     of a thinking model too when ``include_reasoning``). Afterwards ``result`` is the whole
     ChatResult and ``cost`` what was paid; ``finish_reason`` says ``length`` when the answer
     was cut at ``max_tokens``. ``collect()`` reads it to the end; ``aclose()`` stops early.
+    A stream is sent once: after a failure ``error`` holds what went wrong, every later
+    iteration raises it again, and asking again takes a new ``chat_stream(...)``.
     """
 
     def __init__(
@@ -45,10 +50,14 @@ class AsyncChatStream:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] = {}
         self.done = False
+        self.error: BaseException | None = None
         self._chunks = 0
 
     def __repr__(self) -> str:
-        state = "done" if self.done else ("streaming" if self._reply else "not started")
+        if self.error is not None:
+            state = f"failed ({type(self.error).__name__})"
+        else:
+            state = "done" if self.done else ("streaming" if self._reply else "not started")
         return (
             f"<ChatStream {self.model} {state}: {len(self.text)} chars,"
             f" cost {self.cost if self.cost else 'not yet known'}>"
@@ -58,8 +67,35 @@ class AsyncChatStream:
         return self
 
     async def __anext__(self) -> str:
+        if self.error is not None:
+            raise self.error
         if self.done:
             raise StopAsyncIteration
+        try:
+            return await self._next()
+        except StopAsyncIteration:
+            raise
+        except BaseException as exc:
+            # Ends the stream: iterating again must not send the request (and sign) again.
+            await self._fail(exc)
+            raise
+
+    async def _fail(self, exc: BaseException) -> None:
+        self.done = True
+        self.error = (
+            exc
+            if isinstance(exc, Exception)
+            else X402LabError(
+                f"this stream's request was interrupted ({type(exc).__name__}) and is not sent"
+                " again; check lab.ledger for its payment, and start a new chat_stream(...) to"
+                " ask again"
+            )
+        )
+        if self._reply is not None:
+            with contextlib.suppress(Exception):
+                await self._reply.response.aclose()
+
+    async def _next(self) -> str:
         if self._lines is None:
             reply = await self._start()
             self._reply, self.cost = reply, reply.cost

@@ -4,13 +4,21 @@
 ``Lab``). The job is stored in the ledger's file as soon as the queue answers, so running
 the same call again returns that job instead of paying again (``new=True`` asks for a new
 one), and ``lab.jobs()`` / ``lab.job(queue_id)`` find it after a kernel restart.
+
+Identical calls at the same time pay once too: a per-request lock orders them inside the
+process, and a ``pending`` claim written before anything is signed (``JobStore.claim``) makes
+a call in another process sharing the ledger wait for the first one's job.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +26,7 @@ from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound, Quote
 from x402lab.money import format_usd, usd_to_atomic
 from x402lab.services.gateway import request_key
 from x402lab.services.job_status import ROUTE
-from x402lab.services.job_store import JobRecord, JobStore, jobs_frame
+from x402lab.services.job_store import JobClaim, JobRecord, JobStore, jobs_frame
 from x402lab.services.jobs import AsyncJob
 
 if TYPE_CHECKING:
@@ -28,8 +36,11 @@ if TYPE_CHECKING:
     from x402lab.transport import Reply, ServiceClient
 
 GATEWAY = "gateway"
-# Ledger statuses that mean a queue payment may have settled (never pay again on our own).
-_MAYBE_PAID = ("signed", "settled", "unknown")
+# How long an identical call waits for another caller's queue claim, counted from when the
+# claim was written: longer than one paid request takes (the HTTP read timeout is 120 s). A
+# claim older than this belongs to a process that stopped mid-queue.
+CLAIM_WAIT_S = 150.0
+_CLAIM_POLL_S = (0.02, 0.5)  # first and longest pause between looks at a pending claim
 # Catalog keys of the allowed video values; the upstream catalog uses the plural names.
 _CONSTRAINT_KEYS = {
     "duration": ("durations", "duration"),
@@ -108,6 +119,10 @@ def _quote_error(exc: ApiError) -> ApiError:
     return exc
 
 
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _clean(body: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in body.items() if value is not None}
 
@@ -127,6 +142,7 @@ class MediaMixin:
         self.media_dir: Path = self.ledger.path.parent / "media"
         self._job_store: JobStore | None = None
         self._job_handles: dict[str, AsyncJob] = {}
+        self._queue_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._video_catalog: dict[str, dict[str, Any]] | None = None
 
     @property
@@ -220,8 +236,10 @@ class MediaMixin:
     ) -> AsyncJob:
         """Spends money: queue a music/audio job (paid once) and return its handle.
 
-        The same call again returns the stored job instead of paying again; ``new=True``
-        queues and pays for another one. ``delete_media`` asks the gateway to delete the media
+        The same call again returns the stored job instead of paying again, and one made
+        while an identical call is still queuing (here or in another process sharing the
+        ledger) waits for that call's job; ``new=True`` queues and pays for another one.
+        ``delete_media`` asks the gateway to delete the media
         once delivered. ``poll_interval`` (default 3 s) and ``timeout`` (default 15 min) shape
         ``wait()``. Raises ModelNotFound, QuoteRejected, JobError (a queue payment for this
         request may have settled without a stored job) and the payment errors.
@@ -282,33 +300,49 @@ class MediaMixin:
     ) -> AsyncJob:
         path = f"{ROUTE[kind]}/queue"
         key = request_key("POST", path, body)
-        gateway = self._gateway()
         store = self.job_store
-        if not new:
-            stored = store.latest_for_request(gateway, key)
-            if stored is not None:
-                return self._handle(stored, poll_interval, timeout)
-            self._refuse_lost_payment(kind, path, key)
-        try:
-            reply = await self._paid(
-                "POST", path, json_body=body, model=body["model"], key=key, max_usd=max_usd
-            )
-        except ApiError as exc:
-            raise _quote_error(exc) from None
+        # Identical calls of this Lab queue one at a time: the second finds the first's job.
+        async with self._request_lock(key):
+            found = await self._claim(kind, path, key, new)
+            if isinstance(found, JobRecord):
+                return self._handle(found, poll_interval, timeout)
+            claim = found
+            try:
+                record = await self._pay_queue(claim, body, delete_media, max_usd)
+            except ApiError as exc:
+                store.release_claim(claim, _describe(exc))
+                raise _quote_error(exc) from None
+            except BaseException as exc:
+                # Released when nothing left the process; otherwise ``unknown`` blocks a
+                # second payment until the caller asks with new=True.
+                store.release_claim(claim, _describe(exc))
+                raise
+        return self._handle(record, poll_interval, timeout)
+
+    async def _pay_queue(
+        self, claim: JobClaim, body: dict[str, Any], delete_media: bool, max_usd: float | None
+    ) -> JobRecord:
+        """Spends money: pay the claimed queue once and store its job (closing the claim)."""
+        reply = await self._paid(
+            "POST",
+            claim.path,
+            json_body=body,
+            model=body["model"],
+            key=claim.request_key,
+            max_usd=max_usd,
+        )
         data = reply.json()
         cost = reply.cost
         queue_id = data.get("queue_id") if isinstance(data, dict) else None
         if not isinstance(queue_id, str) or not queue_id:
             raise JobError(
-                f"the {kind} queue was paid (ledger row {cost.ledger_id if cost else None}) but"
-                f" its answer has no queue_id: {data!r}"
+                f"the {claim.kind} queue was paid (ledger row {cost.ledger_id if cost else None})"
+                f" but its answer has no queue_id: {data!r}"
             )
-        record = store.insert(
-            gateway=gateway,
-            kind=kind,
+        return self.job_store.complete_claim(
+            claim,
             model=str(data.get("model") or body["model"]),
             queue_id=queue_id,
-            request_key=key,
             request=body,
             quoted_atomic=cost.quoted_atomic if cost else None,
             paid_atomic=cost.amount_atomic if cost else None,
@@ -317,22 +351,46 @@ class MediaMixin:
             delete_media=delete_media,
             download_url=data.get("download_url"),
         )
-        return self._handle(record, poll_interval, timeout)
 
-    def _refuse_lost_payment(self, kind: str, path: str, key: str) -> None:
-        marks = ",".join("?" * len(_MAYBE_PAID))
-        rows = self.ledger.rows(
-            where=f"service = ? AND path = ? AND request_key = ? AND status IN ({marks})",
-            params=(GATEWAY, path, key, *_MAYBE_PAID),
-        )
-        if rows:
-            row = rows[-1]
-            raise JobError(
-                f"this {kind} request was already paid ({format_usd(row['amount_atomic'])},"
-                f" ledger row {row['id']}, {row['status']}) but no job was stored, so its"
-                " queue_id is not known here; it will not be paid again on its own: pass"
-                " new=True to queue and pay for a new job"
+    async def _claim(self, kind: str, path: str, key: str, new: bool) -> JobRecord | JobClaim:
+        """The stored job of this request, or this caller's claim to pay its queue.
+
+        A pending claim of another caller (another Lab or process on the same ledger) is
+        waited for until it ends (then its job is returned) or is ``CLAIM_WAIT_S`` old.
+        """
+        pause = _CLAIM_POLL_S[0]
+        while True:
+            found = self.job_store.claim(
+                gateway=self._gateway(), kind=kind, path=path, request_key=key, new=new
             )
+            if isinstance(found, JobRecord) or found.held:
+                return found
+            if time.time() >= found.created_us / 1_000_000 + CLAIM_WAIT_S:
+                since = datetime.fromtimestamp(found.created_us / 1_000_000, tz=UTC)
+                raise JobError(
+                    f"a {kind} job for this same request is being queued (claim {found.id},"
+                    f" started {since:%Y-%m-%d %H:%M:%S} UTC by this or another process"
+                    " sharing this ledger) and has not finished, so it is not paid again: run"
+                    " the call again once that one is done. If the process that queued it"
+                    " stopped, its payment may have settled (see lab.ledger); pass new=True to"
+                    " queue and pay for a new job anyway"
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _CLAIM_POLL_S[1])
+
+    @asynccontextmanager
+    async def _request_lock(self, key: str) -> AsyncIterator[None]:
+        entry = self._queue_locks.setdefault(key, (asyncio.Lock(), [0]))
+        lock, users = entry
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                # Dropped when idle, so a lock never outlives the event loop that used it.
+                self._queue_locks.pop(key, None)
 
     def _handle(
         self, record: JobRecord, poll_interval: float | None, timeout: float | None
