@@ -23,7 +23,7 @@ from x402lab.batch.plan import (
 )
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.results import BatchEstimate, BatchSummary
-from x402lab.batch.runner import Runner, find_paid, split_atomic
+from x402lab.batch.runner import Earlier, Runner, find_paid, split_atomic
 from x402lab.batch.sinks import ColumnSink, ParquetSink
 from x402lab.errors import ConfigError, X402LabError
 from x402lab.tables.batch import (
@@ -305,39 +305,38 @@ class BatchMixin:
         plan: Plan,
         inputs: pd.DataFrame,
         stored: set[str],
-        earlier: dict[str, dict[str, Any]],
+        earlier: dict[str, Earlier],
         store: Checkpoint | None,
         concurrency: int,
     ) -> BatchEstimate:
         semaphore = asyncio.Semaphore(_concurrency(concurrency))
-        # Per item: (status, quoted_atomic, upstream_usd, price_mult, estimate_usd, error).
-        items: list[tuple[str, int | None, float | None, float | None, float | None, str | None]]
-        items = [("quoted", None, None, None, None, None)] * len(plan.item_keys)
+        # Per item: (status, quoted_atomic, upstream_usd, price_mult, estimate_usd, error,
+        # request_key).
+        Item = tuple[
+            str, int | None, float | None, float | None, float | None, str | None, str | None
+        ]
+        items: list[Item] = [("quoted", None, None, None, None, None, None)] * len(plan.item_keys)
         total, local_total, local_known, requests, failed = 0, 0.0, True, 0, 0
 
         async def quote(unit: int) -> None:
             nonlocal total, local_total, local_known, requests, failed
-            members = list(plan.unit_items(unit))
-            todo = [i for i in members if plan.item_keys[i] not in stored]
-            for i in members:
-                if i not in todo and store is not None:
-                    kept = store.load(plan.item_keys[i])
+            todo = []
+            for i in plan.unit_items(unit):
+                key = plan.item_keys[i]
+                if key in stored and store is not None:
+                    kept = store.load(key)
                     quoted = kept.quoted_atomic if kept else None
-                    items[i] = ("cached", quoted, None, None, None, None)
+                    request = kept.request_key if kept else None
+                    items[i] = ("cached", quoted, None, None, None, None, request)
+                elif key in earlier:
+                    paid = earlier[key]
+                    status = "paid_not_stored" if paid.status == "settled" else "unknown"
+                    items[i] = (status, paid.share_atomic, None, None, None, None, paid.request_key)
+                else:
+                    todo.append(i)
             if not todo:
                 return
-            earlier_row = earlier.get(plan.unit_keys[unit])
-            if earlier_row is not None:
-                status = "paid_not_stored" if earlier_row["status"] == "settled" else "unknown"
-                shares = split_atomic(earlier_row["amount_atomic"], len(todo))
-                for i, share in zip(todo, shares, strict=True):
-                    items[i] = (status, share, None, None, None, None)
-                return
-            body = plan.unit_body(unit) if len(todo) == len(members) else None
-            if body is None:  # some texts stored: price the rest as one request
-                from x402lab.batch.plan import _embed_body
-
-                body = _embed_body(plan.model, [plan.item_payloads[i] for i in todo], plan.params)
+            key, body = plan.request_for(unit, todo)
             async with semaphore:
                 try:
                     found = await self.quote(plan.path, body)
@@ -345,7 +344,7 @@ class BatchMixin:
                     failed += len(todo)
                     reason = f"{type(exc).__name__}: {exc}"
                     for i in todo:
-                        items[i] = ("failed", None, None, None, None, reason)
+                        items[i] = ("failed", None, None, None, None, reason, key)
                     return
             requests += 1
             total += found.amount_atomic
@@ -359,15 +358,15 @@ class BatchMixin:
             upstream = found.upstream_usd / n if found.upstream_usd is not None else None
             local = estimate / n if estimate is not None else None
             for i, share in zip(todo, shares, strict=True):
-                items[i] = ("quoted", share, upstream, found.price_mult, local, None)
+                items[i] = ("quoted", share, upstream, found.price_mult, local, None, key)
 
         await asyncio.gather(*(quote(unit) for unit in range(plan.units)))
         columns: dict[str, list[Any]] = {name: [] for name in estimate_schema().names}
         unit_of = plan.unit_keys
         for row in range(plan.rows):
             item = int(plan.row_items[row])
-            status, quoted, upstream, mult, local, error = items[item]
-            columns["request_key"].append(unit_of[item // plan.per_request])
+            status, quoted, upstream, mult, local, error, request = items[item]
+            columns["request_key"].append(request or unit_of[item // plan.per_request])
             columns["quoted_atomic"].append(quoted)
             columns["upstream_usd"].append(upstream)
             columns["price_mult"].append(mult)

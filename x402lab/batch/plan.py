@@ -3,8 +3,9 @@
 A row's *item* is the request that row needs on its own; identical rows share one item, so
 they are paid once. Items are grouped into *units*, the requests actually paid: one item each
 for chat, ``per_request`` texts each for embeddings. Units are cut from the distinct items in
-first-seen order, so the same input cuts into the same units (and the same request keys) on a
-re-run, which is what lets a re-run find earlier payments in the ledger.
+first-seen order. A unit some of whose items need no buying pays for the rest in a smaller
+request; a re-run finds earlier payments through the items each request carried (recorded in
+the checkpoint), so it does not depend on the grouping staying the same.
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ class Plan:
         if self.kind == "chat":
             return dict(self.item_payloads[items[0]])
         return _embed_body(self.model, [self.item_payloads[i] for i in items], self.params)
+
+    def request_for(self, unit: int, items: list[int]) -> tuple[str, dict[str, Any]]:
+        """The key and body of the request that pays for ``items`` of ``unit``: the unit's own
+        request, or a smaller one when some of its items need no buying (stored, paid)."""
+        if len(items) == len(self.unit_items(unit)):
+            return self.unit_keys[unit], self.unit_body(unit)
+        body = _embed_body(self.model, [self.item_payloads[i] for i in items], self.params)
+        return request_key("POST", self.path, body), body
 
 
 def _embed_body(model: str, texts: list[str], params: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,9 +11,10 @@ Outcomes per request: ``ok``; ``skipped_budget`` (the budget could not cover it:
 and every one not yet started are skipped); ``refused`` (a check failed, nothing signed);
 ``failed`` (nothing settled, or an unreadable answer to a settled payment); ``unknown`` (a
 payment left and no clear answer came; never retried). A failed request never fails the
-batch. With a checkpoint, a re-run takes stored results (``cached``) and reports requests
-the ledger shows as paid since the checkpoint was made, but not stored, as
-``paid_not_stored`` (or ``unknown``): they are never bought again.
+batch. With a checkpoint, each paid request's items are recorded durably before it leaves;
+a re-run takes stored results (``cached``) and reports items whose request the ledger shows
+as paid since the checkpoint was made, but not stored, as ``paid_not_stored`` (or
+``unknown``): they are never bought again, however a re-run groups them into requests.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from x402lab.batch.checkpoint import Checkpoint, StoredItem
-from x402lab.batch.plan import Plan, _embed_body
+from x402lab.batch.checkpoint import Checkpoint, SentItem, StoredItem
+from x402lab.batch.plan import Plan
 from x402lab.batch.progress import BatchProgress, Throttle
 from x402lab.errors import (
     BudgetExceeded,
@@ -34,7 +36,6 @@ from x402lab.errors import (
     X402LabError,
 )
 from x402lab.money import format_usd
-from x402lab.services.gateway import request_key
 
 if TYPE_CHECKING:
     from x402lab.ledger import Ledger
@@ -110,36 +111,79 @@ def shown(result: ItemResult, duplicate: bool) -> tuple[str, int | None]:
     return status, result.paid_atomic
 
 
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """A payment of an earlier run for one item whose result was not stored: the ledger row
+    (settled, unknown or signed) of the request that carried it, and the item's share."""
+
+    ledger_id: int
+    request_key: str
+    status: str
+    amount_atomic: int | None  # the whole request's
+    share_atomic: int | None  # this item's
+    tx_hash: str | None
+
+
 def find_paid(
     ledger: Ledger, plan: Plan, checkpoint: Checkpoint | None
-) -> tuple[set[str], dict[str, dict[str, Any]]]:
-    """What a checkpoint already holds: the stored item keys, and for units not fully stored
-    the ledger's payments of their request keys (settled, unknown or signed) made since the
-    checkpoint was created. Nothing without a checkpoint."""
+) -> tuple[set[str], dict[str, Earlier]]:
+    """What a checkpoint already holds: the stored item keys, and for items not stored the
+    ledger's payment (settled, unknown or signed, made since the checkpoint was created) of a
+    request that carried them. Nothing without a checkpoint.
+
+    Payments are found through the items each paid request carried, recorded in the
+    checkpoint before the request left, so an item is found whatever request it went out in
+    (another ``per_request``, or a group cut smaller because some of its items were stored).
+    """
     if checkpoint is None:
         return set(), {}
-    stored = checkpoint.stored_keys(plan.item_keys)
     keys = plan.item_keys
-    open_units = [
-        plan.unit_keys[u]
-        for u in range(plan.units)
-        if any(keys[i] not in stored for i in plan.unit_items(u))
-    ]
-    found: dict[str, dict[str, Any]] = {}
+    stored = checkpoint.stored_keys(keys)
+    open_keys = [key for key in keys if key not in stored]
+    carried = checkpoint.sent_for(open_keys)
+    if checkpoint.sent_since_us > checkpoint.created_us:
+        # A checkpoint begun before requests' items were recorded: its payments can only be
+        # found under this plan's own request keys (right when the grouping did not change).
+        for unit in range(plan.units):
+            members = [keys[i] for i in plan.unit_items(unit)]
+            for position, key in enumerate(members):
+                if key not in stored:
+                    sent = SentItem(plan.unit_keys[unit], position, len(members))
+                    carried.setdefault(key, []).append(sent)
+    request_keys = sorted({sent.request_key for sents in carried.values() for sent in sents})
+    paid: dict[str, dict[str, Any]] = {}
     rank = {"settled": 0, "unknown": 1, "signed": 2}
-    for start in range(0, len(open_units), _LEDGER_CHUNK):
-        chunk = open_units[start : start + _LEDGER_CHUNK]
+    for start in range(0, len(request_keys), _LEDGER_CHUNK):
+        chunk = request_keys[start : start + _LEDGER_CHUNK]
         rows = ledger.query(
             "SELECT id, request_key, status, amount_atomic, tx_hash FROM payments"
             f" WHERE request_key IN ({','.join('?' * len(chunk))}) AND ts_us >= ?"
             " AND status IN ('settled', 'unknown', 'signed') ORDER BY id",
             (*chunk, checkpoint.created_us),
         )
-        for row in rows:
-            key = row["request_key"]
-            if key not in found or rank[row["status"]] < rank[found[key]["status"]]:
-                found[key] = dict(row)
-    return stored, found
+        for found in rows:
+            key = found["request_key"]
+            if key not in paid or rank[found["status"]] < rank[paid[key]["status"]]:
+                paid[key] = dict(found)
+    earlier: dict[str, Earlier] = {}
+    for item_key, sents in carried.items():
+        for sent in sents:
+            row = paid.get(sent.request_key)
+            if row is None:
+                continue
+            best = earlier.get(item_key)
+            if best is not None and rank[best.status] <= rank[row["status"]]:
+                continue
+            share = split_atomic(row["amount_atomic"], sent.members)[sent.position]
+            earlier[item_key] = Earlier(
+                row["id"],
+                row["request_key"],
+                row["status"],
+                row["amount_atomic"],
+                share,
+                row["tx_hash"],
+            )
+    return stored, earlier
 
 
 def split_atomic(amount: int | None, n: int) -> list[int | None]:
@@ -221,30 +265,29 @@ class Runner:
 
     # -- feeding units -----------------------------------------------------------------------
 
-    async def _feed(self, stored: set[str], earlier: dict[str, dict[str, Any]]) -> None:
+    async def _feed(self, stored: set[str], earlier: dict[str, Earlier]) -> None:
         plan = self.plan
         for unit in range(plan.units):
             await self._window.acquire()
             items = list(plan.unit_items(unit))
             results: dict[int, ItemResult] = {}
             for item in items:
-                if plan.item_keys[item] in stored:
+                key = plan.item_keys[item]
+                if key in stored:
                     results[item] = self._from_store(item)
+                elif key in earlier:
+                    results[item] = self._from_ledger(earlier[key])
             todo = [item for item in items if item not in results]
-            key = plan.unit_keys[unit]
-            if todo and key in earlier:
-                earlier_results = self._from_ledger(earlier[key], len(todo))
-                results.update(zip(todo, earlier_results, strict=True))
-                todo = []
             if not todo:
                 self._resolve(results)
                 continue
-            if len(todo) == len(items):
-                body = plan.unit_body(unit)
-            else:  # some texts of this unit are stored (per_request changed): pay the rest
-                body = _embed_body(plan.model, [plan.item_payloads[i] for i in todo], plan.params)
-                key = request_key("POST", plan.path, body)
-            task = asyncio.create_task(self._pay(todo, key, body, results))
+            key, body = plan.request_for(unit, todo)
+            sent = None
+            if self.checkpoint is not None:
+                # Durable before the request leaves: a re-run finds this payment through any
+                # of these items, however it groups them (queued now, committed ahead of time).
+                sent = self.checkpoint.record_sent(key, [plan.item_keys[i] for i in todo])
+            task = asyncio.create_task(self._pay(todo, key, body, results, sent))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -267,46 +310,53 @@ class Runner:
         )
 
     @staticmethod
-    def _from_ledger(row: dict[str, Any], n: int) -> list[ItemResult]:
-        amounts = split_atomic(row["amount_atomic"], n)
-        if row["status"] == "settled":
+    def _from_ledger(paid: Earlier) -> ItemResult:
+        if paid.status == "settled":
             error = (
-                f"paid in an earlier run (ledger row {row['id']}) but its result was not"
+                f"paid in an earlier run (ledger row {paid.ledger_id}) but its result was not"
                 " stored; not bought again"
             )
-            return [
-                ItemResult(
-                    "paid_not_stored",
-                    row["request_key"],
-                    error=error,
-                    quoted_atomic=amount,
-                    paid_atomic=amount,
-                    tx_hash=row["tx_hash"],
-                    ledger_id=row["id"],
-                )
-                for amount in amounts
-            ]
-        error = (
-            f"an earlier run sent a payment of {format_usd(row['amount_atomic'])} (ledger row"
-            f" {row['id']}, {row['status']}) and no answer came; not bought again"
-        )
-        return [
-            ItemResult(
-                "unknown",
-                row["request_key"],
+            return ItemResult(
+                "paid_not_stored",
+                paid.request_key,
                 error=error,
-                quoted_atomic=amount,
-                ledger_id=row["id"],
+                quoted_atomic=paid.share_atomic,
+                paid_atomic=paid.share_atomic,
+                tx_hash=paid.tx_hash,
+                ledger_id=paid.ledger_id,
             )
-            for amount in amounts
-        ]
+        error = (
+            f"an earlier run sent a payment of {format_usd(paid.amount_atomic)} (ledger row"
+            f" {paid.ledger_id}, {paid.status}) and no answer came; not bought again"
+        )
+        return ItemResult(
+            "unknown",
+            paid.request_key,
+            error=error,
+            quoted_atomic=paid.share_atomic,
+            ledger_id=paid.ledger_id,
+        )
 
     # -- paying one unit ---------------------------------------------------------------------
 
     async def _pay(
-        self, items: list[int], key: str, body: dict[str, Any], results: dict[int, ItemResult]
+        self,
+        items: list[int],
+        key: str,
+        body: dict[str, Any],
+        results: dict[int, ItemResult],
+        sent: Future[None] | None,
     ) -> None:
+        if sent is not None:
+            try:
+                await asyncio.wrap_future(sent)
+            except Exception as exc:  # noqa: BLE001 (unrecorded, it must not be paid: stop)
+                self._fatal = exc
+                self._wake.set()
+                return
         async with self._sem:
+            if self._fatal is not None:
+                return  # the run is ending: pay for nothing more
             outcome = await self._call(items, key, body)
         for item, result in zip(items, outcome, strict=True):
             results[item] = result
@@ -437,6 +487,10 @@ class Runner:
     def _store(self, items: list[int], outcome: list[ItemResult]) -> None:
         """Queue what money was spent on (or may have been) for a durable commit."""
         assert self.checkpoint is not None
+        # A request's items are kept together: each holds a share of what was paid (a share
+        # can be 0 when the amount is smaller than the count) or of an unknown payment.
+        if not any(r.status == "unknown" or (r.paid_atomic or 0) > 0 for r in outcome):
+            return
         keep = [
             StoredItem(
                 item_key=self.plan.item_keys[item],
@@ -452,10 +506,8 @@ class Runner:
                 data=self.codec.encode(result.data) if result.data is not None else None,
             )
             for item, result in zip(items, outcome, strict=True)
-            if result.status == "unknown" or (result.paid_atomic or 0) > 0
         ]
-        if keep:
-            self.checkpoint.put(keep)
+        self.checkpoint.put(keep)
 
     # -- emitting rows in order --------------------------------------------------------------
 
