@@ -17,7 +17,14 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from x402lab.analysis.schemas import BATCH_STATUS, DRIFT, SAVINGS, UNIT_COSTS, typed
+from x402lab.analysis.schemas import (
+    BATCH_STATUS,
+    SAVINGS,
+    UNIT_COSTS,
+    drift_record,
+    drift_table,
+    typed,
+)
 from x402lab.analysis.spend import LedgerRows, by_route, ledger_frame
 from x402lab.errors import ConfigError
 from x402lab.money import ATOMIC_PER_USD
@@ -164,25 +171,8 @@ def drift(batches: BatchInput, rows: LedgerRows) -> pd.DataFrame:
         both = frame[frame["quoted_atomic"].notna() & frame["paid_atomic"].notna()]
         both = both[both["status"] == "ok"]
         _, path, model = _routes(frame, ledger)
-        quoted = int(both["quoted_atomic"].sum())
-        paid = int(both["paid_atomic"].sum())
-        records.append(
-            {
-                "source": name,
-                "path": path,
-                "model": model,
-                "compared": len(both),
-                "drifted": int((both["quoted_atomic"] != both["paid_atomic"]).sum()),
-                "quoted_atomic": quoted,
-                "paid_atomic": paid,
-                "drift_atomic": paid - quoted,
-            }
-        )
-    out = pd.DataFrame.from_records(records)
-    if len(out):
-        for what in ("quoted", "paid", "drift"):
-            out[f"{what}_usd"] = out[f"{what}_atomic"] / ATOMIC_PER_USD
-    return typed(out, DRIFT)
+        records.append(drift_record(name, path, model, both))
+    return drift_table(records)
 
 
 def cache_savings(batches: BatchInput) -> pd.DataFrame:

@@ -12,8 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from x402lab.analysis.schemas import DRIFT, typed
-from x402lab.money import ATOMIC_PER_USD
+from x402lab.analysis.schemas import DRIFT, drift_record, drift_table, typed
 
 QUEUE_PATHS = {"music": "/api/v1/audio/queue", "video": "/api/v1/video/queue"}
 
@@ -25,22 +24,7 @@ def job_drift(jobs: pd.DataFrame | None) -> pd.DataFrame:
     both = jobs[jobs["quoted_atomic"].notna() & jobs["paid_atomic"].notna()]
     records: list[dict[str, Any]] = []
     for (kind, model), group in both.groupby(["kind", "model"], sort=True):
-        quoted = int(group["quoted_atomic"].sum())
-        paid = int(group["paid_atomic"].sum())
         records.append(
-            {
-                "source": f"{kind} jobs (quote vs queue)",
-                "path": QUEUE_PATHS.get(str(kind)),
-                "model": model,
-                "compared": len(group),
-                "drifted": int((group["quoted_atomic"] != group["paid_atomic"]).sum()),
-                "quoted_atomic": quoted,
-                "paid_atomic": paid,
-                "drift_atomic": paid - quoted,
-            }
+            drift_record(f"{kind} jobs (quote vs queue)", QUEUE_PATHS.get(str(kind)), model, group)
         )
-    out = pd.DataFrame.from_records(records)
-    if len(out):
-        for what in ("quoted", "paid", "drift"):
-            out[f"{what}_usd"] = out[f"{what}_atomic"] / ATOMIC_PER_USD
-    return typed(out, DRIFT)
+    return drift_table(records)

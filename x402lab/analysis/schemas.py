@@ -8,12 +8,13 @@ units; ``*_usd`` columns are float64 for display, derived from the atomic values
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from x402lab.errors import ConfigError
 from x402lab.ledger import arrow_to_pandas
+from x402lab.money import ATOMIC_PER_USD
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -199,3 +200,31 @@ def to_arrow(frame: pd.DataFrame | None, schema: pa.Schema) -> pa.Table:
 def typed(frame: pd.DataFrame | None, schema: pa.Schema) -> pd.DataFrame:
     """``frame`` with exactly the columns and dtypes that ``schema`` declares."""
     return arrow_to_pandas(to_arrow(frame, schema))
+
+
+def drift_record(source: str, path: str | None, model: str | None, both: Any) -> dict[str, Any]:
+    """One ``DRIFT`` row over a frame of rows that carry both ``quoted_atomic`` and
+    ``paid_atomic``; drift is paid minus quoted."""
+    quoted = int(both["quoted_atomic"].sum())
+    paid = int(both["paid_atomic"].sum())
+    return {
+        "source": source,
+        "path": path,
+        "model": model,
+        "compared": len(both),
+        "drifted": int((both["quoted_atomic"] != both["paid_atomic"]).sum()),
+        "quoted_atomic": quoted,
+        "paid_atomic": paid,
+        "drift_atomic": paid - quoted,
+    }
+
+
+def drift_table(records: list[dict[str, Any]]) -> Any:
+    """``DRIFT`` rows as a typed frame, with the USD display columns."""
+    import pandas as pd
+
+    out = pd.DataFrame.from_records(records)
+    if len(out):
+        for what in ("quoted", "paid", "drift"):
+            out[f"{what}_usd"] = out[f"{what}_atomic"] / ATOMIC_PER_USD
+    return typed(out, DRIFT)
