@@ -51,9 +51,11 @@ class PaymentAuth(httpx.Auth):
         response = yield request
         if response.status_code != 402:
             return
-        body = _json_or_none(response)
+        header = response.headers.get("payment-required")
+        # The body is read only when the header is missing (the report service's shape).
+        body = None if header else _json_or_none(response)
         try:
-            challenge = read_challenge(response.headers.get("payment-required"), body)
+            challenge = read_challenge(header, body)
         except ProtocolError as exc:
             self.payer.refuse(self.call, f"unreadable challenge: {exc}")
             raise
