@@ -93,7 +93,7 @@ def read_challenge(header: str | None, body: Any) -> PaymentRequired:
     Raises ProtocolError when neither holds a challenge.
     """
     if header:
-        return normalize_challenge(decode_header(header))
+        return normalize_challenge(decode_header(header), owned=True)
     if isinstance(body, Mapping) and "accepts" in body:
         return normalize_challenge(body)
     raise ProtocolError("402 without a payment challenge (no Payment-Required header or body)")

@@ -159,11 +159,15 @@ class PaymentRequired:
 
     @classmethod
     def _build(
-        cls, d: Mapping[str, Any], version: int, accepts: tuple[PaymentRequirements, ...]
+        cls,
+        d: Mapping[str, Any],
+        version: int,
+        accepts: tuple[PaymentRequirements, ...],
+        owned: bool = False,
     ) -> PaymentRequired:
         resource = get_object(d, "resource", "", optional=True)
         extensions = get_object(d, "extensions", "", optional=True) or {}
-        raw = copy_json(dict(d))
+        raw = dict(d) if owned else copy_json(dict(d))
         # ``extensions`` shares the private copy in ``raw``: one deep copy of the (often
         # large) input schemas instead of two.
         return cls(
@@ -199,11 +203,13 @@ def _accepts_list(d: Mapping[str, Any]) -> list[Any]:
     return entries
 
 
-def normalize_challenge(d: Mapping[str, Any]) -> PaymentRequired:
+def normalize_challenge(d: Mapping[str, Any], *, owned: bool = False) -> PaymentRequired:
     """Parse a standard v2 challenge or a report-service 402 body into a PaymentRequired.
 
     Missing ``scheme``, ``extra`` name/version and ``maxTimeoutSeconds`` are filled only for a
-    known token (``filled`` records which); ``raw`` stays verbatim. Raises ProtocolError.
+    known token (``filled`` records which); ``raw`` stays verbatim. ``owned=True`` says the
+    caller hands over ``d`` (freshly decoded, used nowhere else), so it is kept, not copied.
+    Raises ProtocolError.
     """
     d = need_object(d, "challenge")
     entries = _accepts_list(d)
@@ -214,7 +220,7 @@ def normalize_challenge(d: Mapping[str, Any]) -> PaymentRequired:
     else:
         raise ProtocolError("x402Version: missing")
     accepts = tuple(_normalize_entry(entry, f"accepts[{i}].") for i, entry in enumerate(entries))
-    return PaymentRequired._build(d, version, accepts)
+    return PaymentRequired._build(d, version, accepts, owned)
 
 
 def _normalize_entry(entry: Any, where: str) -> PaymentRequirements:
