@@ -8,10 +8,11 @@ processes sharing the file, and a named budget keeps its spend across kernel res
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from x402lab.errors import ConfigError
-from x402lab.ledger import BudgetState, PaymentMeta
+from x402lab.ledger import BudgetState, PaymentMeta, SignedAuthorization
 from x402lab.money import format_usd, usd_to_atomic
 
 if TYPE_CHECKING:
@@ -60,13 +61,24 @@ class Budget:
             raise ConfigError(f"budget {self.name!r} is not bound to a ledger (use connect())")
         return self._ledger
 
-    def reserve(self, amount_atomic: int, meta: PaymentMeta) -> int:
+    def reserve(
+        self,
+        amount_atomic: int,
+        meta: PaymentMeta,
+        sign: Callable[[], SignedAuthorization] | None = None,
+    ) -> int:
         """Hold ``amount_atomic`` before signing; returns the ledger row id.
 
-        Raises BudgetExceeded (a ``refused`` row is recorded) when the cap would be passed.
+        With ``sign``, it runs while the amount is held and the row is committed as
+        ``signed`` (see ``Ledger.reserve``). Raises BudgetExceeded (a ``refused`` row is
+        recorded) when the cap would be passed.
         """
         return self.ledger.reserve(
-            budget=self.name, cap_atomic=self.cap_atomic, amount_atomic=amount_atomic, meta=meta
+            budget=self.name,
+            cap_atomic=self.cap_atomic,
+            amount_atomic=amount_atomic,
+            meta=meta,
+            sign=sign,
         )
 
     def state(self) -> BudgetState:

@@ -8,6 +8,7 @@ from x402lab.ledger.store import (
     BudgetState,
     Ledger,
     PaymentMeta,
+    SignedAuthorization,
 )
 from x402lab.ledger.tables import arrow_to_pandas, ledger_schema
 
@@ -19,6 +20,7 @@ __all__ = [
     "BudgetState",
     "Ledger",
     "PaymentMeta",
+    "SignedAuthorization",
     "arrow_to_pandas",
     "ledger_schema",
 ]

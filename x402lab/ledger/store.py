@@ -72,6 +72,15 @@ class PaymentMeta:
 
 
 @dataclass(frozen=True)
+class SignedAuthorization:
+    """What the ledger keeps of a signed authorization: enough to find it on chain."""
+
+    nonce: str
+    payer: str
+    valid_before: int
+
+
+@dataclass(frozen=True)
 class BudgetState:
     """Spend of one budget in atomic units."""
 
@@ -219,14 +228,25 @@ class Ledger:
     # -- the payment lifecycle -------------------------------------------------------------
 
     def reserve(
-        self, *, budget: str, cap_atomic: int | None, amount_atomic: int, meta: PaymentMeta
+        self,
+        *,
+        budget: str,
+        cap_atomic: int | None,
+        amount_atomic: int,
+        meta: PaymentMeta,
+        sign: Callable[[], SignedAuthorization] | None = None,
     ) -> int:
         """Hold ``amount_atomic`` of a budget atomically; returns the new row's id.
 
+        With ``sign``, the reservation and the write-ahead row are one durable transaction:
+        the cap is checked, then ``sign()`` runs while the budget is held, and the row is
+        committed as ``signed`` (with its nonce, fsync'd) before this returns. If ``sign``
+        raises, nothing is recorded: nothing signed left the process.
+
         Raises BudgetExceeded (after recording a ``refused`` row) when the budget's settled,
-        in-flight and unknown spend plus this amount would pass its cap.
+        in-flight, unknown and held spend plus this amount would pass its cap.
         """
-        with self.transaction() as db:
+        with self.transaction(durable=sign is not None) as db:
             self._expire_held(db, budget)
             counted = self._counted(db, budget)
             if cap_atomic is not None and counted + amount_atomic > cap_atomic:
@@ -237,8 +257,16 @@ class Ledger:
                 )
                 self._insert(db, budget, amount_atomic, meta, "refused", error=reason)
                 refused = BudgetExceeded(reason, budget=budget, amount_atomic=amount_atomic)
-            else:
+            elif sign is None:
                 return self._insert(db, budget, amount_atomic, meta, "reserved")
+            else:
+                signed = sign()
+                row_id = self._insert(db, budget, amount_atomic, meta, "signed")
+                db.execute(
+                    "UPDATE payments SET nonce = ?, payer = ?, valid_before = ? WHERE id = ?",
+                    (signed.nonce, signed.payer, signed.valid_before, row_id),
+                )
+                return row_id
         raise refused
 
     def _counted(self, db: sqlite3.Connection, budget: str) -> int:

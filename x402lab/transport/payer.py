@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from x402lab.budget import Budget
 from x402lab.errors import PaymentRefused, PaymentRejected, ProtocolError, SettlementUnknown
-from x402lab.ledger import Ledger, PaymentMeta
+from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization
 from x402lab.money import atomic_to_usd, format_usd
 from x402lab.wallet import Wallet
 from x402lab.x402.checks import ChallengePolicy, select_requirements
@@ -182,20 +182,24 @@ class Payer:
             )
             raise
         meta = self._meta(call, requirements, extensions)
-        row_id = self.budget.reserve(requirements.amount, meta)
-        try:
-            now = int(self._now())
+        signed: list[tuple[PaymentPayload, str]] = []
+
+        def sign() -> SignedAuthorization:
+            # Runs inside the ledger's reservation: the amount is held while this signs, and
+            # the signed row is committed durably before the payload can leave.
             payload = sign_payment(
-                challenge, requirements, self.wallet.signer, now=now, nonce=self._new_nonce()
+                challenge,
+                requirements,
+                self.wallet.signer,
+                now=int(self._now()),
+                nonce=self._new_nonce(),
             )
-            header_value = encode_header(payload.to_wire(copy=False))
-        except BaseException as exc:
-            self.ledger.release(row_id, error=f"signing failed: {type(exc).__name__}")
-            raise
-        auth = payload.authorization
-        self.ledger.record_signed(
-            row_id, nonce=auth.nonce, payer=auth.from_address, valid_before=auth.valid_before
-        )
+            signed.append((payload, encode_header(payload.to_wire(copy=False))))
+            auth = payload.authorization
+            return SignedAuthorization(auth.nonce, auth.from_address, auth.valid_before)
+
+        row_id = self.budget.reserve(requirements.amount, meta, sign=sign)
+        payload, header_value = signed[0]
         self._pins.setdefault(call.service, requirements.pay_to)
         return Ticket(
             row_id, requirements, payload, header_value, meta.upstream_usd, meta.price_mult

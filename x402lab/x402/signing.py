@@ -160,10 +160,13 @@ def sign_payment(
         nonce=nonce,
     )
     signature = signer.sign_digest(authorization_digest(token, authorization))
-    if "extensions" in challenge.raw or challenge.extensions or extensions:
-        echoed: dict[str, Any] | None = merge_extensions(challenge.extensions, extensions)
-    else:
-        echoed = None
+    echoed: Mapping[str, Any] | None = None
+    if extensions:
+        echoed = merge_extensions(challenge.extensions, extensions)
+    elif "extensions" in challenge.raw or challenge.extensions:
+        # Echoed unchanged, so shared with the (frozen) challenge rather than copied: the
+        # input schemas in it are the largest part of a payment.
+        echoed = challenge.extensions
     return PaymentPayload(
         x402_version=X402_VERSION,
         # A copy, so that a caller editing the payload cannot change the requirements.
