@@ -206,7 +206,9 @@ def test_status_stream_shared_by_concurrent_readers(lab):
     seen: list[str] = []
     job.watch(lambda j: seen.append(j.status.name), tick=0.01)
     names = [status.name for status in job.updates()]
-    assert names[0] == "queued" and names[-1] == "completed"
+    # The watcher may have started the shared stream first: a later reader begins at the
+    # status current when it joins.
+    assert names[0] in ("queued", "processing") and names[-1] == "completed"
     assert "processing" in names
     # Two readers, one stream: about one retrieve per interval, not one per reader.
     assert job.polls <= job.elapsed / FAST_POLL + 3
