@@ -15,21 +15,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from x402lab.services.catalog import MODEL_TYPES as CATALOG_MODEL_TYPES
+
 HELP_MODELS = "list the gateway's models (free), as a table or to a file"
 HELP_PRICES = "list the gateway's price list (free): upstream and agent rates per model"
 OUT_FORMATS = (".parquet", ".csv")
-MODEL_TYPES = (
-    "all",
-    "text",
-    "image",
-    "video",
-    "music",
-    "tts",
-    "asr",
-    "embedding",
-    "upscale",
-    "inpaint",
-)
+MODEL_TYPES = ("all", *CATALOG_MODEL_TYPES)
 MODEL_COLUMNS = (
     "id",
     "type",

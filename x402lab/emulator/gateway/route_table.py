@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from x402lab.emulator.gateway.catalog import Catalog
+from x402lab.emulator.gateway.catalog import MODEL_TYPES, Catalog
 from x402lab.emulator.gateway.schemas import (
     Schema,
     _complete_body,
@@ -57,7 +57,6 @@ class RouteSpec:
     example: dict[str, Any] = field(default_factory=dict)
 
 
-_MODEL_TYPES = ("text", "image", "video", "music", "tts", "asr", "embedding", "upscale", "inpaint")
 _TYPE_PARAM: dict[str, Any] = {
     "name": "type",
     "in": "query",
@@ -92,7 +91,7 @@ ROUTES: tuple[RouteSpec, ...] = (
         query=(
             {
                 **_TYPE_PARAM,
-                "schema": {"type": "string", "enum": list(_MODEL_TYPES)},
+                "schema": {"type": "string", "enum": list(MODEL_TYPES)},
             },
         ),
     ),

@@ -14,6 +14,7 @@ import re
 import secrets
 import time
 import wave
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -190,15 +191,12 @@ async def image_edit(gw: Gateway, request: Request) -> Response:
     prompt = fields.string(body, "prompt", required=True, max_len=32768) or ""
     fields.image_ref(body, "image")
     return_binary = fields.boolean(body, "return_binary", True)
-    price = gw.pricer.edit(model)
-
-    def produce(_charge: Any) -> Response:
-        if return_binary:
-            return _png(gw.upstream.image_png(model.id, "edit:" + prompt, 0, 1024, 1024))
-        return JSONResponse(gw.upstream.image_generate(model, body, 1, 1024, 1024))
-
     return await gw.sell(
-        request, "/api/v1/image/edit", price, f"Image edit with {model.id}", produce
+        request,
+        "/api/v1/image/edit",
+        gw.pricer.edit(model),
+        f"Image edit with {model.id}",
+        _edited_image(gw, model, body, "edit:" + prompt, return_binary),
     )
 
 
@@ -215,16 +213,26 @@ async def image_multi_edit(gw: Gateway, request: Request) -> Response:
     ):
         raise bad_request(f"images must be an array of 1 to {limit} image URLs or base64 strings")
     return_binary = fields.boolean(body, "return_binary", True)
-    price = gw.pricer.edit(model)
+    return await gw.sell(
+        request,
+        "/api/v1/image/multi-edit",
+        gw.pricer.edit(model),
+        f"Multi-image edit with {model.id}",
+        _edited_image(gw, model, body, "multi:" + prompt, return_binary),
+    )
+
+
+def _edited_image(
+    gw: Gateway, model: Any, body: dict[str, Any], seed_text: str, return_binary: bool | None
+) -> Callable[[Any], Response]:
+    """What an edit route returns once paid: a PNG, or generate-style JSON."""
 
     def produce(_charge: Any) -> Response:
         if return_binary:
-            return _png(gw.upstream.image_png(model.id, "multi:" + prompt, 0, 1024, 1024))
+            return _png(gw.upstream.image_png(model.id, seed_text, 0, 1024, 1024))
         return JSONResponse(gw.upstream.image_generate(model, body, 1, 1024, 1024))
 
-    return await gw.sell(
-        request, "/api/v1/image/multi-edit", price, f"Multi-image edit with {model.id}", produce
-    )
+    return produce
 
 
 async def image_upscale(gw: Gateway, request: Request) -> Response:
