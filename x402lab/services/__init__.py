@@ -1,1 +1,0 @@
-"""The services: gateway catalog and paid routes, media jobs, reports."""
