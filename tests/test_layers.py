@@ -4,12 +4,17 @@ Every ``import`` in every module of ``x402lab/`` is read with ``ast`` (including
 inside functions and ``TYPE_CHECKING`` blocks), so a lazy import cannot hide an upward
 dependency. Reading of §1 taken here:
 
-- ``_loop`` and ``sync`` (the helper loop and the generated sync twins) sit with ``errors``
-  and ``money`` at the top: services register twins of their objects at import time.
+- ``_loop`` and ``sync`` (the helper loop and the sync twins) sit with ``errors`` and
+  ``money`` at the top, and so do ``routes`` (service names and paths) and ``pricing`` (pure
+  price arithmetic): every layer below may need them.
 - ``tables`` holds declared schemas and knows nothing of HTTP (§1), so it sits just below
   ``wallet/budget/ledger`` (it reuses ``ledger.arrow_to_pandas``): services, batch and the
   presentation layers all build their results through it, and it imports none of them.
-- ``lab`` and the package ``__init__`` are the composition root and may import any layer;
+- ``payments`` (the money side of the handshake) sits between the store and ``transport``;
+  ``session`` (HTTP clients, payer, store) between ``transport`` and the resources
+  (``gateway``, ``media``, ``reports``), which share one layer.
+- ``lab``, ``sync_lab`` and the package ``__init__`` are the composition root and may
+  import any layer;
   ``lab`` may import the emulator only inside ``_build`` (connect's embedded default) or
   for type checking.
 - The emulator imports only ``errors``, ``money``, ``x402`` and itself; ``cli`` may import it
@@ -29,16 +34,25 @@ PACKAGE = Path(x402lab.__file__).parent
 
 # Ordered top to bottom; a module may import its own layer and the layers before it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("x402lab.errors", "x402lab.money", "x402lab._loop", "x402lab.sync"),
+    (
+        "x402lab.errors",
+        "x402lab.money",
+        "x402lab._loop",
+        "x402lab.sync",
+        "x402lab.routes",
+        "x402lab.pricing",
+    ),
     ("x402lab.x402",),
     ("x402lab.wallet", "x402lab.budget", "x402lab.ledger"),
     ("x402lab.tables",),
+    ("x402lab.payments",),
     ("x402lab.transport",),
-    ("x402lab.services",),
+    ("x402lab.session",),
+    ("x402lab.gateway", "x402lab.media", "x402lab.reports"),
     ("x402lab.batch",),
     ("x402lab.widgets", "x402lab.plots", "x402lab.analysis", "x402lab.cli"),
 )
-ROOT = ("x402lab", "x402lab.lab", "x402lab.__main__")
+ROOT = ("x402lab", "x402lab.lab", "x402lab.sync_lab", "x402lab.__main__")
 EMULATOR = "x402lab.emulator"
 EMULATOR_MAY_IMPORT = ("x402lab.errors", "x402lab.money", "x402lab.x402", EMULATOR)
 
@@ -52,8 +66,12 @@ FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
     "x402lab.budget": HTTP | TABLES | WIDGETS,
     "x402lab.ledger": HTTP | WIDGETS,  # the ledger exports tables
     "x402lab.tables": HTTP | WIDGETS,
+    "x402lab.payments": HTTP | TABLES | WIDGETS,
     "x402lab.transport": TABLES | WIDGETS,
-    "x402lab.services": {"ipywidgets"},
+    "x402lab.session": TABLES | WIDGETS,
+    "x402lab.gateway": {"ipywidgets"},
+    "x402lab.media": {"ipywidgets"},
+    "x402lab.reports": {"ipywidgets"},
     "x402lab.batch": {"ipywidgets"},  # progress goes out through a callback
     EMULATOR: {"pandas", "pyarrow", "ipywidgets", "IPython", "matplotlib"},
 }
@@ -220,5 +238,6 @@ def test_the_checker_sees_lazy_and_relative_imports():
     # and classify it as inside _build.
     lazy = [f for f in imports_of(PACKAGE / "lab.py") if _matches(f.target, EMULATOR)]
     assert any(f.function == "_build" for f in lazy)
-    assert layer_of("x402lab.services.gateway") > layer_of("x402lab.transport.client")
-    assert layer_of("x402lab.tables.catalog") < layer_of("x402lab.services.catalog")
+    assert layer_of("x402lab.gateway.generic") > layer_of("x402lab.transport.client")
+    assert layer_of("x402lab.tables.catalog") < layer_of("x402lab.gateway.catalog")
+    assert layer_of("x402lab.payments.payer") < layer_of("x402lab.transport.auth")

@@ -1,4 +1,10 @@
-"""``connect()``: the analyst's front door, and the async core every method runs on.
+"""``connect()``: the analyst's front door, and ``AsyncLab``, the facade every method runs on.
+
+``AsyncLab`` holds one ``Session`` (HTTP clients, payer, ledger) and the resources built on it
+(``Catalog``, the gateway's paid routes, ``Media``, ``AsyncReports``, ``Batches``,
+``CostAnalysis``); each public method is a one-line delegator to one of them, keeping the
+flat names an analyst types (``lab.chat``, ``lab.batch_embed``...). The sync ``Lab`` is the
+same facade generated as typed source (``x402lab.sync_lab``).
 
 With no address, ``connect()`` starts the local emulator of both services in a background
 thread, makes a throwaway funded wallet and a throwaway ledger, so everything runs offline.
@@ -7,39 +13,56 @@ No request is sent until one is needed.
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
 import tempfile
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import x402lab.widgets  # noqa: F401  (registers the job and batch displays with IPython)
-from x402lab.analysis.api import CostMixin
-from x402lab.batch.api import BatchMixin
+from x402lab.analysis.api import CostAnalysis
+from x402lab.batch.api import Batches
 from x402lab.budget import Budget
 from x402lab.errors import ConfigError
+from x402lab.gateway import Audio, Catalog, Generic, Images, PaidRequests, Text, Tools
 from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
-from x402lab.services.gateway import GatewayMixin
-from x402lab.services.media import MediaMixin
-from x402lab.services.reports import AsyncReports
-from x402lab.sync import sync_twin
-from x402lab.transport import Payer, RetryPolicy, ServiceClient, make_http_client
+from x402lab.media import Media
+from x402lab.payments import Payer
+from x402lab.reports import AsyncReports
+from x402lab.session import Session
+from x402lab.transport import RetryPolicy
 from x402lab.wallet import Wallet
 
 if TYPE_CHECKING:
-    import httpx
-
     from x402lab.emulator.server import RunningEmulator
 
 DEFAULT_BUDGET_USD = 5.0
 DEFAULT_PER_CALL_USD = 1.0
-GATEWAY = "gateway"
-REPORTS = "reports"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-class AsyncLab(GatewayMixin, BatchMixin, MediaMixin, CostMixin):
-    """The async x402lab client: every method is a coroutine (see ``Lab`` for the sync twin).
+def _to(
+    resource: str, method: Callable[Concatenate[Any, P], R]
+) -> Callable[Concatenate[AsyncLab, P], R]:
+    """A facade method that forwards to ``method`` of the lab's ``resource`` attribute; its
+    signature and docstring are the resource method's own."""
+
+    owner = operator.attrgetter(resource)
+
+    @functools.wraps(method)
+    def forward(self: AsyncLab, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(owner(self), *args, **kwargs)
+
+    return forward
+
+
+class AsyncLab:
+    """The async x402lab client: every method is a coroutine (``Lab`` is the sync twin).
 
     Anything that can spend money says so in its docstring's first line.
     """
@@ -60,32 +83,33 @@ class AsyncLab(GatewayMixin, BatchMixin, MediaMixin, CostMixin):
         retry: RetryPolicy | None = None,
         library_secret: str | None = None,
     ) -> None:
-        self.wallet = wallet
-        self.ledger = ledger
         # Rows a stopped process left open: expired signed ones become unknown (and keep
         # counting), stale unsigned reservations are released.
         ledger.recover_interrupted()
-        self.payer = Payer(
+        payer = Payer(
             wallet, budget, ledger, allowed_networks=allowed_networks, pinned_payees=pay_to
         )
-        self.budget = self.payer.budget
         self.emulator = emulator
-        self.gateway_url = gateway_url.rstrip("/") if gateway_url else None
-        self.reports_url = reports_url.rstrip("/") if reports_url else None
-        self._timeout_s = timeout_s
-        self._max_connections = max_connections
-        self._retry = retry or RetryPolicy()
-        self._http: httpx.AsyncClient | None = None
-        self._clients: dict[str, ServiceClient] = {}
-        self._library_secret = library_secret
-        self.reports = AsyncReports(self)
-        self._init_mixins()
-
-    def _init_mixins(self) -> None:
-        for base in type(self).__mro__:
-            init = base.__dict__.get("_init_mixin")
-            if init is not None:
-                init(self)
+        self.session = Session(
+            gateway_url=gateway_url,
+            reports_url=reports_url,
+            payer=payer,
+            timeout_s=timeout_s,
+            max_connections=max_connections,
+            retry=retry,
+            library_secret=library_secret,
+        )
+        self.catalog = Catalog(self.session)
+        paid = PaidRequests(self.session, self.catalog)
+        self.text = Text(paid)
+        self.images = Images(paid)
+        self.audio = Audio(paid)
+        self.tools = Tools(paid)
+        self.generic = Generic(self.session, self.catalog, paid)
+        self.media = Media(self.session, self.catalog, paid)
+        self.reports = AsyncReports(self.session)
+        self.batches = Batches(self.session, self.catalog, paid, self.generic)
+        self.costs = CostAnalysis(self.session, self.catalog, self.media, self.reports)
 
     def __repr__(self) -> str:
         where = "embedded emulator" if self.emulator is not None else "remote services"
@@ -95,38 +119,107 @@ class AsyncLab(GatewayMixin, BatchMixin, MediaMixin, CostMixin):
             f" ledger={str(self.ledger.path)!r}>"
         )
 
-    def client(self, service: str) -> ServiceClient:
-        """The HTTP boundary of ``service`` ("gateway" or "reports"); built on first use."""
-        found = self._clients.get(service)
-        if found is not None:
-            return found
-        url = {GATEWAY: self.gateway_url, REPORTS: self.reports_url}.get(service)
-        if url is None:
-            raise ConfigError(f"no {service} address was given to connect()")
-        if self._http is None:
-            self._http = make_http_client(
-                timeout_s=self._timeout_s, max_connections=self._max_connections
-            )
-        # The report service names X-402-Payment first; the gateway's standard header is
-        # PAYMENT-SIGNATURE.
-        header = "X-402-Payment" if service == REPORTS else "PAYMENT-SIGNATURE"
-        client = ServiceClient(
-            service=service,
-            base_url=url,
-            http=self._http,
-            payer=self.payer,
-            header_name=header,
-            retry=self._retry,
-        )
-        self._clients[service] = client
-        return client
+    # -- money and settings ----------------------------------------------------------------
+
+    @property
+    def wallet(self) -> Wallet:
+        """The paying wallet (its repr shows the address only)."""
+        return self.session.wallet
+
+    @property
+    def budget(self) -> Budget:
+        """The spending cap every paid call reserves from."""
+        return self.session.budget
+
+    @property
+    def ledger(self) -> Ledger:
+        """The durable record of every payment."""
+        return self.session.ledger
+
+    @property
+    def payer(self) -> Payer:
+        """The money side of the handshake (checks, reservations, signatures)."""
+        return self.session.payer
+
+    @property
+    def gateway_url(self) -> str | None:
+        return self.session.gateway_url
+
+    @property
+    def reports_url(self) -> str | None:
+        return self.session.reports_url
+
+    @property
+    def media_dir(self) -> Path:
+        """Where finished media jobs are saved."""
+        return self.media.media_dir
+
+    @property
+    def validate_models(self) -> bool:
+        """Check model ids against the catalog before sending (default True)."""
+        return self.catalog.validate_models
+
+    @validate_models.setter
+    def validate_models(self, value: bool) -> None:
+        self.catalog.validate_models = value
+
+    # -- the gateway: free catalogs ----------------------------------------------------------
+
+    models = _to("catalog", Catalog.models)
+    traits = _to("catalog", Catalog.traits)
+    characters = _to("catalog", Catalog.characters)
+    character = _to("catalog", Catalog.character)
+    image_styles = _to("catalog", Catalog.image_styles)
+    rpc_networks = _to("catalog", Catalog.rpc_networks)
+    prices = _to("catalog", Catalog.prices)
+    route_prices = _to("catalog", Catalog.route_prices)
+    discovery = _to("catalog", Catalog.discovery)
+    catalog_table = _to("catalog", Catalog.table)
+
+    # -- the gateway: any route, and the paid routes by area -----------------------------------
+
+    quote = _to("generic", Generic.quote)
+    call = _to("generic", Generic.call)
+    chat = _to("text", Text.chat)
+    chat_stream = _to("text", Text.chat_stream)
+    responses = _to("text", Text.responses)
+    embed = _to("text", Text.embed)
+    generate_image = _to("images", Images.generate_image)
+    edit_image = _to("images", Images.edit_image)
+    multi_edit_image = _to("images", Images.multi_edit_image)
+    upscale_image = _to("images", Images.upscale_image)
+    remove_background = _to("images", Images.remove_background)
+    speech = _to("audio", Audio.speech)
+    transcribe = _to("audio", Audio.transcribe)
+    clone_voice = _to("audio", Audio.clone_voice)
+    transcribe_video = _to("audio", Audio.transcribe_video)
+    search = _to("tools", Tools.search)
+    scrape = _to("tools", Tools.scrape)
+    parse_document = _to("tools", Tools.parse_document)
+    rpc = _to("tools", Tools.rpc)
+
+    # -- media jobs --------------------------------------------------------------------------
+
+    quote_music = _to("media", Media.quote_music)
+    quote_video = _to("media", Media.quote_video)
+    music = _to("media", Media.music)
+    video = _to("media", Media.video)
+    jobs = _to("media", Media.jobs)
+    job = _to("media", Media.job)
+
+    # -- batches and cost analysis ---------------------------------------------------------
+
+    batch_chat = _to("batches", Batches.batch_chat)
+    batch_embed = _to("batches", Batches.batch_embed)
+    estimate = _to("batches", Batches.estimate)
+    spend = _to("costs", CostAnalysis.spend)
+    cost_report = _to("costs", CostAnalysis.cost_report)
+
+    # -- lifetime ----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
         """Close connections and stop the embedded emulator (the ledger stays on disk)."""
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
-        self._clients.clear()
+        await self.session.aclose()
         if self.emulator is not None:
             self.emulator.stop()
             self.emulator = None
@@ -142,19 +235,8 @@ class AsyncLab(GatewayMixin, BatchMixin, MediaMixin, CostMixin):
         await self.aclose()
 
 
-Lab = sync_twin(AsyncLab, "Lab", doc="The x402lab client. Build one with ``x402lab.connect()``.")
-
-
-def _enter(self: Any) -> Any:
-    return self
-
-
-def _exit(self: Any, *exc: object) -> None:
-    self.close()
-
-
-Lab.__enter__ = _enter  # type: ignore[attr-defined]
-Lab.__exit__ = _exit  # type: ignore[attr-defined]
+# The sync facade, generated as typed source from AsyncLab (``python -m x402lab.codegen``).
+from x402lab.sync_lab import Lab  # noqa: E402
 
 
 def _build(
@@ -219,7 +301,7 @@ def connect(
     ledger: Ledger | str | os.PathLike[str] | None = None,
     emulator_settings: Any = None,
     **options: Any,
-) -> Any:
+) -> Lab:
     """A ``Lab`` for the two services; with no address, on the embedded emulator.
 
     ``wallet`` is required for remote services (``Wallet.from_env()``); the default budget is
@@ -238,7 +320,7 @@ def connect(
 def _close_quietly(core: AsyncLab) -> None:
     from x402lab._loop import run
 
-    if core._http is None and core.emulator is None:
+    if not core.session.is_open and core.emulator is None:
         return
     try:
         run(core.aclose())

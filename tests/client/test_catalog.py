@@ -73,7 +73,7 @@ def test_catalog_tables_have_declared_schema_and_same_dtypes_empty_or_full(
     assert frame["fetched_at"].nunique() == 1
     assert frame["fetched_at"].iloc[0] == frame.attrs["fetched_at"]
     assert frame.attrs["source"].startswith("http://127.0.0.1:")
-    table = getattr(lab, name)(arrow=True, **kwargs)
+    table = lab.catalog_table(name, **kwargs)
     assert isinstance(table, pa.Table)
     assert table.schema.equals(schema, check_metadata=False)
     assert table.num_rows == len(frame)
@@ -186,7 +186,7 @@ def test_route_prices_carry_accuracy_and_configured_rates(lab):
     assert routes.loc["/api/v1/audio/quote", "accuracy"] == "free"
     search = routes.loc["/api/v1/augment/search"]
     assert search["accuracy"] == "configured_rate"
-    quote = lab.quote("/api/v1/augment/search", {"query": "x402"})
+    quote = lab.quote("POST", "/api/v1/augment/search", {"query": "x402"})
     assert search["agent_usd"] == quote.amount_usd
 
 
@@ -228,7 +228,7 @@ def test_catalog_methods_async_fetch_once_under_concurrency(tmp_path):
             assert found.price_mult == prices.attrs["priceMult"]
             one = await alab.character(characters["slug"].iloc[-1])
             assert one["slug"] == characters["slug"].iloc[-1]
-            quote = await alab.quote("/api/v1/augment/search", {"query": "x402"})
+            quote = await alab.quote("POST", "/api/v1/augment/search", {"query": "x402"})
             assert quote.amount_atomic > 0 and alab.ledger.rows() == []
 
     asyncio.run(main())

@@ -9,7 +9,7 @@ import pytest
 from client_testdata import CHAT_MODEL, THINKING_MODEL, settings
 
 import x402lab as xl
-from x402lab.services.results import ChatResult
+from x402lab.gateway.results import ChatResult
 
 
 def test_chat_pays_and_answers(lab):

@@ -28,8 +28,8 @@ from client_testdata import (
 )
 
 import x402lab as xl
-from x402lab.services.gateway import chat_body
-from x402lab.services.results import (
+from x402lab.gateway import chat_body
+from x402lab.gateway.results import (
     EmbeddingResult,
     ImageResult,
     MediaResult,
@@ -281,7 +281,7 @@ def test_every_paid_route_async_concurrently(tmp_path):
 
 def test_paid_amount_equals_the_free_quote(lab):
     body = chat_body("Name three rivers.", model=CHAT_MODEL, max_tokens=300)
-    quote = lab.quote("/api/v1/chat/completions", body)
+    quote = lab.quote("POST", "/api/v1/chat/completions", body)
     assert lab.ledger.rows() == []  # quoting signs nothing
     result = lab.chat("Name three rivers.", model=CHAT_MODEL, max_tokens=300)
     assert result.cost.amount_atomic == quote.amount_atomic

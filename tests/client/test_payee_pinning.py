@@ -34,7 +34,7 @@ def test_payee_given_to_connect_is_enforced(emulator_factory, tmp_path):
             lab.chat("hi", model=CHAT_MODEL, max_tokens=5)
         _assert_refused_unsigned(lab, other, OTHER_RECEIVER)
         # A free quote still works: it signs nothing.
-        assert lab.quote("/api/v1/augment/search", {"query": "x"}).pay_to == OTHER_RECEIVER
+        assert lab.quote("POST", "/api/v1/augment/search", {"query": "x"}).pay_to == OTHER_RECEIVER
 
 
 def test_first_payee_seen_is_pinned_when_the_service_changes(emulator_factory, tmp_path):

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 import x402lab as xl
 from x402lab.emulator.server import BackgroundServers
-from x402lab.services.gateway import chat_body
+from x402lab.gateway import chat_body
 
 CHAT = "/api/v1/chat/completions"
 
@@ -27,7 +27,7 @@ def test_quote_is_free_exact_and_shows_the_price_list_estimate(lab):
     body = chat_body(
         "Summarise the history of tea in detail.", model=EXPENSIVE_MODEL, max_tokens=2000
     )
-    quote = lab.quote(CHAT, body)
+    quote = lab.quote("POST", CHAT, body)
     # 37.5 / 225 USD per 1M upstream, priceMult 0.5: well above the minimum charge
     assert quote.amount_usd > 0.2
     assert quote.price_mult == 0.5
@@ -57,20 +57,20 @@ def test_quote_is_free_exact_and_shows_the_price_list_estimate(lab):
     ],
 )
 def test_price_list_estimates_match_the_402_for_list_and_configured_rates(lab, path, body):
-    quote = lab.quote(path, body)
+    quote = lab.quote("POST", path, body)
     assert quote.estimate_usd == pytest.approx(quote.amount_usd, abs=1e-6)
 
 
 def test_quote_of_a_job_route_has_no_local_estimate(lab):
     body = {"model": "ace-step-15", "prompt": "calm piano", "duration_seconds": 60}
-    quote = lab.quote("/api/v1/audio/queue", body)
+    quote = lab.quote("POST", "/api/v1/audio/queue", body)
     assert quote.amount_atomic > 0 and quote.estimate_usd is None
     assert quote.accuracy == "exact_via_server_quote"
 
 
 def test_quote_of_a_free_route_is_an_error(lab):
     with pytest.raises(xl.ApiError, match="not a 402"):
-        lab.quote("/api/v1/audio/quote", {"model": "ace-step-15", "duration_seconds": 60})
+        lab.quote("POST", "/api/v1/audio/quote", {"model": "ace-step-15", "duration_seconds": 60})
 
 
 def test_unknown_model_is_refused_before_any_request_with_close_ids(lab):
@@ -84,7 +84,7 @@ def test_unknown_model_is_refused_before_any_request_with_close_ids(lab):
     with pytest.raises(xl.ModelNotFound, match="is an embedding model"):
         lab.chat("hi", model=EMBED_MODEL)
     with pytest.raises(xl.ModelNotFound, match="kimi"):
-        lab.quote(CHAT, chat_body("hi", model="kimi-k2"))
+        lab.quote("POST", CHAT, chat_body("hi", model="kimi-k2"))
     with pytest.raises(xl.ModelNotFound, match="z-image-turbo"):
         lab.generate_image("x", model="z-image-turb")
     assert lab.ledger.rows() == []

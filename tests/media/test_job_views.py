@@ -14,7 +14,7 @@ import wave
 import pytest
 from media_testdata import FAST_POLL, MUSIC
 
-from x402lab.services.job_status import (
+from x402lab.media.status import (
     Completed,
     Failed,
     Processing,

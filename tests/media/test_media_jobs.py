@@ -13,7 +13,7 @@ import pytest
 from media_testdata import FAST_POLL, MUSIC, queue_payments
 
 import x402lab as xl
-from x402lab.services.job_status import Completed, Processing, Queued
+from x402lab.media.status import Completed, Processing, Queued
 
 AUDIO_QUEUE = "/api/v1/audio/queue"
 VIDEO_QUEUE = "/api/v1/video/queue"

@@ -22,8 +22,8 @@ import pytest
 from media_testdata import FAST_POLL, MUSIC, TEST_KEY, queue_payments
 
 import x402lab as xl
-from x402lab.services.gateway import request_key
-from x402lab.services.job_store import JobStore
+from x402lab.gateway import request_key
+from x402lab.media.job_store import JobStore
 
 AUDIO_QUEUE = "/api/v1/audio/queue"
 

@@ -15,7 +15,8 @@ from starlette.routing import Route
 
 import x402lab as xl
 from x402lab.emulator.server import BackgroundServers
-from x402lab.transport import CallInfo, CallState, Payer, PaymentAuth
+from x402lab.payments import CallInfo, Payer
+from x402lab.transport import CallState, PaymentAuth
 from x402lab.x402.codec import encode_header
 
 KEY = "0x" + "5a" * 32

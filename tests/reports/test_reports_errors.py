@@ -17,9 +17,9 @@ from x402lab.errors import (
     PaymentRejected,
     SettlementUnknown,
 )
-from x402lab.services.report_library import ReportLibrary
-from x402lab.services.reports import explain
-from x402lab.transport import CallInfo, Payer
+from x402lab.reports.library_store import ReportLibrary
+from x402lab.reports.errors import explain
+from x402lab.payments import CallInfo, Payer
 from x402lab.x402.codec import decode_header, encode_header
 from x402lab.x402.models import normalize_challenge
 from x402lab.x402.signing import new_nonce, sign_payment

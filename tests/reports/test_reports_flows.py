@@ -12,7 +12,7 @@ import pytest
 
 import x402lab as xl
 from x402lab.emulator.report_data import build_library
-from x402lab.services.reports import AsyncReports, Reports
+from x402lab.reports import AsyncReports, Reports
 
 UNIT = 10_000  # atomic USDC per report at the default 0.01 USD
 

@@ -1,4 +1,4 @@
-"""The cost-analysis methods of the Lab: ``spend`` and ``cost_report``.
+"""Cost analysis: ``spend`` and ``cost_report``.
 
 Both read the local ledger and spend nothing. ``cost_report`` may also read the free price
 list of the gateway and the local report library.
@@ -19,7 +19,11 @@ from x402lab.errors import X402LabError
 if TYPE_CHECKING:
     from x402lab.analysis.batches import BatchInput
     from x402lab.analysis.report import CostReport
+    from x402lab.gateway import Catalog
     from x402lab.ledger import Ledger
+    from x402lab.media import Media
+    from x402lab.reports import AsyncReports
+    from x402lab.session import Session
 
 
 def _rows(ledger: Ledger, budget: str | None) -> pd.DataFrame:
@@ -29,10 +33,21 @@ def _rows(ledger: Ledger, budget: str | None) -> pd.DataFrame:
     return frame
 
 
-class CostMixin:
-    """``spend`` and ``cost_report``. Mixed into ``AsyncLab``."""
+class CostAnalysis:
+    """``spend`` and ``cost_report``: read the ledger (and, for the report, the free price
+    list, the stored jobs and the report library); spend nothing."""
 
-    ledger: Ledger  # set by AsyncLab
+    def __init__(
+        self, session: Session, catalog: Catalog, media: Media, reports: AsyncReports
+    ) -> None:
+        self._session = session
+        self._catalog = catalog
+        self._media = media
+        self._reports = reports
+
+    @property
+    def ledger(self) -> Ledger:
+        return self._session.ledger
 
     async def spend(
         self, by: str | Sequence[str] | None = DEFAULT_SPEND_BY, *, budget: str | None = None
@@ -105,11 +120,8 @@ class CostMixin:
             return prices
         if not prices:
             return None
-        read = getattr(self, "prices", None)
-        if read is None:
-            return None
         try:
-            table = await read()
+            table = await self._catalog.prices()
         except X402LabError as exc:
             notes.append(f"The price list could not be read: {exc}")
             return None
@@ -117,11 +129,10 @@ class CostMixin:
 
     async def _jobs(self, notes: list[str]) -> pd.DataFrame | None:
         """The stored music and video jobs (``lab.jobs()``), if this Lab has them."""
-        read = getattr(self, "jobs", None)
-        if read is None:
+        if self._session.gateway_url is None:
             return None
         try:
-            table = await read()
+            table = await self._media.jobs()
         except X402LabError as exc:
             notes.append(f"The job store could not be read: {exc}")
             return None
@@ -129,13 +140,12 @@ class CostMixin:
 
     async def _report_library(self, notes: list[str]) -> tuple[pd.DataFrame | None, Any]:
         """The owned reports and the purchase orders of the report service, if any."""
-        reports: Any = getattr(self, "reports", None)
-        if reports is None or getattr(self, "reports_url", None) is None:
+        if self._session.reports_url is None:
             return None, None
         try:
-            library = await reports.library()
-            orders = await asyncio.to_thread(reports.store.orders)
-        except (X402LabError, AttributeError) as exc:
+            library = await self._reports.library()
+            orders = await asyncio.to_thread(self._reports.store.orders)
+        except X402LabError as exc:
             notes.append(f"The report library could not be read: {exc}")
             return None, None
         return library, orders

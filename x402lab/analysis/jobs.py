@@ -13,8 +13,7 @@ from typing import Any
 import pandas as pd
 
 from x402lab.analysis.schemas import DRIFT, drift_record, drift_table, typed
-
-QUEUE_PATHS = {"music": "/api/v1/audio/queue", "video": "/api/v1/video/queue"}
+from x402lab.routes import QUEUE_PATHS
 
 
 def job_drift(jobs: pd.DataFrame | None) -> pd.DataFrame:

@@ -15,8 +15,7 @@ import pandas as pd
 
 from x402lab.analysis.schemas import DRIFT, SAVINGS, typed
 from x402lab.money import ATOMIC_PER_USD, format_usd, usd_to_atomic
-
-REPORTS_PATH = "/api/intel/reports"
+from x402lab.routes import REPORTS_BUY
 
 
 def library_savings(library: pd.DataFrame | None, purchases: Iterable[Any] | None) -> pd.DataFrame:
@@ -72,7 +71,7 @@ def order_drift(orders: Sequence[Mapping[str, Any]] | None) -> pd.DataFrame:
     paid = [int(o["paid_atomic"]) for o in done]
     record: dict[str, Any] = {
         "source": "report orders (chargedUsd vs paid)",
-        "path": REPORTS_PATH,
+        "path": REPORTS_BUY,
         "model": None,
         "compared": len(done),
         "drifted": sum(1 for q, p in zip(quoted, paid, strict=True) if q != p),

@@ -20,21 +20,9 @@ import pandas as pd
 from x402lab.analysis.schemas import PADDING, RATES, typed
 from x402lab.analysis.spend import LedgerRows, by_route, settled_rows
 from x402lab.money import ATOMIC_PER_USD, usd_to_atomic
+from x402lab.pricing import fair_usd
 
 ROUTE_KEYS = ["service", "path", "model"]
-
-
-def fair_usd(upstream_usd: float, price_mult: float) -> Decimal:
-    """``upstream_usd × price_mult`` exactly, in USD (before rounding and the minimum).
-
-    Both numbers arrive as JSON floats; their shortest decimal text is what the server wrote.
-    """
-    return Decimal(str(upstream_usd)) * Decimal(str(price_mult))
-
-
-def fair_atomic(upstream_usd: float, price_mult: float) -> int:
-    """``upstream_usd × price_mult`` in base units, rounded like the gateway (half to even)."""
-    return usd_to_atomic(fair_usd(upstream_usd, price_mult))
 
 
 def padding(rows: LedgerRows) -> pd.DataFrame:

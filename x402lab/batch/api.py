@@ -1,4 +1,4 @@
-"""The batch methods of the Lab: ``batch_chat``, ``batch_embed`` and ``estimate``."""
+"""Batches: ``batch_chat``, ``batch_embed`` and ``estimate``, on the session they are given."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ from x402lab.tables.batch import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from x402lab.budget import Budget
-    from x402lab.ledger import Ledger
+    from x402lab.gateway import Catalog, Generic, PaidRequests
+    from x402lab.session import Session
 
 PathLike = str | os.PathLike[str]
 
@@ -58,23 +58,20 @@ def _check_clash(inputs: pd.DataFrame, names: list[str]) -> None:
         )
 
 
-class BatchMixin:
-    """``batch_chat``, ``batch_embed`` and ``estimate``. Mixed into ``AsyncLab``."""
+class Batches:
+    """``batch_chat``, ``batch_embed`` and ``estimate``: many paid requests in one budget."""
 
-    ledger: Ledger
-    budget: Budget
-
-    if TYPE_CHECKING:  # provided by GatewayMixin
-
-        async def _paid(self, *args: Any, **kwargs: Any) -> Any: ...
-
-        async def quote(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __init__(
+        self, session: Session, catalog: Catalog, paid: PaidRequests, generic: Generic
+    ) -> None:
+        self._session = session
+        self._catalog = catalog
+        self._paid = paid
+        self._generic = generic
 
     async def _check_batch_model(self, model: str, path: str) -> None:
         # A wrong model id fails the whole batch before anything is sent, not row by row.
-        check = getattr(self, "_check_model", None)
-        if check is not None:
-            await check(model, path)
+        await self._catalog.check_model(model, path)
 
     async def batch_chat(
         self,
@@ -111,9 +108,7 @@ class BatchMixin:
         inputs = chat_inputs(rows)
         _check_clash(inputs, batch_chat_schema().names)
         messages = chat_messages(inputs, prompt)
-        plan = chat_plan(
-            messages, model=model, system=system, max_tokens=max_tokens, params=params
-        )
+        plan = chat_plan(messages, model=model, system=system, max_tokens=max_tokens, params=params)
         await self._check_batch_model(model, CHAT_PATH)
         codec = ChatCodec()
         sink = ColumnSink(codec)
@@ -188,14 +183,14 @@ class BatchMixin:
     def _open_checkpoint(self, path: PathLike | None, kind: str) -> Checkpoint | None:
         if path is None:
             return None
-        store = Checkpoint(path, kind=kind, ledger_path=str(self.ledger.path))
-        if store.ledger_path is not None and store.ledger_path != str(self.ledger.path):
+        store = Checkpoint(path, kind=kind, ledger_path=str(self._session.ledger.path))
+        if store.ledger_path is not None and store.ledger_path != str(self._session.ledger.path):
             # Earlier payments are found through the ledger: with another ledger, a row paid
             # but not stored would look unpaid. Say so rather than buy it silently.
             warnings.warn(
                 f"checkpoint {store.path} was started with the ledger {store.ledger_path};"
-                f" this lab records to {self.ledger.path}, so payments of the earlier run that"
-                " were not stored cannot be recognised",
+                f" this lab records to {self._session.ledger.path}, so payments of the earlier"
+                " run that were not stored cannot be recognised",
                 UserWarning,
                 stacklevel=3,
             )
@@ -217,7 +212,9 @@ class BatchMixin:
         store = self._open_checkpoint(checkpoint, plan.kind)
         try:
             runner = Runner(
-                self,
+                self._paid,
+                self._session.ledger,
+                self._session.budget,
                 plan,
                 codec,
                 concurrency=_concurrency(concurrency),
@@ -242,7 +239,7 @@ class BatchMixin:
             unknown_atomic=tally.unknown_atomic,
             duplicates=tally.duplicates,
             from_checkpoint=tally.from_checkpoint,
-            budget_left_atomic=self.budget.state().remaining_atomic,
+            budget_left_atomic=self._session.budget.state().remaining_atomic,
             checkpoint=str(store.path) if store is not None else None,
             out=str(out) if out is not None else None,
             progress_error=repr(throttle.error) if throttle.error is not None else None,
@@ -294,7 +291,7 @@ class BatchMixin:
         await self._check_batch_model(model, plan.path)
         store = self._open_checkpoint(checkpoint, plan.kind)
         try:
-            stored, earlier = find_paid(self.ledger, plan, store)
+            stored, earlier = find_paid(self._session.ledger, plan, store)
             return await self._quote_plan(plan, inputs, stored, earlier, store, concurrency)
         finally:
             if store is not None:
@@ -339,7 +336,7 @@ class BatchMixin:
             key, body = plan.request_for(unit, todo)
             async with semaphore:
                 try:
-                    found = await self.quote(plan.path, body)
+                    found = await self._generic.quote("POST", plan.path, body)
                 except X402LabError as exc:
                     failed += len(todo)
                     reason = f"{type(exc).__name__}: {exc}"
@@ -381,7 +378,7 @@ class BatchMixin:
             local_total_usd=round(local_total, 6) if local_known else None,
             requests=requests,
             failed=failed,
-            budget_left_atomic=self.budget.state().remaining_atomic,
+            budget_left_atomic=self._session.budget.state().remaining_atomic,
         )
 
 

@@ -22,11 +22,11 @@ import pandas as pd
 import pyarrow as pa
 
 from x402lab.errors import ConfigError
-from x402lab.services.gateway import chat_body, request_key
-from x402lab.services.results import ChatResult
-
-CHAT_PATH = "/api/v1/chat/completions"
-EMBED_PATH = "/api/v1/embeddings"
+from x402lab.gateway.paid import request_key
+from x402lab.gateway.results import ChatResult
+from x402lab.gateway.text import chat_body
+from x402lab.routes import CHAT as CHAT_PATH
+from x402lab.routes import EMBEDDINGS as EMBED_PATH
 
 
 @dataclass
@@ -147,8 +147,7 @@ def chat_plan(
 ) -> Plan:
     """The plan of a chat batch: one paid request per distinct body."""
     bodies = [
-        chat_body(m, model=model, system=system, max_tokens=max_tokens, **params)
-        for m in messages
+        chat_body(m, model=model, system=system, max_tokens=max_tokens, **params) for m in messages
     ]
     keys = [request_key("POST", CHAT_PATH, body) for body in bodies]
     row_items, item_keys, firsts = _index(keys)

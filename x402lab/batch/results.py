@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from x402lab.errors import ConfigError
-from x402lab.money import format_usd
+from x402lab.money import atomic_to_usd, format_usd
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,11 +48,11 @@ class BatchSummary:
 
     @property
     def paid_usd(self) -> float:
-        return self.paid_atomic / 1_000_000
+        return float(atomic_to_usd(self.paid_atomic) or 0.0)
 
     @property
     def saved_usd(self) -> float:
-        return self.saved_atomic / 1_000_000
+        return float(atomic_to_usd(self.saved_atomic) or 0.0)
 
     def describe(self) -> str:
         counts = ", ".join(f"{n} {status}" for status, n in sorted(self.counts.items()) if n)
@@ -121,7 +121,7 @@ class BatchEstimate:
 
     @property
     def total_usd(self) -> float:
-        return self.total_atomic / 1_000_000
+        return float(atomic_to_usd(self.total_atomic) or 0.0)
 
     @property
     def fits_budget(self) -> bool | None:

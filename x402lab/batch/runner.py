@@ -1,7 +1,7 @@
 """Runs a planned batch: bounded concurrency, the budget across rows, dedup, resume.
 
-Spends money. Every paid request goes through the lab's one paid path (``_paid``), so each
-reserves in the budget before it is signed and is written to the ledger before it leaves.
+Spends money. Every paid request goes through the gateway's one paid path (``PaidRequests.send``),
+so each reserves in the budget before it is signed and is written to the ledger before it leaves.
 At most ``concurrency`` requests are between "reserve" and "answer" at any moment (one
 semaphore around each request's whole call). Rows come out in input order, through a window
 of at most ``window`` requests in flight or waiting to be emitted, so memory stays bounded
@@ -38,6 +38,8 @@ from x402lab.errors import (
 from x402lab.money import format_usd
 
 if TYPE_CHECKING:
+    from x402lab.budget import Budget
+    from x402lab.gateway import PaidRequests
     from x402lab.ledger import Ledger
 
 _LEDGER_CHUNK = 500
@@ -195,11 +197,13 @@ def split_atomic(amount: int | None, n: int) -> list[int | None]:
 
 
 class Runner:
-    """One run of a planned batch on ``lab``. Use once: ``await Runner(...).run(sink)``."""
+    """One run of a planned batch. Use once: ``await Runner(...).run(sink)``."""
 
     def __init__(
         self,
-        lab: Any,  # the AsyncLab: ``_paid``, ``ledger`` and ``budget``
+        paid: PaidRequests,
+        ledger: Ledger,
+        budget: Budget,
         plan: Plan,
         codec: Any,
         *,
@@ -209,7 +213,8 @@ class Runner:
         max_usd: float | None = None,
         window_items: int = 4096,
     ) -> None:
-        self.lab = lab
+        self._paid = paid
+        self.ledger = ledger
         self.plan = plan
         self.codec = codec
         self.checkpoint = checkpoint
@@ -226,7 +231,7 @@ class Runner:
         self._stop_reason: str | None = None
         self._fatal: BaseException | None = None  # a failing checkpoint ends the batch
         self._sink: Callable[[list[Emitted]], None] = lambda rows: None
-        state = lab.budget.state()
+        state = budget.state()
         self._cap = state.cap_atomic
         self._spent_before = state.committed_atomic
 
@@ -238,7 +243,7 @@ class Runner:
         Returns the tally. Raises only for a failing sink or checkpoint (never for a row).
         """
         self._sink = sink
-        stored, earlier = find_paid(self.lab.ledger, self.plan, self.checkpoint)
+        stored, earlier = find_paid(self.ledger, self.plan, self.checkpoint)
         feeder = asyncio.create_task(self._feed(stored, earlier))
         feeder.add_done_callback(lambda _: self._wake.set())
         try:
@@ -376,7 +381,7 @@ class Runner:
         self.tally.requests += 1
         started, started_wall = time.perf_counter(), time.time()
         try:
-            reply = await self.lab._paid(
+            reply = await self._paid.send(
                 "POST",
                 self.plan.path,
                 json_body=body,
@@ -395,7 +400,7 @@ class Runner:
             return [ItemResult("refused", key, error=exc.reason, paid_atomic=0, fresh=True)] * n
         except SettlementUnknown as exc:
             ledger_id = exc.details.get("ledger_id")
-            row = self.lab.ledger.row(ledger_id) if ledger_id is not None else None
+            row = self.ledger.row(ledger_id) if ledger_id is not None else None
             quoted = split_atomic(row["amount_atomic"] if row else None, n)
             return [
                 ItemResult(
@@ -477,7 +482,7 @@ class Runner:
         ]
 
     def _settled_since(self, key: str, since: float) -> dict[str, Any] | None:
-        rows = self.lab.ledger.query(
+        rows = self.ledger.query(
             "SELECT id, amount_atomic, tx_hash FROM payments WHERE request_key = ?"
             " AND status = 'settled' AND ts_us >= ? ORDER BY id DESC LIMIT 1",
             (key, int(since * 1_000_000)),

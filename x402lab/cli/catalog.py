@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from x402lab.services.catalog import MODEL_TYPES as CATALOG_MODEL_TYPES
+from x402lab.routes import MODEL_TYPES as CATALOG_MODEL_TYPES
 
 HELP_MODELS = "list the gateway's models (free), as a table or to a file"
 HELP_PRICES = "list the gateway's price list (free): upstream and agent rates per model"
@@ -119,22 +119,22 @@ def _emit(table: Any, frame: Any, args: argparse.Namespace, columns: Sequence[st
     return 0
 
 
-def _arrow_and_frame(read: Any) -> tuple[Any, Any]:
+def _arrow_and_frame(lab: Any, name: str, **params: Any) -> tuple[Any, Any]:
     from x402lab.ledger import arrow_to_pandas
 
-    table = read(arrow=True)
+    table = lab.catalog_table(name, **params)
     return table, arrow_to_pandas(table)
 
 
 def run_models(args: argparse.Namespace) -> int:
     """Print or write the model catalog. Raises ConfigError, ApiError, TransportError."""
     with free_lab(args.gateway_url) as lab:
-        table, frame = _arrow_and_frame(lambda arrow: lab.models(type=args.type, arrow=arrow))
+        table, frame = _arrow_and_frame(lab, "models", type=args.type)
     return _emit(table, frame, args, MODEL_COLUMNS)
 
 
 def run_prices(args: argparse.Namespace) -> int:
     """Print or write the price list. Raises ConfigError, ApiError, TransportError."""
     with free_lab(args.gateway_url) as lab:
-        table, frame = _arrow_and_frame(lambda arrow: lab.prices(arrow=arrow))
+        table, frame = _arrow_and_frame(lab, "prices")
     return _emit(table, frame, args, PRICE_COLUMNS)

@@ -58,7 +58,7 @@ def run_demo(lab: Any, out: Path, say: Callable[[str], None] = print) -> Path:
     text, embedder = _cheapest(models, "text"), _cheapest(models, "embedding")
     body: dict[str, Any] = {"model": text, "max_tokens": 32}
     body["messages"] = [{"role": "user", "content": PROMPTS[0]}]
-    quote = lab.quote("/api/v1/chat/completions", body)
+    quote = lab.quote("POST", "/api/v1/chat/completions", body)
     say(f"quote (free): a chat on {text} costs {quote.amount_usd:.6f} USD")
     answer = lab.chat(PROMPTS[0], model=text, max_tokens=32)
     say(f"chat: {len(answer.text)} characters, paid {answer.cost}")

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from x402lab.services.paid import PaidMixin
-from x402lab.services.replies import media_result, text_result
-from x402lab.services.results import MediaResult, TextResult, VoiceResult
-from x402lab.services.uploads import (
+from x402lab import routes
+from x402lab.gateway.paid import PaidRequests
+from x402lab.gateway.replies import media_result, text_result
+from x402lab.gateway.results import MediaResult, TextResult, VoiceResult
+from x402lab.gateway.uploads import (
     Binary,
     form_key,
     form_value,
@@ -21,9 +22,11 @@ from x402lab.services.uploads import (
 )
 
 
-class AudioMixin(PaidMixin):
-    """``speech``, ``transcribe``, ``clone_voice`` and ``transcribe_video``. Mixed into
-    ``GatewayMixin``."""
+class Audio:
+    """``speech``, ``transcribe``, ``clone_voice`` and ``transcribe_video``."""
+
+    def __init__(self, paid: PaidRequests) -> None:
+        self._paid = paid
 
     async def speech(
         self,
@@ -38,8 +41,8 @@ class AudioMixin(PaidMixin):
         body: dict[str, Any] = {"model": model, "input": input, **params}
         if voice is not None:
             body["voice"] = voice
-        path = "/api/v1/audio/speech"
-        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        path = routes.SPEECH
+        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
         return media_result(path, reply, model)
 
     async def transcribe(
@@ -58,18 +61,20 @@ class AudioMixin(PaidMixin):
         as ``file`` in a JSON body.
         Returns a TextResult (``.text``; ``.data`` holds timestamps when asked for).
         """
-        path = "/api/v1/audio/transcriptions"
+        path = routes.TRANSCRIPTIONS
         fields: dict[str, Any] = {"model": model, **params}
         if duration_seconds is not None:
             fields["duration_seconds"] = duration_seconds
         if audio is None or (isinstance(audio, str) and not is_file(audio)):
             if audio is not None:
                 fields["file"] = audio
-            reply = await self._paid("POST", path, json_body=fields, model=model, max_usd=max_usd)
+            reply = await self._paid.send(
+                "POST", path, json_body=fields, model=model, max_usd=max_usd
+            )
         else:
             data = read_binary(audio)
             form = {k: form_value(v) for k, v in fields.items()}
-            reply = await self._paid(
+            reply = await self._paid.send(
                 "POST",
                 path,
                 model=model,
@@ -95,9 +100,9 @@ class AudioMixin(PaidMixin):
         """
         data = read_binary(sample)
         name = upload_name(sample, filename, "sample.wav")
-        path = "/api/v1/audio/voices"
+        path = routes.VOICES
         form = {"model": model}
-        reply = await self._paid(
+        reply = await self._paid.send(
             "POST",
             path,
             model=model,
@@ -112,6 +117,8 @@ class AudioMixin(PaidMixin):
         self, url: str, *, max_usd: float | None = None, **params: Any
     ) -> TextResult:
         """Spends money: the transcript of a YouTube video's audio (synchronous)."""
-        path = "/api/v1/video/transcriptions"
-        reply = await self._paid("POST", path, json_body={"url": url, **params}, max_usd=max_usd)
+        path = routes.VIDEO_TRANSCRIPTIONS
+        reply = await self._paid.send(
+            "POST", path, json_body={"url": url, **params}, max_usd=max_usd
+        )
         return text_result(path, reply, None, "transcript")

@@ -1,10 +1,4 @@
-"""Gateway: the free exact quote, any paid route by path, and every paid route (spec §4.2).
-
-Each paid method checks its model id against the cached catalog first (ModelNotFound with
-close ids, before any request), then pays the route's 402 once through the transport. The
-paid routes live by area in ``routes_text``, ``routes_image``, ``routes_audio`` and
-``routes_tools``; the free catalog methods come from ``CatalogMixin``.
-"""
+"""Any paid gateway route: the free exact quote of a call, and the call itself by path."""
 
 from __future__ import annotations
 
@@ -14,21 +8,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ApiError
-from x402lab.money import format_usd
-from x402lab.services.catalog import local_estimate_usd
-from x402lab.services.paid import GATEWAY, request_key
-from x402lab.services.replies import result_of
-from x402lab.services.results import Result
-from x402lab.services.routes_audio import AudioMixin
-from x402lab.services.routes_image import ImageMixin
-from x402lab.services.routes_text import TextMixin, chat_body
-from x402lab.services.routes_tools import ToolsMixin
+from x402lab.gateway.replies import result_of
+from x402lab.gateway.results import Result
+from x402lab.money import atomic_to_usd, format_usd
+from x402lab.pricing import local_estimate_usd
+from x402lab.routes import GATEWAY
 
 if TYPE_CHECKING:
+    from x402lab.gateway.catalog import Catalog
+    from x402lab.gateway.paid import PaidRequests
+    from x402lab.session import Session
     from x402lab.x402.models import PaymentRequired
-
-# Other modules import these from here.
-__all__ = ["GatewayMixin", "Quote", "chat_body", "quote_from_challenge", "request_key"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +39,7 @@ class Quote:
 
     @property
     def amount_usd(self) -> float:
-        return self.amount_atomic / 1_000_000
+        return float(atomic_to_usd(self.amount_atomic) or 0.0)
 
     def __repr__(self) -> str:
         upstream = (
@@ -82,15 +72,19 @@ def quote_from_challenge(path: str, challenge: PaymentRequired) -> Quote:
     )
 
 
-class GatewayMixin(TextMixin, ImageMixin, AudioMixin, ToolsMixin):
-    """Paid and free calls to the gateway. Mixed into ``AsyncLab``."""
+class Generic:
+    """``quote`` (free) and ``call`` (paid) for any gateway route by method and path."""
+
+    def __init__(self, session: Session, catalog: Catalog, paid: PaidRequests) -> None:
+        self._session = session
+        self._catalog = catalog
+        self._paid = paid
 
     async def quote(
         self,
+        method: str,
         path: str,
         body: Mapping[str, Any] | None = None,
-        *,
-        method: str = "POST",
         **request_kwargs: Any,
     ) -> Quote:
         """The exact price of a paid call, free: sends it unpaid and reads the 402.
@@ -100,13 +94,15 @@ class GatewayMixin(TextMixin, ImageMixin, AudioMixin, ToolsMixin):
         ApiError for a free route or a refused request.
         """
         if isinstance(body, Mapping):
-            await self._check_model(body.get("model") or body.get("modelId"), path)
+            await self._catalog.check_model(body.get("model") or body.get("modelId"), path)
         if body is not None:
             request_kwargs["json"] = body
-        challenge = await self.client(GATEWAY).probe(method.upper(), path, **request_kwargs)
+        challenge = await self._session.client(GATEWAY).probe(
+            method.upper(), path, **request_kwargs
+        )
         quote = quote_from_challenge(path, challenge)
         try:
-            pricing = await self._price_list()
+            pricing = await self._catalog.price_list()
         except ApiError:
             return quote  # the exact price stands on its own
         route = (pricing.get("routes") or {}).get(path) or {}
@@ -131,5 +127,5 @@ class GatewayMixin(TextMixin, ImageMixin, AudioMixin, ToolsMixin):
         SettlementUnknown).
         """
         model = body.get("model") if isinstance(body, Mapping) else None
-        reply = await self._paid(method, path, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send(method, path, json_body=body, model=model, max_usd=max_usd)
         return result_of(path, reply, model)

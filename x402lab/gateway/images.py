@@ -9,16 +9,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from x402lab import routes
 from x402lab.errors import ConfigError
-from x402lab.services.paid import PaidMixin
-from x402lab.services.replies import image_result
-from x402lab.services.results import MediaResult
-from x402lab.services.uploads import Binary, image_ref
+from x402lab.gateway.paid import PaidRequests
+from x402lab.gateway.replies import image_result
+from x402lab.gateway.results import MediaResult
+from x402lab.gateway.uploads import Binary, image_ref
 
 
-class ImageMixin(PaidMixin):
+class Images:
     """``generate_image``, ``edit_image``, ``multi_edit_image``, ``upscale_image`` and
-    ``remove_background``. Mixed into ``GatewayMixin``."""
+    ``remove_background``."""
+
+    def __init__(self, paid: PaidRequests) -> None:
+        self._paid = paid
 
     async def generate_image(
         self,
@@ -37,15 +41,15 @@ class ImageMixin(PaidMixin):
         /images/generations (``size``, ``quality``...).
         """
         if openai:
-            path = "/api/v1/images/generations"
+            path = routes.IMAGES_GENERATIONS
             body = {"model": model, "prompt": prompt, "n": n, "response_format": "b64_json"}
         else:
-            path = "/api/v1/image/generate"
+            path = routes.IMAGE_GENERATE
             body = {"model": model, "prompt": prompt}
             if n != 1:
                 body["variants"] = n
         body.update(params)
-        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
         return image_result(path, reply, model)
 
     async def edit_image(
@@ -59,8 +63,8 @@ class ImageMixin(PaidMixin):
     ) -> MediaResult:
         """Spends money: one image edit. ``image`` is a URL, base64 text, bytes or a file."""
         body = {"model": model, "prompt": prompt, "image": image_ref(image), **params}
-        path = "/api/v1/image/edit"
-        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        path = routes.IMAGE_EDIT
+        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
         return image_result(path, reply, model)
 
     async def multi_edit_image(
@@ -75,8 +79,8 @@ class ImageMixin(PaidMixin):
         """Spends money: one edit combining several images (URLs, base64, bytes or files)."""
         body = {"model": model, "prompt": prompt, "images": [image_ref(i) for i in images]}
         body.update(params)
-        path = "/api/v1/image/multi-edit"
-        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        path = routes.IMAGE_MULTI_EDIT
+        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
         return image_result(path, reply, model)
 
     async def upscale_image(
@@ -86,8 +90,8 @@ class ImageMixin(PaidMixin):
         if scale not in (2, 4):
             raise ConfigError(f"scale must be 2 or 4, not {scale!r}")
         body = {"image": image_ref(image), "scale": scale, **params}
-        path = "/api/v1/image/upscale"
-        reply = await self._paid("POST", path, json_body=body, max_usd=max_usd)
+        path = routes.IMAGE_UPSCALE
+        reply = await self._paid.send("POST", path, json_body=body, max_usd=max_usd)
         return image_result(path, reply, None)
 
     async def remove_background(
@@ -97,6 +101,6 @@ class ImageMixin(PaidMixin):
         ref = image_ref(image)
         field = "image_url" if ref.startswith(("http://", "https://")) else "image"
         body = {field: ref, **params}
-        path = "/api/v1/image/background-remove"
-        reply = await self._paid("POST", path, json_body=body, max_usd=max_usd)
+        path = routes.IMAGE_BACKGROUND_REMOVE
+        reply = await self._paid.send("POST", path, json_body=body, max_usd=max_usd)
         return image_result(path, reply, None)

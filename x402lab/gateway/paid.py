@@ -1,20 +1,23 @@
 """One paid gateway request: the model check, the request key, and the 402 paid once.
 
-``PaidMixin._paid`` is what every paid route mixin (``routes_text``, ``routes_image``,
-``routes_audio``, ``routes_tools``) and ``GatewayMixin`` send through.
+``PaidRequests.send`` is what every paid gateway route (``text``, ``images``, ``audio``,
+``tools``, ``generic``), the media queue and batches send through.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from x402lab.money import usd_to_atomic
-from x402lab.services.catalog import CatalogMixin
-from x402lab.transport import CallInfo, Reply
+from x402lab.payments import CallInfo
+from x402lab.routes import GATEWAY
 
-GATEWAY = "gateway"
+if TYPE_CHECKING:
+    from x402lab.gateway.catalog import Catalog
+    from x402lab.session import Session
+    from x402lab.transport import Reply
 
 
 def request_key(method: str, path: str, body: Any) -> str:
@@ -28,10 +31,14 @@ def _max_atomic(max_usd: float | None) -> int | None:
     return usd_to_atomic(max_usd) if max_usd is not None else None
 
 
-class PaidMixin(CatalogMixin):
-    """The paid request every gateway route sends (``client`` is provided by AsyncLab)."""
+class PaidRequests:
+    """Sends paid gateway requests: checks the model id, keys the request, pays its 402 once."""
 
-    async def _paid(
+    def __init__(self, session: Session, catalog: Catalog) -> None:
+        self._session = session
+        self._catalog = catalog
+
+    async def send(
         self,
         method: str,
         path: str,
@@ -45,7 +52,7 @@ class PaidMixin(CatalogMixin):
     ) -> Reply:
         """Spends money: one paid request (the model id is checked against the catalog)."""
         if model is not None:
-            await self._check_model(model, path)
+            await self._catalog.check_model(model, path)
         if json_body is not None:
             request_kwargs["json"] = json_body
         call = CallInfo(
@@ -56,6 +63,6 @@ class PaidMixin(CatalogMixin):
             request_key=key or request_key(method, path, json_body),
             max_atomic=_max_atomic(max_usd),
         )
-        return await self.client(GATEWAY).send(
+        return await self._session.client(GATEWAY).send(
             method.upper(), path, call=call, stream=stream, **request_kwargs
         )

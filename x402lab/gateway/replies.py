@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from x402lab.services.results import ImageResult, MediaResult, Result, TextResult
+from x402lab.gateway.results import ImageResult, MediaResult, Result, TextResult
 from x402lab.transport import Reply
 
 

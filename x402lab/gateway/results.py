@@ -2,7 +2,7 @@
 
 ``cost`` is the ``Cost`` of the payment (amount, tx hash, receipt, quoted vs paid). Binary
 answers (images, audio) keep their bytes and display inline in Jupyter. A streamed chat is
-an ``AsyncChatStream`` (``x402lab.services.chat_stream``).
+an ``AsyncChatStream`` (``x402lab.gateway.chat_stream``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.money import format_usd
-from x402lab.transport import Cost
+from x402lab.payments import Cost
 
 
 @dataclass

@@ -11,17 +11,20 @@ from typing import Any
 
 import numpy as np
 
+from x402lab import routes
 from x402lab.errors import ConfigError
-from x402lab.services.chat_stream import AsyncChatStream
-from x402lab.services.paid import PaidMixin
-from x402lab.services.results import ChatResult, EmbeddingResult, ResponsesResult
+from x402lab.gateway.chat_stream import AsyncChatStream
+from x402lab.gateway.paid import PaidRequests
+from x402lab.gateway.results import ChatResult, EmbeddingResult, ResponsesResult
+from x402lab.routes import CHAT
 from x402lab.transport import Reply
 
-CHAT = "/api/v1/chat/completions"
 
+class Text:
+    """``chat``, ``chat_stream``, ``responses`` and ``embed``."""
 
-class TextMixin(PaidMixin):
-    """``chat``, ``chat_stream``, ``responses`` and ``embed``. Mixed into ``GatewayMixin``."""
+    def __init__(self, paid: PaidRequests) -> None:
+        self._paid = paid
 
     async def chat(
         self,
@@ -43,7 +46,7 @@ class TextMixin(PaidMixin):
         if params.get("stream"):
             raise ConfigError("chat() does not stream: use chat_stream(...)")
         body = chat_body(messages, model=model, system=system, max_tokens=max_tokens, **params)
-        reply = await self._paid("POST", CHAT, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send("POST", CHAT, json_body=body, model=model, max_usd=max_usd)
         return ChatResult.from_response(CHAT, reply.json(), reply.cost)
 
     def chat_stream(
@@ -68,7 +71,7 @@ class TextMixin(PaidMixin):
         )
 
         async def start() -> Reply:
-            return await self._paid(
+            return await self._paid.send(
                 "POST", CHAT, json_body=body, model=model, max_usd=max_usd, stream=True
             )
 
@@ -90,8 +93,8 @@ class TextMixin(PaidMixin):
             body["instructions"] = instructions
         if max_output_tokens is not None:
             body["max_output_tokens"] = int(max_output_tokens)
-        path = "/api/v1/responses"
-        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        path = routes.RESPONSES
+        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
         return ResponsesResult.from_response(path, reply.json(), reply.cost)
 
     async def embed(
@@ -104,8 +107,8 @@ class TextMixin(PaidMixin):
     ) -> EmbeddingResult:
         """Spends money: embeddings of one text (or a list). Returns float32 vectors."""
         body = {"model": model, "input": input, **params}
-        path = "/api/v1/embeddings"
-        reply = await self._paid("POST", path, json_body=body, model=model, max_usd=max_usd)
+        path = routes.EMBEDDINGS
+        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
         data = reply.json()
         items = sorted(data["data"], key=lambda d: d.get("index", 0))
         vectors = np.asarray(

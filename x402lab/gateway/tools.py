@@ -5,15 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from x402lab import routes
 from x402lab.errors import ConfigError
-from x402lab.services.paid import PaidMixin
-from x402lab.services.replies import text_result
-from x402lab.services.results import RpcResult, SearchResult, TextResult
-from x402lab.services.uploads import Binary, form_key, form_value, read_binary, upload_name
+from x402lab.gateway.paid import PaidRequests
+from x402lab.gateway.replies import text_result
+from x402lab.gateway.results import RpcResult, SearchResult, TextResult
+from x402lab.gateway.uploads import Binary, form_key, form_value, read_binary, upload_name
 
 
-class ToolsMixin(PaidMixin):
-    """``search``, ``scrape``, ``parse_document`` and ``rpc``. Mixed into ``GatewayMixin``."""
+class Tools:
+    """``search``, ``scrape``, ``parse_document`` and ``rpc``."""
+
+    def __init__(self, paid: PaidRequests) -> None:
+        self._paid = paid
 
     async def search(
         self, query: str, *, limit: int | None = None, max_usd: float | None = None, **params: Any
@@ -22,14 +26,16 @@ class ToolsMixin(PaidMixin):
         body: dict[str, Any] = {"query": query, **params}
         if limit is not None:
             body["limit"] = limit
-        path = "/api/v1/augment/search"
-        reply = await self._paid("POST", path, json_body=body, max_usd=max_usd)
+        path = routes.SEARCH
+        reply = await self._paid.send("POST", path, json_body=body, max_usd=max_usd)
         return SearchResult(path, reply.json(), reply.cost, None, "application/json")
 
     async def scrape(self, url: str, *, max_usd: float | None = None, **params: Any) -> TextResult:
         """Spends money: one web page as markdown text."""
-        path = "/api/v1/augment/scrape"
-        reply = await self._paid("POST", path, json_body={"url": url, **params}, max_usd=max_usd)
+        path = routes.SCRAPE
+        reply = await self._paid.send(
+            "POST", path, json_body={"url": url, **params}, max_usd=max_usd
+        )
         return text_result(path, reply, None, "content")
 
     async def parse_document(
@@ -43,9 +49,9 @@ class ToolsMixin(PaidMixin):
         """Spends money: the text of a document (PDF, DOCX, text), uploaded as multipart."""
         data = read_binary(document)
         name = upload_name(document, filename, "document")
-        path = "/api/v1/augment/text-parser"
+        path = routes.TEXT_PARSER
         form = {k: form_value(v) for k, v in params.items()}
-        reply = await self._paid(
+        reply = await self._paid.send(
             "POST",
             path,
             max_usd=max_usd,
@@ -74,8 +80,8 @@ class ToolsMixin(PaidMixin):
         body["params"] = list(params or [])
         if isinstance(params, Mapping):
             body["params"] = dict(params)
-        path = f"/api/v1/crypto/rpc/{network}"
-        reply = await self._paid("POST", path, json_body=body, max_usd=max_usd)
+        path = f"{routes.RPC_PREFIX}{network}"
+        reply = await self._paid.send("POST", path, json_body=body, max_usd=max_usd)
         credits = reply.response.headers.get("x-rpc-credits")
         return RpcResult(
             path,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.errors import ConfigError
-from x402lab.services.paid import request_key
+from x402lab.gateway.paid import request_key
 
 Binary = bytes | str | os.PathLike[str]
 

@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.errors import JobError
-from x402lab.money import atomic_to_usd, format_usd
-from x402lab.services.job_polling import JobPolling, write_atomically
-from x402lab.services.job_status import (
+from x402lab.media.job_store import JobRecord, JobStore
+from x402lab.media.polling import JobPolling, write_atomically
+from x402lab.media.status import (
     DEFAULT_POLL_S,
     DEFAULT_TIMEOUT_S,
-    ROUTE,
     Completed,
     Failed,
     JobStatus,
@@ -34,7 +33,8 @@ from x402lab.services.job_status import (
     estimate_progress,
     status_of,
 )
-from x402lab.services.job_store import JobRecord, JobStore
+from x402lab.money import atomic_to_usd, format_usd
+from x402lab.routes import MEDIA_KINDS, media_route
 from x402lab.sync import sync_twin
 from x402lab.transport import ServiceClient
 
@@ -62,7 +62,7 @@ class AsyncJob(JobPolling):
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] = asyncio.sleep,
     ) -> None:
-        if record.kind not in ROUTE:
+        if record.kind not in MEDIA_KINDS:
             raise JobError(f"unknown job kind {record.kind!r}")
         interval = DEFAULT_POLL_S[record.kind] if poll_interval is None else float(poll_interval)
         if not interval > 0:
@@ -243,7 +243,7 @@ class AsyncJob(JobPolling):
                     " first, or complete(force=True) to delete it anyway"
                 )
         body = {"model": self.model, "queue_id": self.queue_id}
-        reply = await self._client.send("POST", f"{ROUTE[self.kind]}/complete", json=body)
+        reply = await self._client.send("POST", media_route(self.kind, "complete"), json=body)
         data = reply.json()
         if not isinstance(data, dict) or data.get("success") is not True:
             raise JobError(f"complete of job {self.queue_id} did not succeed: {data!r}")

@@ -3,7 +3,7 @@
 ``JobPolling.updates()`` is the only place that polls retrieve (free); concurrent readers
 share each retrieve instead of polling twice. Media is written to disk as soon as it arrives
 (or is fetched from a delayed ``download_url``), so a paid result survives a kernel restart.
-``AsyncJob`` (``x402lab.services.jobs``) builds on it.
+``AsyncJob`` (``x402lab.media.job``) builds on it.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from x402lab.errors import ApiError, JobError
-from x402lab.services.job_status import (
-    ROUTE,
+from x402lab.gateway.replies import is_json
+from x402lab.media.job_store import JobRecord, JobStore
+from x402lab.media.status import (
     Completed,
     Failed,
     JobStatus,
     Processing,
     next_poll_delay,
 )
-from x402lab.services.job_store import JobRecord, JobStore
-from x402lab.services.replies import is_json
+from x402lab.routes import media_route
 from x402lab.transport import ServiceClient
 
 _RUNNING = frozenset({"PROCESSING", "QUEUED", "IN_QUEUE", "IN_PROGRESS", "PENDING", "RUNNING"})
@@ -167,7 +167,7 @@ class JobPolling:
         if self.delete_media:
             body["delete_media_on_completion"] = True
         try:
-            reply = await self._client.send("POST", f"{ROUTE[self.kind]}/retrieve", json=body)
+            reply = await self._client.send("POST", media_route(self.kind, "retrieve"), json=body)
         except ApiError as exc:
             if exc.status in (400, 404, 410):
                 self._set_failed(f"retrieve refused the job: {exc}")

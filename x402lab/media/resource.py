@@ -13,110 +13,33 @@ a call in another process sharing the ledger wait for the first one's job.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound, QuoteRejected
-from x402lab.money import format_usd, usd_to_atomic
-from x402lab.services.gateway import request_key
-from x402lab.services.job_status import ROUTE
-from x402lab.services.job_store import JobClaim, JobRecord, JobStore, jobs_frame
-from x402lab.services.jobs import AsyncJob
+from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound
+from x402lab.gateway.paid import request_key
+from x402lab.media.job import AsyncJob
+from x402lab.media.job_store import JobClaim, JobRecord, JobStore, jobs_frame
+from x402lab.media.quotes import MediaQuote, check_video_constraints, quote_error
+from x402lab.money import usd_to_atomic
+from x402lab.routes import GATEWAY, media_route
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from x402lab.ledger import Ledger
-    from x402lab.transport import Reply, ServiceClient
+    from x402lab.gateway.catalog import Catalog
+    from x402lab.gateway.paid import PaidRequests
+    from x402lab.session import Session
 
-GATEWAY = "gateway"
 # How long an identical call waits for another caller's queue claim, counted from when the
 # claim was written: longer than one paid request takes (the HTTP read timeout is 120 s). A
 # claim older than this belongs to a process that stopped mid-queue.
 CLAIM_WAIT_S = 150.0
 _CLAIM_POLL_S = (0.02, 0.5)  # first and longest pause between looks at a pending claim
-# Catalog keys of the allowed video values; the upstream catalog uses the plural names.
-_CONSTRAINT_KEYS = {
-    "duration": ("durations", "duration"),
-    "aspect_ratio": ("aspect_ratios", "aspect_ratio"),
-    "resolution": ("resolutions", "resolution"),
-}
-_DURATION = re.compile(r"^\s*(\d+)\s*s?\s*$")
-
-
-@dataclass(frozen=True)
-class MediaQuote:
-    """A free music or video quote: the agent charge the queue will ask for."""
-
-    kind: str
-    model: str
-    amount_atomic: int
-    upstream_usd: float | None
-    params: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def quote_usd(self) -> float:
-        return self.amount_atomic / 1_000_000
-
-    def __repr__(self) -> str:
-        upstream = f" (upstream {self.upstream_usd:g} USD)" if self.upstream_usd is not None else ""
-        shown = " ".join(f"{k}={v}" for k, v in self.params.items())
-        return (
-            f"<MediaQuote {self.kind} {self.model}: {format_usd(self.amount_atomic)}{upstream}"
-            + (f" {shown}>" if shown else ">")
-        )
-
-
-def normalize_duration(value: Any) -> str:
-    """A video duration as the catalog writes it: 5, "5" and "5s" all give "5s"."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    match = _DURATION.match(str(value)) if not isinstance(value, bool) else None
-    if match is None:
-        raise QuoteRejected(
-            f"video duration {value!r} is not a number of seconds like '5s'",
-            code="constraint_violation",
-        )
-    return f"{int(match.group(1))}s"
-
-
-def check_video_constraints(model: Mapping[str, Any], body: dict[str, Any]) -> None:
-    """Refuse a video body whose duration, aspect_ratio or resolution the model does not list.
-
-    Raises QuoteRejected naming the allowed values (nothing is sent).
-    """
-    spec = model.get("model_spec") or {}
-    constraints = spec.get("constraints") or {}
-    for name, keys in _CONSTRAINT_KEYS.items():
-        if body.get(name) is None:
-            continue
-        allowed = next((constraints[k] for k in keys if isinstance(constraints.get(k), list)), None)
-        if allowed is None:
-            continue
-        value = body[name]
-        if name == "duration":
-            allowed = [normalize_duration(v) for v in allowed]
-            value = body[name] = normalize_duration(value)
-        if value not in allowed:
-            raise QuoteRejected(
-                f"{name} {value!r} is not offered by {model.get('id')}: allowed"
-                f" {', '.join(map(str, allowed))}",
-                code="constraint_violation",
-            )
-
-
-def _quote_error(exc: ApiError) -> ApiError:
-    if exc.status == 400 and not isinstance(exc, ModelNotFound):
-        return QuoteRejected(
-            exc.message, status=exc.status, code=exc.code, body=exc.body, url=exc.url
-        )
-    return exc
 
 
 def _describe(exc: BaseException) -> str:
@@ -127,38 +50,34 @@ def _clean(body: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in body.items() if value is not None}
 
 
-class MediaMixin:
+class Media:
     """``quote_music``, ``music``, ``quote_video``, ``video``, ``jobs`` and ``job``."""
 
-    if TYPE_CHECKING:  # provided by AsyncLab and GatewayMixin
-        ledger: Ledger
-        gateway_url: str | None
-
-        def client(self, service: str) -> ServiceClient: ...
-
-        async def _paid(self, method: str, path: str, **kwargs: Any) -> Reply: ...
-
-    def _init_mixin(self) -> None:
-        self.media_dir: Path = self.ledger.path.parent / "media"
+    def __init__(self, session: Session, catalog: Catalog, paid: PaidRequests) -> None:
+        self._session = session
+        self._catalog = catalog
+        self._paid = paid
+        self.media_dir: Path = session.ledger.path.parent / "media"
         self._job_store: JobStore | None = None
         self._job_handles: dict[str, AsyncJob] = {}
         self._queue_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
-        self._video_catalog: dict[str, dict[str, Any]] | None = None
 
     @property
     def job_store(self) -> JobStore:
         """The ``jobs`` table in the ledger's file (created on first use)."""
         if self._job_store is None:
-            self._job_store = JobStore(self.ledger)
+            self._job_store = JobStore(self._session.ledger)
         return self._job_store
 
     # -- quotes (free) -------------------------------------------------------------------------
 
     async def _quote(self, kind: str, body: dict[str, Any]) -> MediaQuote:
         try:
-            reply = await self.client(GATEWAY).send("POST", f"{ROUTE[kind]}/quote", json=body)
+            reply = await self._session.client(GATEWAY).send(
+                "POST", media_route(kind, "quote"), json=body
+            )
         except ApiError as exc:
-            raise _quote_error(exc) from None
+            raise quote_error(exc) from None
         data = reply.json()
         if not isinstance(data, dict) or not isinstance(data.get("quote"), int | float):
             raise ApiError(f"{kind} quote answered without a quote: {data!r}")
@@ -298,7 +217,7 @@ class MediaMixin:
         poll_interval: float | None,
         timeout: float | None,
     ) -> AsyncJob:
-        path = f"{ROUTE[kind]}/queue"
+        path = media_route(kind, "queue")
         key = request_key("POST", path, body)
         store = self.job_store
         # Identical calls of this Lab queue one at a time: the second finds the first's job.
@@ -311,7 +230,7 @@ class MediaMixin:
                 record = await self._pay_queue(claim, body, delete_media, max_usd)
             except ApiError as exc:
                 store.release_claim(claim, _describe(exc))
-                raise _quote_error(exc) from None
+                raise quote_error(exc) from None
             except BaseException as exc:
                 # Released when nothing left the process; otherwise ``unknown`` blocks a
                 # second payment until the caller asks with new=True.
@@ -323,7 +242,7 @@ class MediaMixin:
         self, claim: JobClaim, body: dict[str, Any], delete_media: bool, max_usd: float | None
     ) -> JobRecord:
         """Spends money: pay the claimed queue once and store its job (closing the claim)."""
-        reply = await self._paid(
+        reply = await self._paid.send(
             "POST",
             claim.path,
             json_body=body,
@@ -404,7 +323,7 @@ class MediaMixin:
             return found
         job = AsyncJob(
             record,
-            client=self.client(GATEWAY),
+            client=self._session.client(GATEWAY),
             store=self.job_store,
             media_dir=self.media_dir,
             poll_interval=poll_interval,
@@ -414,9 +333,7 @@ class MediaMixin:
         return job
 
     def _gateway(self) -> str:
-        if self.gateway_url is None:
-            raise ConfigError("no gateway address was given to connect()")
-        return self.gateway_url
+        return self._session.url(GATEWAY)
 
     # -- video constraints ---------------------------------------------------------------------
 
@@ -441,7 +358,7 @@ class MediaMixin:
                 **params,
             }
         )
-        catalog = await self._video_models()
+        catalog = await self._catalog.entries("video")
         entry = catalog.get(model)
         if entry is None:
             raise ModelNotFound(
@@ -451,19 +368,6 @@ class MediaMixin:
             )
         check_video_constraints(entry, body)
         return body
-
-    async def _video_models(self) -> dict[str, dict[str, Any]]:
-        """The video catalog by model id (GET /api/v1/models?type=video, free; cached)."""
-        if self._video_catalog is None:
-            reply = await self.client(GATEWAY).send(
-                "GET", "/api/v1/models", params={"type": "video"}
-            )
-            data = reply.json()
-            items = data.get("data", []) if isinstance(data, dict) else data
-            self._video_catalog = {
-                str(item["id"]): item for item in items if isinstance(item, dict) and "id" in item
-            }
-        return self._video_catalog
 
     # -- stored jobs ---------------------------------------------------------------------------
 
@@ -481,5 +385,7 @@ class MediaMixin:
         """The handle of a stored job (free, no request). Raises JobError for an unknown id."""
         record = self.job_store.find(self._gateway(), queue_id)
         if record is None:
-            raise JobError(f"no stored job {queue_id!r} for {self._gateway()} in {self.ledger}")
+            raise JobError(
+                f"no stored job {queue_id!r} for {self._gateway()} in {self._session.ledger}"
+            )
         return self._handle(record, poll_interval, timeout)

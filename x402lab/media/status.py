@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from x402lab.services.job_store import JobRecord
+from x402lab.media.job_store import JobRecord
 
 # Spec §4.3 rule 4: poll audio every 2-5 s and video every 10-15 s.
 DEFAULT_POLL_S = {"music": 3.0, "video": 12.0}
 DEFAULT_TIMEOUT_S = {"music": 15 * 60.0, "video": 60 * 60.0}
-ROUTE = {"music": "/api/v1/audio", "video": "/api/v1/video"}
 
 
 @dataclass(frozen=True)

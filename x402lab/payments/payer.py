@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from x402lab.budget import Budget
 from x402lab.errors import PaymentRefused, PaymentRejected, ProtocolError, SettlementUnknown
 from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization
-from x402lab.money import atomic_to_usd, format_usd
+from x402lab.money import format_usd
+from x402lab.payments.cost import CallInfo, Cost
+from x402lab.payments.ticket import Ticket
 from x402lab.wallet import Wallet
 from x402lab.x402.checks import ChallengePolicy, select_requirements
 from x402lab.x402.codec import decode_header, encode_header
@@ -28,63 +30,6 @@ from x402lab.x402.models import (
 )
 from x402lab.x402.signing import new_nonce as random_nonce
 from x402lab.x402.signing import sign_payment
-
-
-@dataclass(frozen=True)
-class CallInfo:
-    """What a paid call is, for the ledger and the per-call limits."""
-
-    service: str
-    method: str
-    path: str
-    model: str | None = None
-    request_key: str | None = None
-    max_atomic: int | None = None
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What a paid call cost. ``amount_atomic`` is None when the outcome is not known."""
-
-    status: str
-    amount_atomic: int | None
-    quoted_atomic: int
-    tx_hash: str | None = None
-    network: str | None = None
-    payer: str | None = None
-    pay_to: str | None = None
-    upstream_usd: float | None = None
-    price_mult: float | None = None
-    ledger_id: int | None = None
-    receipt: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def amount_usd(self) -> float | None:
-        return atomic_to_usd(self.amount_atomic)
-
-    @property
-    def quoted_usd(self) -> float:
-        return self.quoted_atomic / 1_000_000
-
-    def __str__(self) -> str:
-        tx = f", tx {self.tx_hash[:10]}…" if self.tx_hash else ""
-        return f"{format_usd(self.amount_atomic)} ({self.status}{tx})"
-
-
-@dataclass
-class Ticket:
-    """A signed payment on its way: the ledger row and the header that carries it."""
-
-    row_id: int
-    requirements: PaymentRequirements
-    payload: PaymentPayload
-    header_value: str
-    upstream_usd: float | None
-    price_mult: float | None
-
-    @property
-    def amount_atomic(self) -> int:
-        return self.requirements.amount
 
 
 def read_challenge(header: str | None, body: Any) -> PaymentRequired:

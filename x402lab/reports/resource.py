@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 from x402lab.errors import (
     ApiError,
     ConfigError,
     NotFound,
-    PaymentRejected,
     ProtocolError,
-    SettlementUnknown,
     X402LabError,
 )
-from x402lab.money import format_usd, usd_to_atomic
-from x402lab.services.report_library import Order, ReportLibrary
+from x402lab.money import atomic_to_usd, usd_to_atomic
+from x402lab.reports.errors import explain
+from x402lab.reports.library_store import Order, ReportLibrary
+from x402lab.reports.selection import ReportQuote, Selection, buy_path, parse_selection
+from x402lab.routes import REPORTS, REPORTS_BUY, REPORTS_LIST
 from x402lab.sync import sync_twin
 from x402lab.tables.reports import (
     OwnedReport,
@@ -36,212 +35,27 @@ from x402lab.tables.reports import (
     shelf_table,
     to_frame,
 )
-from x402lab.transport import CallInfo
+from x402lab.payments import CallInfo
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from x402lab.session import Session
     from x402lab.transport import Reply, ServiceClient
     from x402lab.x402.models import PaymentRequired
-
-REPORTS = "reports"
-LIST_PATH = "/api/intel/list"
-REPORTS_PATH = "/api/intel/reports"
-SELECTS = ("all", "range")
-
-
-@dataclass(frozen=True)
-class ReportQuote:
-    """The price of a selection, read from its 402 (nothing signed).
-
-    ``amount_atomic`` is what the service asks for the whole selection; ``to_pay_atomic`` is
-    what ``buy`` would pay after leaving out the ``owned`` reports already in the library.
-    """
-
-    handle: str
-    select: str
-    report_count: int
-    unit_price_usd: float
-    amount_atomic: int
-    owned: int
-    network: str
-    asset: str
-    pay_to: str
-    resource: str | None
-
-    @property
-    def amount_usd(self) -> float:
-        return self.amount_atomic / 1_000_000
-
-    @property
-    def unit_price_atomic(self) -> int:
-        return usd_to_atomic(self.unit_price_usd)
-
-    @property
-    def to_pay_atomic(self) -> int:
-        return self.unit_price_atomic * max(0, self.report_count - self.owned)
-
-    @property
-    def to_pay_usd(self) -> float:
-        return self.to_pay_atomic / 1_000_000
-
-    def __repr__(self) -> str:
-        return (
-            f"<ReportQuote @{self.handle} select={self.select}: {self.report_count} report(s)"
-            f" × {self.unit_price_usd} USD = {format_usd(self.amount_atomic)};"
-            f" {self.owned} owned, buy would pay {format_usd(self.to_pay_atomic)}>"
-        )
-
-
-@dataclass(frozen=True)
-class _Selection:
-    """What the caller asked for, as query parameters."""
-
-    select: str
-    ids: tuple[str, ...] = ()
-    since: str | None = None
-    until: str | None = None
-
-    def params(self, username: str) -> dict[str, str]:
-        params = {"username": username, "select": self.select}
-        if self.ids:
-            params["ids"] = ",".join(self.ids)
-        if self.since is not None:
-            params["from"] = self.since
-        if self.until is not None:
-            params["to"] = self.until
-        return params
-
-    def describe(self) -> str:
-        parts = [f"select={self.select}"]
-        if self.ids:
-            parts.append(f"ids={','.join(self.ids)}")
-        if self.since is not None:
-            parts.append(f"from={self.since}")
-        if self.until is not None:
-            parts.append(f"to={self.until}")
-        return " ".join(parts)
-
-    def pick(self, items: Sequence[Mapping[str, Any]]) -> list[str] | None:
-        """The menu ids this selection covers (the service's rules: constraints combine with
-        AND, bounds compare createdAt as strings, inclusive); None for a range without any."""
-        if self.select == "range" and not (self.ids or self.since or self.until):
-            return None
-        wanted = set(self.ids)
-        chosen = []
-        for item in items:
-            report_id, created = item.get("id"), item.get("createdAt")
-            if not isinstance(report_id, str):
-                continue
-            if self.select == "range":
-                created = created if isinstance(created, str) else ""
-                if wanted and report_id not in wanted:
-                    continue
-                if self.since is not None and created < self.since:
-                    continue
-                if self.until is not None and created > self.until:
-                    continue
-            chosen.append(report_id)
-        return chosen
-
-
-def _bound(value: str | datetime | None) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    # The app writes toISOString() timestamps; compare in the same form.
-    moment = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def _selection(
-    select: str | None,
-    ids: Sequence[str] | str | None,
-    from_: str | datetime | None,
-    to: str | datetime | None,
-) -> _Selection:
-    if isinstance(ids, str):
-        ids = [part for part in ids.split(",")]
-    id_list = tuple(dict.fromkeys(i.strip() for i in ids or () if i.strip()))
-    since, until = _bound(from_), _bound(to)
-    ranged = bool(id_list) or since is not None or until is not None
-    if select is None:
-        select = "range" if ranged else "all"
-    if select not in SELECTS:
-        raise ConfigError(f"select must be 'all' or 'range', got {select!r}")
-    if select == "all" and ranged:
-        raise ConfigError("select='all' takes no ids, from_ or to (they mean select='range')")
-    return _Selection(select, id_list, since, until)
-
-
-def _path(params: Mapping[str, str]) -> str:
-    return f"{REPORTS_PATH}?{urlencode(params)}"
-
-
-def explain(exc: X402LabError, handle: str, what: str = "") -> X402LabError:
-    """The report service's errors (spec §7) restated for a person; other errors unchanged."""
-    if isinstance(exc, SettlementUnknown) and (
-        exc.details.get("status") == 409 or "payment_already_used" in exc.reason
-    ):
-        # Our nonce is fresh, so "already used" means an earlier send of this very payment
-        # (a re-sent GET after a dropped connection) may have been settled.
-        text = (
-            f"the report service says the payment for @{handle} was used before (HTTP 409"
-            " payment_already_used): an earlier send of the same payment may have settled, so"
-            " the purchase is 'unknown', it counts against the budget, the library is"
-            " unchanged, and buy(..., retry_unknown=True) is how to pay again"
-        )
-        return SettlementUnknown(
-            f"{text}; ledger row {exc.details.get('ledger_id')}", **exc.details
-        )
-    if isinstance(exc, PaymentRejected):
-        reason = exc.reason
-        if "insufficient_payment" in reason:
-            text = (
-                f"the report service says the payment for @{handle} was below the price"
-                f" (insufficient_payment); nothing was bought ({reason})"
-            )
-        else:
-            return exc
-        return PaymentRejected(f"{text}; ledger row {exc.details.get('ledger_id')}", **exc.details)
-    if not isinstance(exc, ApiError):
-        return exc
-    code, status = exc.code, exc.status
-    if status == 404 and code == "no_matching_reports":
-        text = f"no report of @{handle} matches {what}: nothing was charged"
-    elif status == 404:
-        text = f"@{handle} is not on the report shelf (see lab.reports.shelf()); nothing charged"
-    elif status == 400 and code == "range_requires_from_to_or_ids":
-        text = "select='range' needs ids=[...], from_=... or to=...; nothing was charged"
-    elif status == 400:
-        text = f"the report service refused the query {what} for @{handle}"
-    elif status == 501:
-        text = (
-            "report payments are not configured on this deployment, so reports cannot be"
-            " bought here; nothing was paid"
-        )
-    else:
-        return exc
-    detail = f"HTTP {status}" + (f" {code}" if code else "")
-    return type(exc)(
-        f"{text} ({detail}: {exc.message})",
-        status=status,
-        code=code,
-        body=exc.body,
-        url=exc.url,
-    )
 
 
 class AsyncReports:
     """``lab.reports``: the shelf, menus, free quotes and purchases of report snapshots."""
 
-    def __init__(self, lab: Any) -> None:
-        self._lab = lab
+    def __init__(self, session: Session) -> None:
+        self._session = session
         self._configured: bool | None = None
         self._store: ReportLibrary | None = None
         self._locks: dict[str, asyncio.Lock] = {}
 
     def __repr__(self) -> str:
-        return f"<Reports {self._lab.reports_url} configured={self._configured}>"
+        return f"<Reports {self._session.reports_url} configured={self._configured}>"
 
     @property
     def configured(self) -> bool | None:
@@ -253,14 +67,14 @@ class AsyncReports:
     def store(self) -> ReportLibrary:
         """The local library of this report service (in the ledger's file)."""
         if self._store is None:
-            url = self._lab.reports_url
+            url = self._session.reports_url
             if url is None:
                 raise ConfigError("no reports address was given to connect()")
-            self._store = ReportLibrary(self._lab.ledger, url)
+            self._store = ReportLibrary(self._session.ledger, url)
         return self._store
 
     def _client(self) -> ServiceClient:
-        client: ServiceClient = self._lab.client(REPORTS)
+        client: ServiceClient = self._session.client(REPORTS)
         return client
 
     async def _get(self, path: str, handle: str, what: str, **params: Any) -> Any:
@@ -275,7 +89,7 @@ class AsyncReports:
     async def shelf(self) -> pd.DataFrame:
         """The shelf (free): one row per handle, newest first; ``df.attrs["configured"]``
         says whether the deployment has a report store (False: an empty shelf)."""
-        body = await self._get(LIST_PATH, "", "")
+        body = await self._get(REPORTS_LIST, "", "")
         if not isinstance(body, Mapping):
             raise ProtocolError("the shelf answer is not a JSON object")
         entries = [e for e in body.get("entries") or [] if isinstance(e, Mapping)]
@@ -288,7 +102,7 @@ class AsyncReports:
         )
 
     async def _menu(self, handle: str) -> tuple[str, list[Mapping[str, Any]]]:
-        body = await self._get(REPORTS_PATH, handle, "", username=handle)
+        body = await self._get(REPORTS_BUY, handle, "", username=handle)
         if not isinstance(body, Mapping) or not isinstance(body.get("reports"), list):
             raise ProtocolError(f"the menu of @{handle} is not a JSON object with reports")
         username = body.get("username")
@@ -321,17 +135,15 @@ class AsyncReports:
         ``select`` is "all" (the default without ids/from_/to) or "range". Raises NotFound
         (unknown handle, no matching report) and ApiError (400 range without bounds, 501).
         """
-        selection = _selection(select, ids, from_, to)
+        selection = parse_selection(select, ids, from_, to)
         username, items = await self._menu(handle)
         challenge = await self._probe(username, selection)
         chosen = selection.pick(items) or []
         return _quote(username, selection, challenge, len(self.store.owned(username) & set(chosen)))
 
-    async def _probe(self, username: str, selection: _Selection) -> PaymentRequired:
+    async def _probe(self, username: str, selection: Selection) -> PaymentRequired:
         try:
-            return await self._client().probe(
-                "GET", REPORTS_PATH, params=selection.params(username)
-            )
+            return await self._client().probe("GET", REPORTS_BUY, params=selection.params(username))
         except X402LabError as exc:
             raise explain(exc, username, selection.describe()) from exc
 
@@ -367,7 +179,7 @@ class AsyncReports:
         PaymentRefused/BudgetExceeded (nothing signed), PaymentRejected (409 reused payment
         id, insufficient_payment; nothing settled) and SettlementUnknown.
         """
-        selection = _selection(select, ids, from_, to)
+        selection = parse_selection(select, ids, from_, to)
         secret = self._library_secret(first_party)
         username, items = await self._menu(handle)
         chosen = selection.pick(items)
@@ -388,11 +200,11 @@ class AsyncReports:
             if not missing:
                 return self._report_set(username, selection, chosen, owned)
             # Nothing owned: the caller's own query. Partly owned: exactly the missing ids.
-            request = selection if not owned else _Selection("range", tuple(missing))
+            request = selection if not owned else Selection("range", tuple(missing))
             order = self.store.claim(
                 username,
                 missing,
-                _path(request.params(username)),
+                buy_path(request.params(username)),
                 first_party=secret is not None,
                 retry_unknown=retry_unknown,
             )
@@ -441,7 +253,7 @@ class AsyncReports:
     def _library_secret(self, first_party: bool) -> str | None:
         if not first_party:
             return None
-        secret = getattr(self._lab, "_library_secret", None)
+        secret = self._session.library_secret
         if not secret:
             raise ConfigError(
                 "first_party=True needs the operator's library secret:"
@@ -452,7 +264,7 @@ class AsyncReports:
     async def _pay(
         self,
         username: str,
-        request: _Selection,
+        request: Selection,
         expected: list[str],
         order: Order,
         max_usd: float | None,
@@ -472,17 +284,17 @@ class AsyncReports:
         call = CallInfo(
             service=REPORTS,
             method="GET",
-            path=_path(params),
+            path=buy_path(params),
             request_key=order.request_key,
             max_atomic=cap,
         )
-        return await self._client().send("GET", REPORTS_PATH, params=params, call=call)
+        return await self._client().send("GET", REPORTS_BUY, params=params, call=call)
 
-    async def _first_party(self, username: str, request: _Selection, secret: str) -> Reply:
+    async def _first_party(self, username: str, request: Selection, secret: str) -> Reply:
         headers = {"Authorization": f"Bearer {secret}"}
         reply = await self._client().send(
             "GET",
-            REPORTS_PATH,
+            REPORTS_BUY,
             params=request.params(username),
             headers=headers,
             expect_402=True,
@@ -499,7 +311,7 @@ class AsyncReports:
     def _report_set(
         self,
         username: str,
-        selection: _Selection,
+        selection: Selection,
         ids: list[str],
         owned_before: set[str],
         *,
@@ -538,7 +350,7 @@ def _json(reply: Reply) -> Any:
 
 
 def _quote(
-    username: str, selection: _Selection, challenge: PaymentRequired, owned: int
+    username: str, selection: Selection, challenge: PaymentRequired, owned: int
 ) -> ReportQuote:
     first = challenge.accepts[0]
     ext = challenge.extensions or {}
@@ -546,7 +358,7 @@ def _quote(
     unit = ext.get("unitPriceUsd")
     report_count = count if isinstance(count, int) else 0
     if not isinstance(unit, int | float):
-        unit = first.amount / 1_000_000 / report_count if report_count else 0.0
+        unit = float(atomic_to_usd(first.amount) or 0.0) / report_count if report_count else 0.0
     resource = ext.get("resource")
     return ReportQuote(
         handle=username,

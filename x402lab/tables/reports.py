@@ -359,7 +359,7 @@ class ReportSet:
 
     @property
     def paid_usd(self) -> float:
-        return self.paid_atomic / 1_000_000
+        return float(atomic_to_usd(self.paid_atomic) or 0.0)
 
     def __len__(self) -> int:
         return len(self.reports)

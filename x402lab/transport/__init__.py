@@ -2,13 +2,9 @@
 
 from x402lab.transport.auth import CallState, PaymentAuth
 from x402lab.transport.client import Reply, RetryPolicy, ServiceClient, make_http_client
-from x402lab.transport.payer import CallInfo, Cost, Payer
 
 __all__ = [
-    "CallInfo",
     "CallState",
-    "Cost",
-    "Payer",
     "PaymentAuth",
     "Reply",
     "RetryPolicy",

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from x402lab.errors import ProtocolError
-from x402lab.transport.payer import CallInfo, Cost, Payer, Ticket, read_challenge
+from x402lab.payments import CallInfo, Cost, Payer, Ticket, read_challenge
 
 
 @dataclass

@@ -27,8 +27,8 @@ from x402lab.errors import (
     TransportError,
 )
 from x402lab.money import format_usd
+from x402lab.payments import CallInfo, Cost, Payer, read_challenge
 from x402lab.transport.auth import CallState, PaymentAuth
-from x402lab.transport.payer import CallInfo, Cost, Payer, read_challenge
 from x402lab.x402.models import PaymentRequired
 
 

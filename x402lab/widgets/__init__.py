@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-_JOB_TYPES = (("x402lab.services.jobs", "AsyncJob"), ("x402lab.services.jobs", "Job"))
+_JOB_TYPES = (("x402lab.media.job", "AsyncJob"), ("x402lab.media.job", "Job"))
 
 
 def _display_job(job: Any) -> None:

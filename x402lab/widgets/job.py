@@ -12,9 +12,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from x402lab.media.job import AsyncJob
+from x402lab.media.status import Completed, Failed
 from x402lab.money import format_usd
-from x402lab.services.job_status import Completed, Failed
-from x402lab.services.jobs import AsyncJob
 from x402lab.widgets.player import player_html
 
 TICK_S = 0.5

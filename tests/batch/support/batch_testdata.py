@@ -7,7 +7,7 @@ from itertools import combinations
 from typing import Any
 
 from x402lab.emulator.server import RunningEmulator
-from x402lab.services.gateway import request_key
+from x402lab.gateway import request_key
 
 CHEAP = "zai-org-glm-4.7-flash"  # every short chat costs the minimum charge
 PRICEY = "openai-gpt-54-pro"  # prices well above the minimum, set by max_tokens

@@ -1,0 +1,50 @@
+"""What a paid call is (``CallInfo``) and what it cost (``Cost``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from x402lab.money import atomic_to_usd, format_usd
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """What a paid call is, for the ledger and the per-call limits."""
+
+    service: str
+    method: str
+    path: str
+    model: str | None = None
+    request_key: str | None = None
+    max_atomic: int | None = None
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a paid call cost. ``amount_atomic`` is None when the outcome is not known."""
+
+    status: str
+    amount_atomic: int | None
+    quoted_atomic: int
+    tx_hash: str | None = None
+    network: str | None = None
+    payer: str | None = None
+    pay_to: str | None = None
+    upstream_usd: float | None = None
+    price_mult: float | None = None
+    ledger_id: int | None = None
+    receipt: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def amount_usd(self) -> float | None:
+        return atomic_to_usd(self.amount_atomic)
+
+    @property
+    def quoted_usd(self) -> float:
+        return float(atomic_to_usd(self.quoted_atomic) or 0.0)
+
+    def __str__(self) -> str:
+        tx = f", tx {self.tx_hash[:10]}…" if self.tx_hash else ""
+        return f"{format_usd(self.amount_atomic)} ({self.status}{tx})"

@@ -1,0 +1,100 @@
+"""The session every resource receives: one HTTP client per service, the payer and the store.
+
+A resource (gateway routes, media jobs, reports, batches, cost analysis) is built with the
+session it needs and nothing else, so features never reach each other through a shared
+``self`` (the openai-python resources pattern).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from x402lab.errors import ConfigError
+from x402lab.routes import GATEWAY, PAYMENT_HEADER, REPORTS
+from x402lab.transport import RetryPolicy, ServiceClient, make_http_client
+
+if TYPE_CHECKING:
+    import httpx
+
+    from x402lab.budget import Budget
+    from x402lab.ledger import Ledger
+    from x402lab.payments import Payer
+    from x402lab.wallet import Wallet
+
+
+class Session:
+    """HTTP clients of the two services (built on first use), the payer, wallet, budget and
+    ledger of one Lab, and its settings."""
+
+    def __init__(
+        self,
+        *,
+        gateway_url: str | None,
+        reports_url: str | None,
+        payer: Payer,
+        timeout_s: float = 120.0,
+        max_connections: int = 64,
+        retry: RetryPolicy | None = None,
+        library_secret: str | None = None,
+    ) -> None:
+        self.gateway_url = gateway_url.rstrip("/") if gateway_url else None
+        self.reports_url = reports_url.rstrip("/") if reports_url else None
+        self.payer = payer
+        self.library_secret = library_secret
+        self._timeout_s = timeout_s
+        self._max_connections = max_connections
+        self._retry = retry or RetryPolicy()
+        self._http: httpx.AsyncClient | None = None
+        self._clients: dict[str, ServiceClient] = {}
+
+    @property
+    def wallet(self) -> Wallet:
+        return self.payer.wallet
+
+    @property
+    def budget(self) -> Budget:
+        return self.payer.budget
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.payer.ledger
+
+    @property
+    def is_open(self) -> bool:
+        """True while an HTTP connection pool exists."""
+        return self._http is not None
+
+    def url(self, service: str) -> str:
+        """The base address of ``service``; raises ConfigError when connect() was not given it."""
+        url = {GATEWAY: self.gateway_url, REPORTS: self.reports_url}.get(service)
+        if url is None:
+            raise ConfigError(f"no {service} address was given to connect()")
+        return url
+
+    def client(self, service: str) -> ServiceClient:
+        """The HTTP boundary of ``service`` ("gateway" or "reports"); built on first use."""
+        found = self._clients.get(service)
+        if found is not None:
+            return found
+        url = self.url(service)
+        if self._http is None:
+            self._http = make_http_client(
+                timeout_s=self._timeout_s, max_connections=self._max_connections
+            )
+        client = ServiceClient(
+            service=service,
+            base_url=url,
+            http=self._http,
+            payer=self.payer,
+            header_name=PAYMENT_HEADER[service],
+            retry=self._retry,
+        )
+        self._clients[service] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the connection pool (a later request opens a new one)."""
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        self._clients.clear()
