@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from x402lab.emulator.chain import Chain
 from x402lab.emulator.payments import PaymentGate
-from x402lab.emulator.server import BackgroundServers
+from x402lab.emulator.serving import BackgroundServers
 from x402lab.emulator.settings import EmulatorSettings
 from x402lab.x402.codec import decode_header, encode_header
 from x402lab.x402.models import PaymentPayload, PaymentRequirements, normalize_challenge

@@ -2,6 +2,11 @@
 
 ``start_emulator()`` runs both services in a background thread; ``x402lab serve`` runs them
 from the command line. This package never imports client-side code.
+
+Layers, each importing only from those above it: ``settings`` and ``chain`` (the in-memory
+USDC contract); ``serving`` (ASGI apps on real sockets in a thread); ``facilitator`` (client
+and stand-in); ``payments`` (the payment gate); the services ``gateway/`` and ``reports/``;
+``server`` (``start_emulator`` and ``RunningEmulator``, the composition root).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ __all__ = ["EmulatorSettings", "Faults", "RunningEmulator", "start_emulator"]
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so that importing a service module does not start pulling in uvicorn.
+    # Lazy, so that importing the settings does not pull in uvicorn and both services.
     if name in ("RunningEmulator", "start_emulator"):
         from x402lab.emulator import server
 

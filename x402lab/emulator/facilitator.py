@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -21,12 +21,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from x402lab.emulator.chain import Chain, ChainRejected
+from x402lab.emulator.serving import BackgroundServers
 from x402lab.errors import ProtocolError
 from x402lab.x402.models import PaymentPayload, PaymentRequirements, SettlementResponse
 from x402lab.x402.verify import INVALID_PAYMENT_REQUIREMENTS, VerifyResult, verify_payment
-
-if TYPE_CHECKING:
-    from x402lab.emulator.server import BackgroundServers
 
 VERIFY_UNAVAILABLE = "unexpected_verify_error"
 SETTLE_UNAVAILABLE = "unexpected_settle_error"
@@ -224,8 +222,6 @@ def start_facilitator(
 
     Raises OSError when the port is taken, RuntimeError when the server fails to start.
     """
-    from x402lab.emulator.server import BackgroundServers
-
     chain = chain or Chain()
     app = create_facilitator_app(chain)
     servers = BackgroundServers([(app, port)], host=host).start()

@@ -1,9 +1,10 @@
 """The emulated inference gateway (spec/gateway.md): ``create_gateway_app(settings, chain)``.
 
-Modules: ``catalog`` (fixture catalog, model resolution), ``pricing`` (spec §8), ``upstream``
-and ``rpc`` (the seeded provider and chain simulations), ``media`` (PNG/WAV/MP3/MP4 bytes),
-``jobs`` (music and video lifecycle), ``schemas`` and ``route_table`` (request schemas, the
-route list, the 402's bazaar block), ``discovery`` (OpenAPI, llms.txt, well-known),
+Modules: ``catalog`` (fixture catalog, model resolution), ``pricing`` (spec §8), ``accuracy``
+(each route's accuracy tag), ``upstream`` and ``rpc`` (the seeded provider and chain
+simulations), ``media`` (PNG/WAV/MP3/MP4 bytes), ``jobs`` (music and video lifecycle),
+``schemas`` and ``route_table`` (request schemas, the route list, the 402's bazaar block),
+``price_list`` (info.x-pricing), ``discovery`` (OpenAPI, llms.txt, well-known),
 ``routes_paid``/``routes_tools``/``routes_jobs`` (handlers), ``service`` (the sell step),
 ``app`` (wiring).
 """

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from x402lab.emulator.chain import NONCE_ALREADY_USED, Chain
 from x402lab.emulator.payments import PaymentGate, Refusal
-from x402lab.emulator.report_data import Handle, build_library
+from x402lab.emulator.reports.library import Handle, build_library
 from x402lab.emulator.settings import EmulatorSettings
 from x402lab.money import atomic_to_usd, format_usd, usd_to_atomic
 

@@ -1,0 +1,11 @@
+"""The emulated report service (spec/reports.md): ``create_reports_app(settings, chain)``.
+
+Modules: ``library`` (the seeded shelf of handles and report bodies), ``service`` (the
+handlers, the 402 body of spec §2.4 and the app).
+"""
+
+from __future__ import annotations
+
+from x402lab.emulator.reports.service import create_reports_app
+
+__all__ = ["create_reports_app"]
