@@ -61,8 +61,8 @@ def test_widget_moves_to_full_and_shows_the_player(lab):
 
 def test_view_of_a_finished_job_shows_the_player_at_once(lab):
     job = lab.video(
-        "wan-2-7-text-to-video",
         "a paper boat",
+        model="wan-2-7-text-to-video",
         duration=5,
         resolution="480p",
         poll_interval=FAST_POLL,

@@ -30,14 +30,14 @@ def gateway_stats(emulator) -> dict:
 
 
 def test_music_lifecycle_quote_pay_once_wait_save_complete(lab, emulator, wallet, tmp_path):
-    quote = lab.quote_music("ace-step-15", duration_seconds=60)
+    quote = lab.quote_music(model="ace-step-15", duration_seconds=60)
     assert quote.amount_atomic == 15_000 and quote.upstream_usd == pytest.approx(0.03)
     assert lab.ledger.to_pandas().empty  # the quote is free: nothing signed
 
     job = lab.music(**MUSIC, poll_interval=FAST_POLL)
     assert isinstance(job.status, Queued) and not job.done
-    assert job.quoted_usd == pytest.approx(quote.quote_usd)
-    assert job.paid_usd == pytest.approx(quote.quote_usd)
+    assert job.quoted_usd == pytest.approx(quote.amount_usd)
+    assert job.paid_usd == pytest.approx(quote.amount_usd)
 
     final = job.wait(timeout=10)
     assert isinstance(final, Completed) and final.content_type == "audio/wav"
@@ -135,13 +135,13 @@ def test_download_url_video_with_delete_media(lab, emulator):
 
 def test_video_arguments_are_checked_before_any_request(lab, emulator):
     with pytest.raises(xl.QuoteRejected, match=r"allowed 5s, 10s"):
-        lab.video("wan-2-7-text-to-video", "x", duration=7)
+        lab.video("x", model="wan-2-7-text-to-video", duration=7)
     with pytest.raises(xl.QuoteRejected, match=r"allowed 16:9, 9:16, 1:1"):
-        lab.quote_video("wan-2-7-text-to-video", duration=5, aspect_ratio="4:3")
+        lab.quote_video(model="wan-2-7-text-to-video", duration=5, aspect_ratio="4:3")
     with pytest.raises(xl.QuoteRejected, match=r"allowed 720p, 1080p"):
-        lab.video("kling-3-0-text-to-video", "x", duration=5, resolution="480p")
+        lab.video("x", model="kling-3-0-text-to-video", duration=5, resolution="480p")
     with pytest.raises(xl.ModelNotFound, match="kling-3-0-text-to-video"):
-        lab.video("no-such-video-model", "x", duration=5)
+        lab.video("x", model="no-such-video-model", duration=5)
     stats = gateway_stats(emulator)
     assert stats["payments"]["challenges"] == 0 and stats["jobs"]["total"] == 0
     assert lab.ledger.to_pandas().empty
@@ -150,9 +150,9 @@ def test_video_arguments_are_checked_before_any_request(lab, emulator):
 def test_quotes_match_what_the_queue_charges(lab):
     quote = lab.quote_video(**WAN, aspect_ratio="16:9")
     job = lab.video(**WAN, aspect_ratio="16:9", prompt="a paper boat", poll_interval=FAST_POLL)
-    assert job.quoted_usd == pytest.approx(quote.quote_usd) == pytest.approx(0.175)
+    assert job.quoted_usd == pytest.approx(quote.amount_usd) == pytest.approx(0.175)
     with pytest.raises(xl.QuoteRejected, match="duration_seconds 45"):
-        lab.quote_music("ace-step-15", duration_seconds=45)
+        lab.quote_music(model="ace-step-15", duration_seconds=45)
     job.wait(timeout=10)
 
 

@@ -41,7 +41,7 @@ finally:
 
 
 def claim_statuses(lab) -> list[str]:
-    return [claim["status"] for claim in lab.job_store.claims()]
+    return [claim["status"] for claim in lab.media.job_store.claims()]
 
 
 def test_concurrent_identical_calls_in_one_lab_pay_once(emulator_factory, wallet, tmp_path):

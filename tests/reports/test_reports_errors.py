@@ -17,9 +17,9 @@ from x402lab.errors import (
     PaymentRejected,
     SettlementUnknown,
 )
-from x402lab.reports.library_store import ReportLibrary
-from x402lab.reports.errors import explain
 from x402lab.payments import CallInfo, Payer
+from x402lab.reports.errors import explain
+from x402lab.reports.library_store import ReportLibrary
 from x402lab.x402.codec import decode_header, encode_header
 from x402lab.x402.models import normalize_challenge
 from x402lab.x402.signing import new_nonce, sign_payment
@@ -102,7 +102,7 @@ def test_a_reused_payment_id_is_rejected_and_the_library_stays_intact(
         calls.append(1)
         return used if len(calls) == 2 else new_nonce()
 
-    second.async_.payer = Payer(wallet, xl.Budget(usd=5.0), second.ledger, new_nonce=nonce_source)
+    second.async_.session.payer = Payer(wallet, xl.Budget(usd=5.0), second.ledger, new_nonce=nonce_source)
     owned = second.reports.buy("quantquill")
     assert owned.paid_atomic == 4 * UNIT
     library_before = second.reports.library()

@@ -27,7 +27,7 @@ def test_shelf_is_newest_first_and_says_configured(lab):
     assert shelf.attrs["configured"] is True
     assert lab.reports.configured is True
     assert list(shelf.columns[:5]) == [
-        "handle",
+        "username",
         "display_name",
         "report_count",
         "post_count",
@@ -41,7 +41,7 @@ def test_shelf_is_newest_first_and_says_configured(lab):
     # Fields the spec leaves open are kept as extra columns.
     assert {"followers", "avatar_url"} <= set(shelf.columns)
     wire = httpx.get(f"{lab.reports_url}/api/intel/list").json()["entries"]
-    assert shelf["handle"].tolist() == [entry["username"] for entry in wire]
+    assert shelf["username"].tolist() == [entry["username"] for entry in wire]
 
 
 def test_shelf_of_a_deployment_without_store_is_empty_with_the_same_dtypes(
@@ -53,7 +53,7 @@ def test_shelf_of_a_deployment_without_store_is_empty_with_the_same_dtypes(
     assert empty.attrs["configured"] is False
     assert empty_lab.reports.configured is False
     assert empty.empty
-    declared = ["handle", "display_name", "report_count", "post_count", "gathered_at"]
+    declared = ["username", "display_name", "report_count", "post_count", "gathered_at"]
     assert empty[declared].dtypes.tolist() == full[declared].dtypes.tolist()
 
 
@@ -211,7 +211,7 @@ def test_library_lists_what_is_owned_with_its_receipt(lab, emulator):
     lab.reports.buy("ledgerlark", ids=menu.report_id[:2].tolist())
     library = lab.reports.library()
     assert len(library) == 3 + 2
-    assert set(library["handle"]) == {"solarmoth", "ledgerlark"}
+    assert set(library["username"]) == {"solarmoth", "ledgerlark"}
     assert library.dtypes.tolist() == empty.dtypes.tolist()
     assert (library["price_atomic"] == UNIT).all()
     assert not library["first_party"].any()

@@ -77,7 +77,7 @@ def test_unknown_and_nested_fields_are_kept_and_flattened():
 def test_shelf_menu_and_library_tables_keep_their_declared_schema_when_empty():
     shelf = shelf_table([], fetched_at=NOW)
     assert shelf.schema.names == [
-        "handle",
+        "username",
         "display_name",
         "report_count",
         "post_count",
@@ -89,7 +89,7 @@ def test_shelf_menu_and_library_tables_keep_their_declared_schema_when_empty():
         {"username": "a", "gatheredAt": "2025-02-01T00:00:00Z", "followers": 5},
     ]
     full = shelf_table(entries, fetched_at=NOW)
-    assert full.column("handle").to_pylist() == ["a", "b"]  # newest first
+    assert full.column("username").to_pylist() == ["a", "b"]  # newest first
     assert full.schema.names[-2:] == ["followers", "fetched_at"]
     assert menu_table("h", [], set(), fetched_at=NOW).num_rows == 0
     assert library_table([]).schema == LIBRARY_SCHEMA

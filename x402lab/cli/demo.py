@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from x402lab.money import format_usd
+
 HELP = "run every capability once on the local emulator and write the cost report to a folder"
 PROMPTS = [
     "What does a ledger record?",
@@ -64,38 +66,28 @@ def run_demo(lab: Any, out: Path, say: Callable[[str], None] = print) -> Path:
     say(f"chat: {len(answer.text)} characters, paid {answer.cost}")
     vectors = lab.embed(["ledger", "budget"], model=embedder)
     say(f"embed: {vectors.vectors.shape[0]} vectors of {vectors.vectors.shape[1]}")
-    batches: dict[str, Any] = {}
-    if hasattr(lab, "batch_chat"):
-        chats = lab.batch_chat(PROMPTS, model=text, max_tokens=32, progress=None)
-        batches["batch_chat"] = chats
-        say(f"batch_chat: {len(chats)} rows, statuses {_counts(chats)}")
-        embedded = lab.batch_embed(DOCUMENTS, model=embedder, per_request=8, progress=None)
-        batches["batch_embed"] = embedded
-        say(f"batch_embed: {len(embedded)} rows in requests of 8, {_counts(embedded)}")
-    else:
-        say("batch: not available in this build; skipped")
-    if hasattr(lab, "music"):
-        music_model = "ace-step-15"
-        price = lab.quote_music(music_model, duration_seconds=60)
-        job = lab.music(music_model, "a calm piano loop", duration_seconds=60, poll_interval=0.2)
-        job.wait()
-        saved = job.save(out / "music.wav")
-        say(f"music: quoted {price.amount_atomic / 1e6:.6f} USD, saved {saved.name}")
-    else:
-        say("music: not available in this build; skipped")
-    purchases = []
-    if hasattr(lab.reports, "buy"):
-        handle = lab.reports.shelf()["handle"].iloc[0]
-        menu = lab.reports.menu(handle)
-        purchases.append(lab.reports.buy(handle, ids=list(menu["report_id"].iloc[:2])))
-        purchases.append(lab.reports.buy(handle, select="all"))
-        say(
-            f"reports: @{handle}, {len(purchases[-1])} reports owned,"
-            f" {len(purchases[-1].already_owned)} of them not paid twice"
-        )
-    else:
-        say("reports: not available in this build; skipped")
-    report = lab.cost_report(batches=batches or None, purchases=purchases)
+    chats = lab.batch_chat(PROMPTS, model=text, max_tokens=32, progress=None)
+    say(f"batch_chat: {len(chats)} rows, statuses {_counts(chats)}")
+    embedded = lab.batch_embed(DOCUMENTS, model=embedder, per_request=8, progress=None)
+    say(f"batch_embed: {len(embedded)} rows in requests of 8, {_counts(embedded)}")
+    batches = {"batch_chat": chats, "batch_embed": embedded}
+    music_model = "ace-step-15"
+    price = lab.quote_music(model=music_model, duration_seconds=60)
+    job = lab.music("a calm piano loop", model=music_model, duration_seconds=60, poll_interval=0.2)
+    job.wait()
+    saved = job.save(out / "music.wav")
+    say(f"music: quoted {format_usd(price.amount_atomic)}, saved {saved.name}")
+    handle = lab.reports.shelf()["username"].iloc[0]
+    menu = lab.reports.menu(handle)
+    purchases = [
+        lab.reports.buy(handle, ids=list(menu["report_id"].iloc[:2])),
+        lab.reports.buy(handle, select="all"),
+    ]
+    say(
+        f"reports: @{handle}, {len(purchases[-1])} reports owned,"
+        f" {len(purchases[-1].already_owned)} of them not paid twice"
+    )
+    report = lab.cost_report(batches=batches, purchases=purchases)
     say(f"cost report: {report.summary()}")
     return Path(report.save(out))
 

@@ -15,8 +15,8 @@ from typing import Any
 from x402lab._loop import in_helper_thread, run, submit
 from x402lab.errors import X402LabError
 from x402lab.gateway.results import ChatResult
-from x402lab.sync import sync_twin
 from x402lab.payments import Cost
+from x402lab.sync import sync_twin
 from x402lab.transport import Reply
 
 

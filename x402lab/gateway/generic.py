@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ApiError
@@ -33,7 +33,7 @@ class Quote:
     network: str
     asset: str
     pay_to: str
-    fetched_at: float
+    fetched_at: datetime
     estimate_usd: float | None = None
     accuracy: str | None = None
 
@@ -68,7 +68,7 @@ def quote_from_challenge(path: str, challenge: PaymentRequired) -> Quote:
         network=first.network,
         asset=first.asset,
         pay_to=first.pay_to,
-        fetched_at=time.time(),
+        fetched_at=datetime.now(UTC),
     )
 
 

@@ -30,7 +30,7 @@ class MediaQuote:
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def quote_usd(self) -> float:
+    def amount_usd(self) -> float:
         return float(atomic_to_usd(self.amount_atomic) or 0.0)
 
     def __repr__(self) -> str:

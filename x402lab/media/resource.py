@@ -93,8 +93,8 @@ class Media:
 
     async def quote_music(
         self,
-        model: str,
         *,
+        model: str,
         duration_seconds: float | None = None,
         character_count: int | None = None,
         prompt: str | None = None,
@@ -118,8 +118,8 @@ class Media:
 
     async def quote_video(
         self,
-        model: str,
         *,
+        model: str,
         duration: str | int,
         aspect_ratio: str | None = None,
         resolution: str | None = None,
@@ -140,9 +140,9 @@ class Media:
 
     async def music(
         self,
-        model: str,
         prompt: str,
         *,
+        model: str,
         lyrics_prompt: str | None = None,
         voice: str | None = None,
         duration_seconds: float | None = None,
@@ -179,9 +179,9 @@ class Media:
 
     async def video(
         self,
-        model: str,
         prompt: str,
         *,
+        model: str,
         duration: str | int,
         aspect_ratio: str | None = None,
         resolution: str | None = None,

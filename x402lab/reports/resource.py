@@ -22,6 +22,7 @@ from x402lab.errors import (
     X402LabError,
 )
 from x402lab.money import atomic_to_usd, usd_to_atomic
+from x402lab.payments import CallInfo
 from x402lab.reports.errors import explain
 from x402lab.reports.library_store import Order, ReportLibrary
 from x402lab.reports.selection import ReportQuote, Selection, buy_path, parse_selection
@@ -35,7 +36,6 @@ from x402lab.tables.reports import (
     shelf_table,
     to_frame,
 )
-from x402lab.payments import CallInfo
 
 if TYPE_CHECKING:
     import pandas as pd

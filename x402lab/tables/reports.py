@@ -39,7 +39,7 @@ def _schema(*fields: tuple[str, pa.DataType, bool]) -> pa.Schema:
 
 
 SHELF_SCHEMA = _schema(
-    ("handle", _STRING, False),
+    ("username", _STRING, False),
     ("display_name", _STRING, True),
     ("report_count", pa.int64(), True),
     ("post_count", pa.int64(), True),
@@ -49,7 +49,7 @@ SHELF_SCHEMA = _schema(
 """One row per shelf entry (spec §2.1), newest first by ``gathered_at``."""
 
 MENU_SCHEMA = _schema(
-    ("handle", _STRING, False),
+    ("username", _STRING, False),
     ("report_id", _STRING, False),
     ("created_at", TIMESTAMP, True),
     ("model", _STRING, True),
@@ -62,7 +62,7 @@ MENU_SCHEMA = _schema(
 """One row per report of a handle's menu (spec §2.2), ``dateRange`` flattened."""
 
 LIBRARY_SCHEMA = _schema(
-    ("handle", _STRING, False),
+    ("username", _STRING, False),
     ("report_id", _STRING, False),
     ("created_at", TIMESTAMP, True),
     ("model", _STRING, True),
@@ -83,7 +83,7 @@ LIBRARY_SCHEMA = _schema(
 DATE_RANGE = pa.struct([pa.field("from", TIMESTAMP), pa.field("to", TIMESTAMP)])
 
 REPORT_SCHEMA = _schema(
-    ("handle", _STRING, False),
+    ("username", _STRING, False),
     ("report_id", _STRING, False),
     ("created_at", TIMESTAMP, True),
     ("model", _STRING, True),
@@ -222,7 +222,7 @@ def shelf_table(entries: Iterable[Mapping[str, Any]], *, fetched_at: datetime) -
     for entry in entries:
         rows.append(
             {
-                "handle": str(entry.get("username", "")),
+                "username": str(entry.get("username", "")),
                 "display_name": _str(entry.get("displayName")),
                 "report_count": _int(entry.get("reportCount")),
                 "post_count": _int(entry.get("postCount")),
@@ -251,7 +251,7 @@ def menu_table(
         date_range = date_range if isinstance(date_range, Mapping) else {}
         rows.append(
             {
-                "handle": handle,
+                "username": handle,
                 "report_id": report_id,
                 "created_at": parse_time(item.get("createdAt")),
                 "model": _str(item.get("model")),
@@ -276,7 +276,7 @@ def library_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
         price = row.get("price_atomic")
         out.append(
             {
-                "handle": row["handle"],
+                "username": row["handle"],
                 "report_id": row["report_id"],
                 "created_at": parse_time(snapshot.get("createdAt")),
                 "model": _str(snapshot.get("model")),
@@ -383,7 +383,7 @@ class ReportSet:
             date_range = snap.get("dateRange")
             rows.append(
                 {
-                    "handle": report.handle,
+                    "username": report.handle,
                     "report_id": report.report_id,
                     "created_at": parse_time(snap.get("createdAt")),
                     "model": _str(snap.get("model")),
