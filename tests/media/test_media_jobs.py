@@ -194,7 +194,7 @@ def test_jobs_table_has_its_declared_dtypes_empty_or_full(lab):
     full = lab.jobs()
     assert list(empty.columns) == list(full.columns)
     assert dict(empty.dtypes) == dict(full.dtypes)
-    assert str(full["created"].dtype) == "datetime64[us, UTC]"
+    assert str(full["created_at"].dtype) == "datetime64[us, UTC]"
     assert str(full["paid_atomic"].dtype) == "Int64"
     row = full.iloc[0]
     assert (row["kind"], row["status"], row["paid_atomic"]) == ("music", "completed", 15_000)

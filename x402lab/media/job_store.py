@@ -18,18 +18,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ConfigError, JobError
-from x402lab.ledger import Ledger, arrow_to_pandas
+from x402lab.ledger import Ledger
 from x402lab.money import format_usd
 
 if TYPE_CHECKING:
-    import pandas as pd
-    import pyarrow as pa
+    pass
 
 JOB_STATUSES = ("queued", "processing", "completed", "failed")
 
@@ -393,72 +391,3 @@ def _record(row: Any) -> JobRecord:
     for name in _BOOLS:
         values[name] = bool(values[name])
     return JobRecord(**values)
-
-
-def jobs_schema() -> pa.Schema:
-    """The declared Arrow schema of ``lab.jobs()``."""
-    import pyarrow as pa
-
-    ts = pa.timestamp("us", tz="UTC")
-    text = pa.string()
-    return pa.schema(
-        [
-            pa.field("queue_id", text, nullable=False),
-            pa.field("kind", text, nullable=False),
-            pa.field("model", text, nullable=False),
-            pa.field("status", text, nullable=False),
-            pa.field("created", ts, nullable=False),
-            ("finished", ts),
-            ("elapsed_s", pa.float64()),
-            ("quoted_atomic", pa.int64()),
-            ("quoted_usd", pa.float64()),
-            ("paid_atomic", pa.int64()),
-            ("paid_usd", pa.float64()),
-            ("tx_hash", text),
-            ("ledger_id", pa.int64()),
-            pa.field("delete_media", pa.bool_(), nullable=False),
-            pa.field("cleaned_up", pa.bool_(), nullable=False),
-            ("download_url", text),
-            ("media_path", text),
-            ("content_type", text),
-            ("size_bytes", pa.int64()),
-            ("error", text),
-            pa.field("request_key", text, nullable=False),
-            pa.field("gateway", text, nullable=False),
-        ]
-    )
-
-
-def jobs_table(records: Iterable[JobRecord], *, now: float | None = None) -> pa.Table:
-    """Job rows as an Arrow table of ``jobs_schema()`` (``elapsed_s`` runs to ``now``)."""
-    import pyarrow as pa
-
-    current = time.time() if now is None else now
-    schema = jobs_schema()
-    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
-    for record in records:
-        end_us = record.finished_us if record.finished_us is not None else current * 1_000_000
-        row = {
-            **{name: getattr(record, name, None) for name in schema.names},
-            "created": _utc(record.created_us),
-            "finished": _utc(record.finished_us),
-            "elapsed_s": max(0.0, (end_us - record.created_us) / 1_000_000),
-            "quoted_usd": _usd(record.quoted_atomic),
-            "paid_usd": _usd(record.paid_atomic),
-        }
-        for name in schema.names:
-            columns[name].append(row[name])
-    return pa.table(columns, schema=schema)
-
-
-def jobs_frame(records: Iterable[JobRecord], *, now: float | None = None) -> pd.DataFrame:
-    """Job rows as a DataFrame whose dtypes come from ``jobs_schema()``, empty or full."""
-    return arrow_to_pandas(jobs_table(records, now=now))
-
-
-def _utc(us: int | None) -> datetime | None:
-    return None if us is None else datetime.fromtimestamp(us / 1_000_000, tz=UTC)
-
-
-def _usd(atomic: int | None) -> float | None:
-    return None if atomic is None else atomic / 1_000_000

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound
 from x402lab.gateway.paid import request_key
 from x402lab.media.job import AsyncJob
-from x402lab.media.job_store import JobClaim, JobRecord, JobStore, jobs_frame
+from x402lab.media.job_store import JobClaim, JobRecord, JobStore
 from x402lab.media.quotes import MediaQuote, check_video_constraints, quote_error
 from x402lab.money import usd_to_atomic
 from x402lab.routes import GATEWAY, media_route
+from x402lab.tables.jobs import jobs_frame
 
 if TYPE_CHECKING:
     import pandas as pd
