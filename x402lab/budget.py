@@ -1,7 +1,8 @@
 """Spending caps. A budget holds money before anything is signed.
 
-The cap covers settled, in-flight and unknown spend, so concurrent requests can never push
-spend past it. Reservations live in the ledger's database: atomic across threads, tasks and
+The cap covers settled, in-flight, unknown and held spend (a signed payment the server
+refused counts until its authorization expires), so concurrent requests can never push spend
+past it. Reservations live in the ledger's database: atomic across threads, tasks and
 processes sharing the file, and a named budget keeps its spend across kernel restarts.
 """
 
@@ -82,7 +83,8 @@ class Budget:
         )
 
     def state(self) -> BudgetState:
-        """Settled, in-flight and unknown spend right now."""
+        """Settled, in-flight, unknown and held spend right now (``committed_atomic`` is
+        their sum, the same as ``committed`` in ``lab.spend(by="budget")``)."""
         return self.ledger.budget_state(self.name, self.cap_atomic)
 
     @property
@@ -106,5 +108,6 @@ class Budget:
                 f", settled={format_usd(state.settled_atomic)}"
                 f", in_flight={format_usd(state.in_flight_atomic)}"
                 f", unknown={format_usd(state.unknown_atomic)}"
+                f", held={format_usd(state.held_atomic)}"
             )
         return text + ")"

@@ -4,8 +4,11 @@ Statuses fall into the groups of the spend table: ``settled`` (paid), ``unknown`
 payment left and no answer came: exposure, it may have settled), ``in_flight`` (reserved or
 signed right now), ``refused`` (the client would not sign: a failed check, the per-call cap,
 or a budget with no room), ``rejected`` (the server refused the payment) and ``failed`` (the
-request failed before settling, or the reservation was given back). Only settled rows are
-money spent; ``committed`` (settled + unknown + in flight) is what a budget's cap counts.
+request failed before settling, the reservation was given back, or the authorization expired
+unused). Besides its status, a row may be ``held``: a signed payment the server refused,
+which counts against its budget until its authorization expires. Only settled rows are money
+spent; ``committed`` (settled + unknown + in flight + held) is what a budget's cap counts, the
+same sum as ``Budget.state().committed_atomic``.
 """
 
 from __future__ import annotations
@@ -26,19 +29,24 @@ from x402lab.analysis.schemas import (
     typed,
 )
 from x402lab.ledger import arrow_to_pandas, ledger_schema
+from x402lab.ledger.statuses import IN_FLIGHT, PaymentStatus
 from x402lab.money import ATOMIC_PER_USD
 
 if TYPE_CHECKING:
     from x402lab.ledger import Ledger
 
-STATUS_GROUPS: dict[str, tuple[str, ...]] = {
-    "settled": ("settled",),
-    "unknown": ("unknown",),
-    "in_flight": ("reserved", "signed"),
-    "refused": ("refused",),
-    "rejected": ("rejected",),
-    "failed": ("failed", "released"),
+S = PaymentStatus
+# Every status in exactly one group (a test checks it).
+STATUS_GROUPS: dict[str, tuple[PaymentStatus, ...]] = {
+    "settled": (S.SETTLED,),
+    "unknown": (S.UNKNOWN,),
+    "in_flight": IN_FLIGHT,
+    "refused": (S.REFUSED,),
+    "rejected": (S.REJECTED,),
+    "failed": (S.FAILED, S.RELEASED, S.EXPIRED),
 }
+# The groups that make up ``committed`` (with ``held``), as in ``BudgetState.committed_atomic``.
+COMMITTED_GROUPS = ("settled", "unknown", "in_flight", "held")
 
 LedgerRows: TypeAlias = "Ledger | pa.Table | pd.DataFrame"
 
@@ -47,15 +55,21 @@ def ledger_frame(rows: LedgerRows) -> pd.DataFrame:
     """Ledger rows as a DataFrame with the ledger's declared dtypes.
 
     Accepts a ``Ledger``, the Arrow table of ``Ledger.to_arrow()`` or a DataFrame with the
-    ledger's columns (extra columns are dropped). Raises KeyError for a missing column.
+    ledger's columns (extra columns are dropped; a table saved before ``held`` was exported
+    reads as nothing held). Raises KeyError for a missing column.
     """
     if hasattr(rows, "to_arrow") and hasattr(rows, "budget_state"):
         rows = rows.to_arrow()
     schema = ledger_schema()
     if isinstance(rows, pa.Table):
+        if "held" not in rows.schema.names:
+            rows = rows.append_column("held", pa.array([False] * len(rows)))
         table = rows.select(schema.names).cast(schema)
     else:
         frame = pd.DataFrame(rows)
+        if "held" not in frame.columns:
+            # Saved before ``held`` was exported: nothing in it is known to be held.
+            frame = frame.assign(held=False)
         if len(frame) == 0:
             table = schema.empty_table()
         else:
@@ -86,9 +100,12 @@ def _with_groups(frame: pd.DataFrame) -> pd.DataFrame:
     amount = frame["amount_atomic"].astype("int64")
     out["payments"] = 1
     for group, statuses in STATUS_GROUPS.items():
-        member = frame["status"].isin(statuses)
+        member = frame["status"].isin([str(status) for status in statuses])
         out[f"{group}_count"] = member.astype("int64")
         out[f"{group}_atomic"] = amount.where(member, 0)
+    held = frame["held"].fillna(False).astype(bool)
+    out["held_count"] = held.astype("int64")
+    out["held_atomic"] = amount.where(held, 0)
     return out
 
 
@@ -97,9 +114,11 @@ def spend(rows: LedgerRows, by: str | Sequence[str] | None = DEFAULT_SPEND_BY) -
 
     One row per group, sorted by the keys; a null path or model is a group of its own, and
     ``path`` is the route without its query string. The
-    columns are ``spend_schema(by)``: counts, settled, unknown exposure, in flight, committed,
-    refused, rejected and failed. Sums are exact integers of atomic units. An empty ledger
-    gives an empty table with the same columns. Raises ConfigError for an unknown key.
+    columns are ``spend_schema(by)``: counts, settled, unknown exposure, in flight, committed
+    (settled + unknown + in flight + held), refused, rejected and failed; ``held_count``,
+    ``held_atomic`` and ``held_usd`` are computed too and kept where the schema declares
+    them. Sums are exact integers of atomic units. An empty ledger gives an empty table with
+    the same columns. Raises ConfigError for an unknown key.
     """
     keys = spend_keys(by)
     schema = spend_schema(keys)
@@ -116,10 +135,8 @@ def spend(rows: LedgerRows, by: str | Sequence[str] | None = DEFAULT_SPEND_BY) -
     else:
         # One row of totals, summed column by column so integers never pass through float.
         grouped = pd.DataFrame({column: [parts[column].sum()] for column in sums})
-    grouped["committed_atomic"] = (
-        grouped["settled_atomic"] + grouped["unknown_atomic"] + grouped["in_flight_atomic"]
-    )
-    for name in ("settled", "unknown", "in_flight", "committed"):
+    grouped["committed_atomic"] = sum(grouped[f"{name}_atomic"] for name in COMMITTED_GROUPS)
+    for name in (*COMMITTED_GROUPS, "committed"):
         grouped[f"{name}_usd"] = _usd(grouped[f"{name}_atomic"])
     for field in SPEND_VALUES:
         if pa.types.is_integer(field.type):
@@ -130,7 +147,7 @@ def spend(rows: LedgerRows, by: str | Sequence[str] | None = DEFAULT_SPEND_BY) -
 def settled_rows(rows: LedgerRows) -> pd.DataFrame:
     """The settled ledger rows, oldest first."""
     frame = ledger_frame(rows)
-    settled = frame[frame["status"] == "settled"]
+    settled = frame[frame["status"] == S.SETTLED]
     return settled.sort_values(["ts", "id"], kind="stable").reset_index(drop=True)
 
 

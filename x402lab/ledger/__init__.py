@@ -1,5 +1,20 @@
-"""The durable record of every payment: a SQLite database in WAL mode (see ``store``)."""
+"""The store: one database (``database``) holding payments (``store``), claims of request
+keys (``claims``), media job rows (``jobs``) and owned reports (``library``), with one status
+vocabulary (``statuses``) and numbered schema migrations (``schema``)."""
 
+from x402lab.ledger.claims import ClaimAction, Claimed, ClaimRecord, Claims, process_owner
+from x402lab.ledger.database import Database, Migration, Tx, open_database
+from x402lab.ledger.schema import MIGRATIONS, SCHEMA_VERSION, job_scope, report_scope
+from x402lab.ledger.statuses import (
+    COUNTING,
+    FINAL,
+    HOLDABLE,
+    IN_FLIGHT,
+    MAYBE_PAID,
+    ClaimStatus,
+    JobStatus,
+    PaymentStatus,
+)
 from x402lab.ledger.store import (
     COUNTING_STATUSES,
     DEFAULT_LEDGER_PATH,
@@ -13,14 +28,35 @@ from x402lab.ledger.store import (
 from x402lab.ledger.tables import arrow_to_pandas, ledger_schema
 
 __all__ = [
+    "COUNTING",
     "COUNTING_STATUSES",
     "DEFAULT_LEDGER_PATH",
     "EXPIRY_SLACK_S",
+    "FINAL",
+    "HOLDABLE",
+    "IN_FLIGHT",
+    "MAYBE_PAID",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
     "STATUSES",
     "BudgetState",
+    "ClaimAction",
+    "ClaimRecord",
+    "ClaimStatus",
+    "Claimed",
+    "Claims",
+    "Database",
+    "JobStatus",
     "Ledger",
+    "Migration",
     "PaymentMeta",
+    "PaymentStatus",
     "SignedAuthorization",
+    "Tx",
     "arrow_to_pandas",
+    "job_scope",
     "ledger_schema",
+    "open_database",
+    "process_owner",
+    "report_scope",
 ]

@@ -1,10 +1,26 @@
-"""The ledger's SQLite tables, and the upgrade of files written by earlier versions."""
+"""The store's tables, as numbered migrations (``Database.migrate`` applies them in order).
+
+1. ``payments`` and ``budgets`` (the ledger). Files written before versions were numbered
+   are brought up to date in place: a missing ``held`` column is added, a missing running
+   total is recomputed from the payments (never defaulted to 0: that would forget spend).
+2. ``claims``: one row per attempt to buy a request key (``claims.py``).
+3. ``media_jobs`` and ``report_purchases`` (``jobs.py``, ``library.py``), filled from the
+   tables of earlier versions (``jobs``/``job_claims``, ``report_orders``/``report_library``)
+   so stored jobs and owned reports are kept. Those tables are left as they were; nothing
+   here reads them afterwards.
+
+A new step is appended with the next number; a released step is never edited.
+"""
 
 from __future__ import annotations
 
-import sqlite3
+import json
+from typing import Any
 
-SCHEMA = """
+from x402lab.ledger.database import Migration, Tx
+from x402lab.ledger.statuses import ClaimStatus, counted_sql, in_sql
+
+PAYMENTS = """
 CREATE TABLE IF NOT EXISTS payments (
     id INTEGER PRIMARY KEY,
     ts_us INTEGER NOT NULL,
@@ -42,18 +58,278 @@ CREATE TABLE IF NOT EXISTS budgets (
 );
 """
 
+CLAIMS = """
+CREATE TABLE IF NOT EXISTS claims (
+    id INTEGER PRIMARY KEY,
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    status TEXT NOT NULL,
+    payment_key TEXT NOT NULL,
+    ledger_id INTEGER,
+    ledger_floor INTEGER NOT NULL DEFAULT 0,
+    owner TEXT NOT NULL,
+    label TEXT,
+    created_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL,
+    error TEXT,
+    answer BLOB
+);
+CREATE INDEX IF NOT EXISTS claims_scope_key ON claims (scope, key, id);
+CREATE INDEX IF NOT EXISTS claims_payment_key ON claims (payment_key);
+CREATE INDEX IF NOT EXISTS claims_scope_label ON claims (scope, label);
+"""
 
-def upgrade(db: sqlite3.Connection) -> None:
-    """Bring a ledger written by an earlier version up to the current tables."""
-    payments = {row[1] for row in db.execute("PRAGMA table_info(payments)")}
+STORES = """
+CREATE TABLE IF NOT EXISTS media_jobs (
+    id INTEGER PRIMARY KEY,
+    claim_id INTEGER,
+    gateway TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    model TEXT NOT NULL,
+    queue_id TEXT NOT NULL,
+    request_key TEXT NOT NULL,
+    request_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL,
+    finished_us INTEGER,
+    quoted_atomic INTEGER,
+    delete_media INTEGER NOT NULL DEFAULT 0,
+    download_url TEXT,
+    average_execution_ms INTEGER,
+    media_path TEXT,
+    content_type TEXT,
+    size_bytes INTEGER,
+    cleaned_up INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    UNIQUE (gateway, queue_id)
+);
+CREATE INDEX IF NOT EXISTS media_jobs_request ON media_jobs (gateway, request_key);
+CREATE INDEX IF NOT EXISTS media_jobs_claim ON media_jobs (claim_id);
+CREATE TABLE IF NOT EXISTS report_purchases (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    handle TEXT NOT NULL,
+    report_ids TEXT NOT NULL,
+    query TEXT NOT NULL,
+    first_party INTEGER NOT NULL DEFAULT 0,
+    request_key TEXT NOT NULL UNIQUE,
+    report_count INTEGER,
+    charged_usd REAL,
+    receipt TEXT,
+    response TEXT,
+    created_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS report_purchases_source ON report_purchases (source, handle);
+"""
+
+#: Who wrote a claim copied from a table of an earlier version.
+MIGRATED_OWNER = "migrated"
+
+
+def _run(tx: Tx, ddl: str) -> None:
+    for statement in ddl.split(";"):
+        if statement.strip():
+            tx.execute(statement)
+
+
+def _ledger(tx: Tx) -> None:
+    payments = tx.columns("payments")
     if payments and "held" not in payments:
-        db.execute("ALTER TABLE payments ADD COLUMN held INTEGER NOT NULL DEFAULT 0")
-    budgets = {row[1] for row in db.execute("PRAGMA table_info(budgets)")}
+        tx.execute("ALTER TABLE payments ADD COLUMN held INTEGER NOT NULL DEFAULT 0")
+    budgets = tx.columns("budgets")
     if budgets and "counted_atomic" not in budgets:
-        # Recomputed from the payments, never defaulted to 0: that would forget spend.
-        db.execute("ALTER TABLE budgets ADD COLUMN counted_atomic INTEGER NOT NULL DEFAULT 0")
-        db.execute(
+        tx.execute("ALTER TABLE budgets ADD COLUMN counted_atomic INTEGER NOT NULL DEFAULT 0")
+        tx.execute(
             "UPDATE budgets SET counted_atomic = (SELECT COALESCE(SUM(amount_atomic), 0)"
-            " FROM payments WHERE payments.budget = budgets.name"
-            " AND status IN ('reserved','signed','settled','unknown'))"
+            f" FROM payments WHERE payments.budget = budgets.name AND {counted_sql()})"
         )
+    _run(tx, PAYMENTS)
+
+
+def _claims(tx: Tx) -> None:
+    _run(tx, CLAIMS)
+
+
+def _stores(tx: Tx) -> None:
+    _run(tx, STORES)
+    if tx.columns("jobs"):
+        _copy_jobs(tx)
+    if tx.columns("report_orders"):
+        _copy_reports(tx)
+
+
+# -- copies of the stores of earlier versions (money is not copied: claims keep ledger_id) --
+
+_CLAIM_INSERT = (
+    "INSERT INTO claims (scope, key, status, payment_key, ledger_id, ledger_floor, owner,"
+    " label, created_us, updated_us, error, answer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_JOB_COLUMNS = (
+    "gateway",
+    "kind",
+    "model",
+    "queue_id",
+    "request_key",
+    "request_json",
+    "status",
+    "created_us",
+    "updated_us",
+    "finished_us",
+    "quoted_atomic",
+    "delete_media",
+    "download_url",
+    "average_execution_ms",
+    "media_path",
+    "content_type",
+    "size_bytes",
+    "cleaned_up",
+    "error",
+)
+
+
+def job_scope(gateway: str) -> str:
+    """The claim scope of the media jobs of one gateway."""
+    return f"jobs:{gateway.rstrip('/')}"
+
+
+def report_scope(source: str) -> str:
+    """The claim scope of the reports of one report service."""
+    return f"reports:{source.rstrip('/')}"
+
+
+def _copy_jobs(tx: Tx) -> None:
+    for job in tx.all("SELECT * FROM jobs ORDER BY id"):
+        answer = json.dumps({"queue_id": job["queue_id"]}).encode()
+        claim_id = tx.insert(
+            _CLAIM_INSERT,
+            (
+                job_scope(job["gateway"]),
+                job["request_key"],
+                str(ClaimStatus.DONE),
+                job["request_key"],
+                job["ledger_id"],
+                0,
+                MIGRATED_OWNER,
+                job["kind"],
+                job["created_us"],
+                job["updated_us"],
+                None,
+                answer,
+            ),
+        )
+        tx.execute(
+            f"INSERT INTO media_jobs (claim_id, {', '.join(_JOB_COLUMNS)})"
+            f" VALUES (?, {', '.join('?' * len(_JOB_COLUMNS))}) ON CONFLICT DO NOTHING",
+            (claim_id, *(job[name] for name in _JOB_COLUMNS)),
+        )
+    if not tx.columns("job_claims"):
+        return
+    # Done claims are the jobs copied above; the others still say something about money.
+    open_claims = (ClaimStatus.PENDING, ClaimStatus.FAILED, ClaimStatus.UNKNOWN)
+    for claim in tx.all(
+        f"SELECT * FROM job_claims WHERE {in_sql('status', open_claims)} ORDER BY id"
+    ):
+        tx.insert(
+            _CLAIM_INSERT,
+            (
+                job_scope(claim["gateway"]),
+                claim["request_key"],
+                claim["status"],
+                claim["request_key"],
+                claim["ledger_id"],
+                claim["ledger_floor"],
+                MIGRATED_OWNER,
+                claim["kind"],
+                claim["created_us"],
+                claim["updated_us"],
+                claim["error"],
+                None,
+            ),
+        )
+
+
+def _copy_reports(tx: Tx) -> None:
+    has_library = bool(tx.columns("report_library"))
+    for order in tx.all("SELECT * FROM report_orders ORDER BY id"):
+        request_key = order["request_key"] or f"report-order:{order['id']}"
+        tx.execute(
+            "INSERT INTO report_purchases (id, source, handle, report_ids, query, first_party,"
+            " request_key, report_count, charged_usd, receipt, response, created_us, updated_us)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (
+                order["id"],
+                order["source"],
+                order["handle"],
+                order["report_ids"],
+                order["query"],
+                order["first_party"],
+                request_key,
+                _report_count(order["response"]),
+                order["charged_usd"],
+                order["receipt"],
+                order["response"],
+                order["created_us"],
+                order["updated_us"],
+            ),
+        )
+        scope = report_scope(order["source"])
+        if order["status"] == ClaimStatus.DONE:
+            owned = (
+                tx.all(
+                    "SELECT report_id, snapshot, bought_us FROM report_library WHERE order_id = ?"
+                    " ORDER BY report_id",
+                    (order["id"],),
+                )
+                if has_library
+                else []
+            )
+            rows: list[tuple[str, Any, int]] = [
+                (r["report_id"], r["snapshot"].encode(), r["bought_us"]) for r in owned
+            ]
+        else:
+            ids = json.loads(order["report_ids"])
+            rows = [(str(report_id), None, order["updated_us"]) for report_id in ids]
+        tx.insert_many(
+            _CLAIM_INSERT,
+            [
+                (
+                    scope,
+                    report_id,
+                    order["status"],
+                    request_key,
+                    order["ledger_id"],
+                    0,
+                    MIGRATED_OWNER,
+                    order["handle"],
+                    order["created_us"],
+                    updated_us,
+                    order["error"],
+                    answer,
+                )
+                for report_id, answer, updated_us in rows
+            ],
+        )
+
+
+def _report_count(response: str | None) -> int | None:
+    """How many reports a purchase's answer held (a report's price is the amount / count)."""
+    try:
+        reports = json.loads(response or "")["reports"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(reports, list):
+        return None
+    return sum(
+        1 for r in reports if isinstance(r, dict) and isinstance(r.get("id"), str) and r["id"]
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "payments and budgets", _ledger),
+    Migration(2, "claims", _claims),
+    Migration(3, "media jobs and report purchases", _stores),
+)
+#: The schema version this code writes.
+SCHEMA_VERSION = MIGRATIONS[-1].version

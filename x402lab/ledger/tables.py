@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from x402lab.money import atomic_to_usd
+
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
@@ -23,6 +25,7 @@ COLUMNS = (
     "upstream_usd",
     "price_mult",
     "status",
+    "held",
     "tx_hash",
     "payer",
     "pay_to",
@@ -53,6 +56,7 @@ def ledger_schema() -> pa.Schema:
             ("upstream_usd", pa.float64()),
             ("price_mult", pa.float64()),
             pa.field("status", text, nullable=False),
+            pa.field("held", pa.bool_(), nullable=False),
             ("tx_hash", text),
             ("payer", text),
             ("pay_to", text),
@@ -91,10 +95,13 @@ def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
 
 
 def as_record(row: sqlite3.Row) -> dict[str, Any]:
+    """A ``payments`` row as a dict of the ``ledger_schema`` columns. ``held`` is what the
+    query selected as held *now* (see ``Ledger.rows``)."""
     from datetime import UTC, datetime
 
     amount = row["amount_atomic"]
     record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (sqlite3.Row)
     record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
-    record["amount_usd"] = amount / 1_000_000 if amount is not None else None
+    record["amount_usd"] = atomic_to_usd(amount)
+    record["held"] = bool(record.get("held"))
     return {name: record.get(name) for name in COLUMNS}

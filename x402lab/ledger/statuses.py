@@ -1,0 +1,130 @@
+"""Every status the store writes: one enum per kind of row, and the named groups of them.
+
+SQL, the analysis and every store take their status lists from here; the ``in_sql`` helpers
+write a group as an SQL condition, so no module spells a list of statuses by hand.
+
+Payments (``payments.status``)::
+
+    reserved ──> signed ──> settled
+        │          ├──> rejected | failed      (refused by the server; ``held`` until expiry)
+        │          ├──> unknown ──> settled | expired
+        │          └──> expired                (the chain says unused, and past its window)
+        └──> released                          (given back, never signed)
+    refused                                    (the client would not sign; written as such)
+
+Claims (``claims.status``, one per attempt to buy a request key)::
+
+    pending ──> done | failed | unknown        (unknown ──> done when its answer arrives)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+
+class PaymentStatus(StrEnum):
+    """The status of a ledger row (DESIGN §3)."""
+
+    RESERVED = "reserved"  # budget held, nothing signed
+    SIGNED = "signed"  # authorization made; the request is about to leave or in flight
+    SETTLED = "settled"  # a receipt (or the chain) says it settled
+    REJECTED = "rejected"  # the server refused the signed payment; nothing settled
+    FAILED = "failed"  # the paid request failed in a way that proves nothing settled
+    UNKNOWN = "unknown"  # a signed payment left and no clear answer came back
+    RELEASED = "released"  # a reservation given back unsigned
+    REFUSED = "refused"  # the client refused to sign (a failed check, the cap)
+    EXPIRED = "expired"  # signed, never settled (nonce unused on chain) and past its window
+
+
+class ClaimStatus(StrEnum):
+    """The status of one claim of a request key (``Claims``)."""
+
+    PENDING = "pending"  # a caller is paying for it now
+    DONE = "done"  # its answer is stored
+    FAILED = "failed"  # nothing left the process: the next caller may pay
+    UNKNOWN = "unknown"  # a payment for it left and no answer came: never paid again alone
+
+
+class JobStatus(StrEnum):
+    """The status of a stored media job (the service's job lifecycle)."""
+
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+P = PaymentStatus
+
+#: Every payment status, in the order of DESIGN §3.
+STATUSES: tuple[PaymentStatus, ...] = tuple(PaymentStatus)
+#: What a budget's cap counts (with the ``held`` rows).
+COUNTING: tuple[PaymentStatus, ...] = (P.RESERVED, P.SIGNED, P.SETTLED, P.UNKNOWN)
+#: A payment that left the process and may have settled: never pay its request again alone.
+MAYBE_PAID: tuple[PaymentStatus, ...] = (P.SIGNED, P.SETTLED, P.UNKNOWN)
+#: Between "reserve" and "answer" right now.
+IN_FLIGHT: tuple[PaymentStatus, ...] = (P.RESERVED, P.SIGNED)
+#: Refused by the server after signing: the authorization counts (``held``) until it expires.
+HOLDABLE: tuple[PaymentStatus, ...] = (P.REJECTED, P.FAILED)
+#: Nothing moves a row out of these.
+FINAL: tuple[PaymentStatus, ...] = (
+    P.SETTLED,
+    P.REJECTED,
+    P.FAILED,
+    P.RELEASED,
+    P.REFUSED,
+    P.EXPIRED,
+)
+#: Not counted (unless ``held``): no money moved and none can.
+FREED: tuple[PaymentStatus, ...] = tuple(s for s in STATUSES if s not in COUNTING)
+#: Preference when one request has several payment rows: the one that says most about money.
+BY_WEIGHT: tuple[PaymentStatus, ...] = (P.SETTLED, P.UNKNOWN, P.SIGNED, P.RESERVED)
+
+#: Allowed moves of a payment row: target -> the statuses it may come from.
+TRANSITIONS: dict[PaymentStatus, tuple[PaymentStatus, ...]] = {
+    P.SIGNED: (P.RESERVED,),
+    P.SETTLED: (P.SIGNED, P.UNKNOWN),
+    P.REJECTED: (P.SIGNED,),
+    P.FAILED: (P.SIGNED,),
+    P.UNKNOWN: (P.SIGNED,),
+    P.RELEASED: (P.RESERVED,),
+    P.EXPIRED: (P.SIGNED, P.UNKNOWN),
+}
+
+C = ClaimStatus
+#: A claim that stops another caller from paying for the same key.
+CLAIM_BLOCKING: tuple[ClaimStatus, ...] = (C.PENDING, C.UNKNOWN)
+#: A claim that still waits for its outcome (``release`` closes only these).
+CLAIM_OPEN: tuple[ClaimStatus, ...] = (C.PENDING,)
+
+
+def sql_list(statuses: Iterable[StrEnum]) -> str:
+    """A group as SQL literals: ``'reserved', 'signed'``. The values are this module's
+    constants, never user input, so they are written inline (and plans can use the index)."""
+    values = [str(status) for status in statuses]
+    if not values:
+        raise ValueError("an empty status group has no SQL list")
+    return ", ".join(f"'{value}'" for value in values)
+
+
+def in_sql(column: str, statuses: Iterable[StrEnum]) -> str:
+    """``column IN ('a', 'b')`` for a status group."""
+    return f"{column} IN ({sql_list(statuses)})"
+
+
+def counted_sql(prefix: str = "") -> str:
+    """The condition of a payment row that counts against its budget (a counting status, or a
+    refused signed payment still ``held``). ``prefix`` qualifies the columns (``"p."``)."""
+    return f"({in_sql(prefix + 'status', COUNTING)} OR {prefix}held = 1)"
+
+
+def counts(status: str, held: bool) -> bool:
+    """Whether a payment row counts against its budget (the Python twin of ``counted_sql``)."""
+    return status in COUNTING or held
+
+
+def weight_sql(column: str = "status") -> str:
+    """An SQL expression ranking payment rows by ``BY_WEIGHT`` (0 is the strongest)."""
+    cases = " ".join(f"WHEN '{status}' THEN {rank}" for rank, status in enumerate(BY_WEIGHT))
+    return f"CASE {column} {cases} ELSE {len(BY_WEIGHT)} END"
