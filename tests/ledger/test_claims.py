@@ -173,6 +173,16 @@ def test_a_stale_claim_whose_payment_left_becomes_unknown(ledger):
     assert (got.record.status, got.record.ledger_id) == ("unknown", row)
 
 
+def test_a_stale_claim_whose_owner_holds_a_reservation_is_waited_for(ledger):
+    clock = [1000.0]
+    slow = Claims(ledger.db, owner="slow:7:1", now=at(clock), stale_after_s=60)
+    slow.claim(SCOPE, ["k"])
+    ledger.reserve(budget="b", cap_atomic=None, amount_atomic=5, meta=meta("k"))
+    clock[0] += 3600
+    me = Claims(ledger.db, now=at(clock), stale_after_s=60)
+    assert me.claim(SCOPE, ["k"])["k"].action is A.WAIT  # it is between reserve and sign
+
+
 def test_a_stale_claim_of_this_process_is_waited_for(ledger):
     clock = [1000.0]
     claims = Claims(ledger.db, now=at(clock), stale_after_s=60)

@@ -1,9 +1,21 @@
 """The store: one database (``database``) holding payments (``store``), claims of request
 keys (``claims``), media job rows (``jobs``) and owned reports (``library``), with one status
-vocabulary (``statuses``) and numbered schema migrations (``schema``)."""
+vocabulary (``statuses``), the record types (``records``) and numbered schema migrations
+(``schema``)."""
 
-from x402lab.ledger.claims import ClaimAction, Claimed, ClaimRecord, Claims, process_owner
+from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Migration, Tx, open_database
+from x402lab.ledger.jobs import JobRecord, Jobs
+from x402lab.ledger.library import Order, ReportLibrary
+from x402lab.ledger.owner import process_owner
+from x402lab.ledger.records import (
+    BudgetState,
+    ClaimAction,
+    Claimed,
+    ClaimRecord,
+    PaymentMeta,
+    SignedAuthorization,
+)
 from x402lab.ledger.schema import MIGRATIONS, SCHEMA_VERSION, job_scope, report_scope
 from x402lab.ledger.statuses import (
     COUNTING,
@@ -20,10 +32,7 @@ from x402lab.ledger.store import (
     DEFAULT_LEDGER_PATH,
     EXPIRY_SLACK_S,
     STATUSES,
-    BudgetState,
     Ledger,
-    PaymentMeta,
-    SignedAuthorization,
 )
 from x402lab.ledger.tables import arrow_to_pandas, ledger_schema
 
@@ -46,11 +55,15 @@ __all__ = [
     "Claimed",
     "Claims",
     "Database",
+    "JobRecord",
     "JobStatus",
+    "Jobs",
     "Ledger",
     "Migration",
+    "Order",
     "PaymentMeta",
     "PaymentStatus",
+    "ReportLibrary",
     "SignedAuthorization",
     "Tx",
     "arrow_to_pandas",

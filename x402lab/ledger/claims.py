@@ -40,140 +40,35 @@ row flushes them too (same WAL), so a claim is on disk before its payment leaves
 
 from __future__ import annotations
 
-import os
-import socket
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from enum import StrEnum
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from x402lab.ledger.claim_rows import (
+    FULL,
+    INSERT,
+    deciding,
+    history_in,
+    payments_in,
+    records_in,
+)
 from x402lab.ledger.database import Database, Row, Tx, chunks, marks
-from x402lab.ledger.statuses import BY_WEIGHT, MAYBE_PAID, ClaimStatus, in_sql
+from x402lab.ledger.owner import process_owner
+from x402lab.ledger.records import (
+    ClaimAction,
+    Claimed,
+    ClaimRecord,
+    claim_record,
+    current_records,
+)
+from x402lab.ledger.statuses import (
+    COUNTING,
+    ClaimStatus,
+    PaymentStatus,
+)
 
 C = ClaimStatus
 DEFAULT_STALE_AFTER_S = 300.0
-_LIGHT = "id, key, status, payment_key, ledger_id, ledger_floor, owner, label, updated_us"
-_FULL = (
-    "SELECT c.id, c.scope, c.key, c.status, c.payment_key, c.ledger_id, c.owner, c.label,"
-    " c.created_us, c.updated_us, c.error, c.answer, p.status AS payment_status,"
-    " p.amount_atomic, p.tx_hash FROM claims c LEFT JOIN payments p ON p.id = c.ledger_id"
-)
-_INSERT = (
-    "INSERT INTO claims (scope, key, status, payment_key, ledger_id, ledger_floor, owner, label,"
-    " created_us, updated_us, error, answer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-class ClaimAction(StrEnum):
-    """What ``Claims.claim`` tells the caller to do with one key."""
-
-    PAY = "pay"
-    REUSE = "reuse"
-    WAIT = "wait"
-    MAYBE_PAID = "maybe_paid"
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimRecord:
-    """One claim row, with the money facts of its payment joined from the ledger."""
-
-    id: int
-    scope: str
-    key: str
-    status: ClaimStatus
-    payment_key: str
-    ledger_id: int | None
-    owner: str
-    label: str | None
-    created_us: int
-    updated_us: int
-    error: str | None
-    answer: bytes | None
-    payment_status: str | None = None
-    amount_atomic: int | None = None
-    tx_hash: str | None = None
-
-    @property
-    def created_at(self) -> datetime:
-        return datetime.fromtimestamp(self.created_us / 1_000_000, tz=UTC)
-
-    @property
-    def updated_at(self) -> datetime:
-        return datetime.fromtimestamp(self.updated_us / 1_000_000, tz=UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """The answer of ``claim`` for one key: what to do, and the row that decided it (for
-    ``PAY`` the new pending row of this caller)."""
-
-    key: str
-    action: ClaimAction
-    record: ClaimRecord
-
-
-_OWNER: tuple[int, str] | None = None
-
-
-def process_owner() -> str:
-    """``host:pid:start``: this process, told apart from a later one that reuses its pid."""
-    global _OWNER
-    pid = os.getpid()
-    if _OWNER is None or _OWNER[0] != pid:  # recomputed in a forked child
-        _OWNER = (pid, f"{socket.gethostname()}:{pid}:{_process_start()}")
-    return _OWNER[1]
-
-
-def _process_start() -> int:
-    try:  # Linux: field 22 of /proc/self/stat is the start time in clock ticks after boot
-        with open("/proc/self/stat") as stat:
-            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat") as system:
-            boot = next(int(line.split()[1]) for line in system if line.startswith("btime"))
-        return boot + ticks // os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return int(time.time())
-
-
-def _record(row: Row) -> ClaimRecord:
-    answer = row["answer"]
-    return ClaimRecord(
-        id=row["id"],
-        scope=row["scope"],
-        key=row["key"],
-        status=ClaimStatus(row["status"]),
-        payment_key=row["payment_key"],
-        ledger_id=row["ledger_id"],
-        owner=row["owner"],
-        label=row["label"],
-        created_us=row["created_us"],
-        updated_us=row["updated_us"],
-        error=row["error"],
-        answer=bytes(answer) if answer is not None else None,
-        payment_status=row["payment_status"],
-        amount_atomic=row["amount_atomic"],
-        tx_hash=row["tx_hash"],
-    )
-
-
-def _deciding(rows: Sequence[Row]) -> Row | None:
-    """The row that decides a key: its newest row that is not ``failed``."""
-    for row in reversed(rows):
-        if row["status"] != C.FAILED:
-            return row
-    return None
-
-
-def _current(rows: Iterable[ClaimRecord]) -> dict[str, ClaimRecord]:
-    """Per key, the deciding record (or the newest failed one), in first-claimed order."""
-    out: dict[str, ClaimRecord] = {}
-    for record in rows:  # oldest first
-        kept = out.get(record.key)
-        if kept is None or record.status != C.FAILED or kept.status == C.FAILED:
-            out[record.key] = record
-    return out
 
 
 class Claims:
@@ -242,20 +137,24 @@ class Claims:
                 tx, scope, answers, payment_key=payment_key, ledger_id=ledger_id, label=label
             )
 
-    def release(self, scope: str, keys: Iterable[str], error: str) -> dict[str, ClaimStatus]:
+    def release(
+        self, scope: str, keys: Iterable[str], error: str, *, answered: bool = False
+    ) -> dict[str, ClaimStatus]:
         """Close this process's pending claims of ``keys`` that got no answer: ``unknown``
         when a payment of their payment key left the process since the claim (it may have
-        settled), else ``failed`` (the next caller may pay). Returns the newest status of
-        every key found (claims already closed or held by others are left as they are)."""
+        settled), else ``failed`` (the next caller may pay). ``answered=True``: the paid
+        request was answered and the answer did not hold these keys, so they are ``failed``
+        whatever the ledger shows. Returns the newest status of every key found (claims
+        already closed or held by others are left as they are)."""
         with self.db.transaction() as tx:
-            return self.release_in(tx, scope, keys, error)
+            return self.release_in(tx, scope, keys, error, answered=answered)
 
     def renew(self, scope: str, keys: Iterable[str]) -> list[str]:
         """Refresh this process's pending claims of ``keys`` (so they do not go stale);
         returns the keys still held. Pay only for those."""
         now = self._now_us()
         with self.db.transaction() as tx:
-            history = self._history_in(tx, scope, list(dict.fromkeys(keys)))
+            history = history_in(tx, scope, list(dict.fromkeys(keys)))
             held = [
                 rows[-1]
                 for rows in history.values()
@@ -280,7 +179,7 @@ class Claims:
     ) -> dict[str, Claimed]:
         """``claim`` inside the open transaction ``tx``."""
         wanted = list(dict.fromkeys(keys))
-        history = self._history_in(tx, scope, wanted)
+        history = history_in(tx, scope, wanted)
         now = self._now_us()
         stale_before = now - int(self.stale_after_s * 1_000_000)
         decided: dict[str, tuple[ClaimAction, int]] = {}
@@ -288,7 +187,7 @@ class Claims:
         unclaimed: list[str] = []  # no claim decides: a payment of their payment key may
         abandoned: dict[str, Row] = {}  # stale pending rows of other processes
         for key in wanted:
-            row = _deciding(history.get(key, ()))
+            row = deciding(history.get(key, ()))
             if row is None:
                 (to_pay if rebuy else unclaimed).append(key)
             elif row["status"] == C.PENDING:
@@ -302,25 +201,27 @@ class Claims:
                 decided[key] = (ClaimAction.REUSE, row["id"])
             else:
                 decided[key] = (ClaimAction.MAYBE_PAID, row["id"])
-        if unclaimed or abandoned:
-            paid = self._payments_in(
-                tx,
-                {self._payment_key(payment_key, key): 0 for key in unclaimed}
-                | {row["payment_key"]: row["ledger_floor"] for row in abandoned.values()},
-            )
-        else:
-            paid = {}
+        floors: dict[str, int] = {}
+        for pk, since in [(self._payment_key(payment_key, key), 0) for key in unclaimed] + [
+            (row["payment_key"], row["ledger_floor"]) for row in abandoned.values()
+        ]:
+            floors[pk] = min(since, floors.get(pk, since))
+        # Reserved rows too: a stale claim whose owner holds a reservation is mid-payment.
+        paid = payments_in(tx, floors, COUNTING) if floors else {}
         floor = int(tx.scalar("SELECT COALESCE(MAX(id), 0) FROM payments") or 0)
         new_rows: list[tuple[Any, ...]] = []
         for key in unclaimed:
-            found = paid.get(self._payment_key(payment_key, key))
-            if found is None:
+            pk = self._payment_key(payment_key, key)
+            found = paid.get(pk)
+            if found is None or found[1] == PaymentStatus.RESERVED:
                 to_pay.append(key)
             else:  # paid outside any claim: record it, so the next look is a plain read
-                pk = self._payment_key(payment_key, key)
                 new_rows.append(self._row(scope, key, C.UNKNOWN, pk, found[0], found[0] - 1, label))
         for key, row in abandoned.items():
             found = paid.get(row["payment_key"])
+            if found is not None and found[1] == PaymentStatus.RESERVED:
+                decided[key] = (ClaimAction.WAIT, row["id"])
+                continue
             status = C.FAILED if found is None else C.UNKNOWN
             tx.execute(
                 "UPDATE claims SET status = ?, ledger_id = ?, updated_us = ?, error = ?"
@@ -344,11 +245,11 @@ class Claims:
             )
             for key in to_pay
         ]
-        ids = tx.insert_many(_INSERT, new_rows)
+        ids = tx.insert_many(INSERT, new_rows)
         for offset, row_id in enumerate(ids):
             action = ClaimAction.PAY if offset >= pay_from else ClaimAction.MAYBE_PAID
             decided[new_rows[offset][1]] = (action, row_id)
-        records = self._records_in(tx, [row_id for _, row_id in decided.values()])
+        records = records_in(tx, [row_id for _, row_id in decided.values()])
         return {key: Claimed(key, decided[key][0], records[decided[key][1]]) for key in wanted}
 
     def complete_in(
@@ -363,7 +264,7 @@ class Claims:
     ) -> list[str]:
         """``complete`` inside the open transaction ``tx``."""
         given = dict(answers)
-        history = self._history_in(tx, scope, list(given))
+        history = history_in(tx, scope, list(given))
         now = self._now_us()
         newest = {key: rows[-1] for key, rows in history.items()}
         open_rows = {k: r for k, r in newest.items() if r["status"] != C.DONE}
@@ -379,7 +280,7 @@ class Claims:
             for key, row in open_rows.items():
                 pk = keys_of[key]
                 floors[pk] = min(floors.get(pk, row["ledger_floor"]), row["ledger_floor"])
-            paid = self._payments_in(tx, floors)
+            paid = payments_in(tx, floors)
         updates = []
         for key, row in open_rows.items():
             found = paid.get(keys_of[key])
@@ -394,7 +295,7 @@ class Claims:
         fresh = [key for key in given if key not in history]
         if fresh:
             paid_fresh = (
-                self._payments_in(tx, {self._payment_key(payment_key, k): 0 for k in fresh})
+                payments_in(tx, {self._payment_key(payment_key, k): 0 for k in fresh})
                 if ledger_id is None
                 else {}
             )
@@ -404,14 +305,14 @@ class Claims:
                 found = paid_fresh.get(pk)
                 link = ledger_id if ledger_id is not None else (found[0] if found else None)
                 rows.append(self._row(scope, key, C.DONE, pk, link, 0, label, given[key]))
-            tx.insert_many(_INSERT, rows)
+            tx.insert_many(INSERT, rows)
         return [key for key in given if key in open_rows or key in fresh]
 
     def release_in(
-        self, tx: Tx, scope: str, keys: Iterable[str], error: str
+        self, tx: Tx, scope: str, keys: Iterable[str], error: str, *, answered: bool = False
     ) -> dict[str, ClaimStatus]:
         """``release`` inside the open transaction ``tx``."""
-        history = self._history_in(tx, scope, list(dict.fromkeys(keys)))
+        history = history_in(tx, scope, list(dict.fromkeys(keys)))
         mine = {
             key: rows[-1]
             for key, rows in history.items()
@@ -421,7 +322,7 @@ class Claims:
         for row in mine.values():
             pk = row["payment_key"]
             floors[pk] = min(floors.get(pk, row["ledger_floor"]), row["ledger_floor"])
-        paid = self._payments_in(tx, floors) if floors else {}
+        paid = payments_in(tx, floors) if floors and not answered else {}
         now = self._now_us()
         out = {key: ClaimStatus(rows[-1]["status"]) for key, rows in history.items()}
         updates = []
@@ -447,13 +348,13 @@ class Claims:
         rows: list[ClaimRecord] = []
         for chunk in chunks(wanted):
             rows += [
-                _record(row)
+                claim_record(row)
                 for row in self.db.read(
-                    f"{_FULL} WHERE c.scope = ? AND c.key IN ({marks(len(chunk))}) ORDER BY c.id",
+                    f"{FULL} WHERE c.scope = ? AND c.key IN ({marks(len(chunk))}) ORDER BY c.id",
                     (scope, *chunk),
                 )
             ]
-        return _current(rows)
+        return current_records(rows)
 
     def all(self, scope: str, *, label: str | None = None) -> list[ClaimRecord]:
         """The current record of every key of ``scope`` (of ``label`` when given), in the
@@ -462,8 +363,8 @@ class Claims:
         if label is not None:
             where += " AND c.label = ?"
             params.append(label)
-        rows = self.db.read(f"{_FULL} WHERE {where} ORDER BY c.id", params)
-        return list(_current(_record(row) for row in rows).values())
+        rows = self.db.read(f"{FULL} WHERE {where} ORDER BY c.id", params)
+        return list(current_records(claim_record(row) for row in rows).values())
 
     def history(self, scope: str | None = None, key: str | None = None) -> list[ClaimRecord]:
         """Every claim row (of ``scope``, of ``key``), oldest first."""
@@ -474,8 +375,8 @@ class Claims:
         if key is not None:
             where.append("c.key = ?")
             params.append(key)
-        rows = self.db.read(f"{_FULL} WHERE {' AND '.join(where)} ORDER BY c.id", params)
-        return [_record(row) for row in rows]
+        rows = self.db.read(f"{FULL} WHERE {' AND '.join(where)} ORDER BY c.id", params)
+        return [claim_record(row) for row in rows]
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -503,44 +404,3 @@ class Claims:
             scope, key, str(status), payment_key, ledger_id, floor, self.owner, label,
             now, now, None, answer,
         )  # fmt: skip
-
-    @staticmethod
-    def _history_in(tx: Tx, scope: str, keys: Sequence[str]) -> dict[str, list[Row]]:
-        """Every row of each key, oldest first (only keys with rows)."""
-        out: dict[str, list[Row]] = {}
-        for chunk in chunks(keys):
-            for row in tx.all(
-                f"SELECT {_LIGHT} FROM claims WHERE scope = ? AND key IN ({marks(len(chunk))})"
-                " ORDER BY id",
-                (scope, *chunk),
-            ):
-                out.setdefault(row["key"], []).append(row)
-        return out
-
-    @staticmethod
-    def _payments_in(tx: Tx, floors: Mapping[str, int]) -> dict[str, tuple[int, str]]:
-        """Per payment key, the strongest payment that may have settled (``BY_WEIGHT``,
-        newest first) among its rows newer than the key's floor: ``(ledger id, status)``."""
-        best: dict[str, tuple[int, str]] = {}
-        rank = {str(status): weight for weight, status in enumerate(BY_WEIGHT)}
-        for chunk in chunks(list(floors)):
-            for row_id, request_key, status in tx.all(
-                "SELECT id, request_key, status FROM payments"
-                f" WHERE request_key IN ({marks(len(chunk))}) AND {in_sql('status', MAYBE_PAID)}"
-                " ORDER BY id",
-                chunk,
-            ):
-                if row_id <= floors[request_key]:
-                    continue
-                kept = best.get(request_key)
-                if kept is None or rank[status] <= rank[kept[1]]:
-                    best[request_key] = (row_id, status)
-        return best
-
-    @staticmethod
-    def _records_in(tx: Tx, ids: Sequence[int]) -> dict[int, ClaimRecord]:
-        out: dict[int, ClaimRecord] = {}
-        for chunk in chunks(list(dict.fromkeys(ids))):
-            for row in tx.all(f"{_FULL} WHERE c.id IN ({marks(len(chunk))})", chunk):
-                out[row["id"]] = _record(row)
-        return out

@@ -190,8 +190,13 @@ _JOB_COLUMNS = (
 
 
 def job_scope(gateway: str) -> str:
-    """The claim scope of the media jobs of one gateway."""
-    return f"jobs:{gateway.rstrip('/')}"
+    """The claim scope of the media jobs of one gateway (its address as the jobs keep it)."""
+    return f"jobs:{gateway}"
+
+
+def gateway_of(scope: str) -> str:
+    """The gateway address of a ``job_scope``."""
+    return scope.removeprefix("jobs:")
 
 
 def report_scope(source: str) -> str:

@@ -21,11 +21,11 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded, ConfigError
 from x402lab.ledger.database import Database, Tx, open_database
+from x402lab.ledger.records import BudgetState, PaymentMeta, SignedAuthorization
 from x402lab.ledger.schema import MIGRATIONS
 from x402lab.ledger.statuses import (
     COUNTING,
@@ -54,55 +54,6 @@ _HELD_NOW = "(held = 1 AND valid_before >= ?)"
 # What counts against a budget at a cutoff: the one definition of committed spend.
 _COUNTED_NOW = f"({in_sql('status', COUNTING)} OR {_HELD_NOW})"
 S = PaymentStatus
-
-
-@dataclass(frozen=True)
-class PaymentMeta:
-    """What a ledger row says about the call it pays for."""
-
-    service: str
-    method: str | None = None
-    path: str | None = None
-    model: str | None = None
-    request_key: str | None = None
-    pay_to: str | None = None
-    network: str | None = None
-    asset: str | None = None
-    upstream_usd: float | None = None
-    price_mult: float | None = None
-
-
-@dataclass(frozen=True)
-class SignedAuthorization:
-    """What the ledger keeps of a signed authorization: enough to find it on chain."""
-
-    nonce: str
-    payer: str
-    valid_before: int
-
-
-@dataclass(frozen=True)
-class BudgetState:
-    """Spend of one budget in atomic units."""
-
-    name: str
-    cap_atomic: int | None
-    settled_atomic: int
-    in_flight_atomic: int
-    unknown_atomic: int
-    held_atomic: int = 0
-
-    @property
-    def committed_atomic(self) -> int:
-        """Settled, in flight, unknown and held: what the cap is measured against (and what
-        ``lab.spend()`` reports as ``committed``)."""
-        return self.settled_atomic + self.in_flight_atomic + self.unknown_atomic + self.held_atomic
-
-    @property
-    def remaining_atomic(self) -> int | None:
-        if self.cap_atomic is None:
-            return None
-        return max(0, self.cap_atomic - self.committed_atomic)
 
 
 class Ledger:
