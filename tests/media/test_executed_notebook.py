@@ -23,9 +23,9 @@ CELLS = [
     f"job = {MUSIC})\njob",
     "print(job.wait().name)",
     # Displayed and awaited in the same cell.
-    f"twin = {MUSIC}, new=True)\ndisplay(twin)\nprint(twin.wait().name)",
+    f"twin = {MUSIC}, rebuy=True)\ndisplay(twin)\nprint(twin.wait().name)",
     # Without ipywidgets: the text/HTML display, updated in place.
-    f"sys.modules['ipywidgets'] = None\ntext = {MUSIC}, new=True)\ntext",
+    f"sys.modules['ipywidgets'] = None\ntext = {MUSIC}, rebuy=True)\ntext",
     "print(text.wait().name)",
     "lab.close()",
 ]

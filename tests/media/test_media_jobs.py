@@ -66,11 +66,11 @@ def test_rerun_returns_the_stored_job_and_new_true_pays_again(lab, emulator, wal
     assert again.queue_id == first.queue_id
     assert len(queue_payments(lab, AUDIO_QUEUE)) == 1
 
-    other = lab.music(**MUSIC, new=True, poll_interval=FAST_POLL)
+    other = lab.music(**MUSIC, rebuy=True, poll_interval=FAST_POLL)
     assert other.queue_id != first.queue_id
     assert len(queue_payments(lab, AUDIO_QUEUE)) == 2
     assert len(transfers_from(emulator, wallet)) == 2
-    # After new=True the newest job is the one a re-run returns.
+    # After rebuy=True the newest job is the one a re-run returns.
     assert lab.music(**MUSIC).queue_id == other.queue_id
     for job in (first, other):
         job.wait(timeout=10)
@@ -169,7 +169,7 @@ def test_paid_but_unstored_queue_is_not_paid_again(emulator_factory, connect_lab
     lab = connect_lab(emulator, tmp_path / "ledger.sqlite")
     with pytest.raises(xl.SettlementUnknown):
         lab.music(**MUSIC)
-    with pytest.raises(xl.JobError, match="new=True"):
+    with pytest.raises(xl.JobError, match="rebuy=True"):
         lab.music(**MUSIC)
     assert queue_payments(lab, AUDIO_QUEUE)["status"].tolist() == ["unknown"]
     assert len(emulator.chain.transfers()) == 1  # it did settle: paying again would be double

@@ -17,9 +17,9 @@ from x402lab.errors import (
     PaymentRejected,
     SettlementUnknown,
 )
+from x402lab.ledger import ReportLibrary
 from x402lab.payments import CallInfo, Payer
 from x402lab.reports.errors import explain
-from x402lab.reports.library_store import ReportLibrary
 from x402lab.x402.codec import decode_header, encode_header
 from x402lab.x402.models import normalize_challenge
 from x402lab.x402.signing import new_nonce, sign_payment
@@ -102,7 +102,9 @@ def test_a_reused_payment_id_is_rejected_and_the_library_stays_intact(
         calls.append(1)
         return used if len(calls) == 2 else new_nonce()
 
-    second.async_.session.payer = Payer(wallet, xl.Budget(usd=5.0), second.ledger, new_nonce=nonce_source)
+    second.async_.session.payer = Payer(
+        wallet, xl.Budget(usd=5.0), second.ledger, new_nonce=nonce_source
+    )
     owned = second.reports.buy("quantquill")
     assert owned.paid_atomic == 4 * UNIT
     library_before = second.reports.library()
@@ -114,7 +116,7 @@ def test_a_reused_payment_id_is_rejected_and_the_library_stays_intact(
         second.reports.buy("ledgerlark")
     text = str(info.value)
     assert "payment_already_used" in text and "HTTP 409" in text
-    assert "the library is unchanged" in text and "retry_unknown=True" in text
+    assert "the library is unchanged" in text and "rebuy=True" in text
     assert info.value.details["status"] == 409
     assert chain_view(emulator) == chain_before
     rows = payments(second)
@@ -126,7 +128,7 @@ def test_a_reused_payment_id_is_rejected_and_the_library_stays_intact(
     assert [o["status"] for o in _orders(second)] == ["done", "unknown"]
     with pytest.raises(xl.X402LabError, match="does not pay for the same reports twice"):
         second.reports.buy("ledgerlark")
-    bought = second.reports.buy("ledgerlark", retry_unknown=True)
+    bought = second.reports.buy("ledgerlark", rebuy=True)
     assert bought.paid_atomic == 5 * UNIT
     assert len(second.reports.library()) == 4 + 5
     assert second.reports.buy("quantquill").paid_atomic == 0
@@ -208,7 +210,7 @@ def test_an_unclear_payment_is_never_repeated_on_its_own(
     assert [o["status"] for o in _orders(lab)] == ["unknown"]
     assert lab.reports.library().empty
     before = chain_view(emulator)
-    with pytest.raises(PaymentRefused, match="retry_unknown=True"):
+    with pytest.raises(PaymentRefused, match="rebuy=True"):
         lab.reports.buy("solarmoth")
     menu = lab.reports.menu("solarmoth")
     with pytest.raises(PaymentRefused):  # any overlap blocks
@@ -217,7 +219,7 @@ def test_an_unclear_payment_is_never_repeated_on_its_own(
     assert chain_view(emulator) == before
     # Asked explicitly, it pays again (and this emulator fails the answer again).
     with pytest.raises(xl.SettlementUnknown):
-        lab.reports.buy("solarmoth", retry_unknown=True)
+        lab.reports.buy("solarmoth", rebuy=True)
     assert [r["status"] for r in payments(lab)] == ["unknown", "unknown"]
 
 

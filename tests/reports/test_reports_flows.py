@@ -12,6 +12,7 @@ import pytest
 
 import x402lab as xl
 from x402lab.emulator.report_data import build_library
+from x402lab.ledger import Claims, report_scope
 from x402lab.reports import AsyncReports, Reports
 
 UNIT = 10_000  # atomic USDC per report at the default 0.01 USD
@@ -190,9 +191,10 @@ def test_snapshots_are_kept_verbatim_and_survive_a_new_lab(emulator, lab_for, tm
     for snapshot in bought.snapshots:
         assert snapshot == served[snapshot["id"]]  # every field, nested ones included
     # The stored JSON is the one received: a field this client does not know stays.
-    stored = first.ledger.query("SELECT snapshot FROM report_library")
-    assert {json.loads(row["snapshot"])["id"] for row in stored} == set(served)
-    assert all("narrative" in json.loads(row["snapshot"]) for row in stored)
+    claims = Claims(first.ledger.db).all(report_scope(emulator.reports_url))
+    stored = [json.loads(claim.answer) for claim in claims if claim.answer is not None]
+    assert {snapshot["id"] for snapshot in stored} == set(served)
+    assert all("narrative" in snapshot for snapshot in stored)
     first.close()
 
     before = chain_view(emulator)

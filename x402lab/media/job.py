@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.errors import JobError
-from x402lab.media.job_store import JobRecord, JobStore
+from x402lab.ledger import JobRecord, Jobs
 from x402lab.media.polling import JobPolling, write_atomically
 from x402lab.media.status import (
     DEFAULT_POLL_S,
@@ -54,7 +54,7 @@ class AsyncJob(JobPolling):
         record: JobRecord,
         *,
         client: ServiceClient,
-        store: JobStore,
+        store: Jobs,
         media_dir: Path,
         poll_interval: float | None = None,
         timeout: float | None = None,

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from x402lab.errors import ApiError, JobError
 from x402lab.gateway.replies import is_json
-from x402lab.media.job_store import JobRecord, JobStore
+from x402lab.ledger import JobRecord, Jobs
 from x402lab.media.status import (
     Completed,
     Failed,
@@ -63,7 +63,7 @@ class JobPolling:
 
     _record: JobRecord
     _client: ServiceClient
-    _store: JobStore
+    _store: Jobs
     _media_dir: Path
     _media: bytes | None
     _status: JobStatus

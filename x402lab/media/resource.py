@@ -2,12 +2,12 @@
 
 ``music()`` and ``video()`` pay the queue once and return an ``AsyncJob`` (``Job`` in the sync
 ``Lab``). The job is stored in the ledger's file as soon as the queue answers, so running
-the same call again returns that job instead of paying again (``new=True`` asks for a new
+the same call again returns that job instead of paying again (``rebuy=True`` asks for a new
 one), and ``lab.jobs()`` / ``lab.job(queue_id)`` find it after a kernel restart.
 
 Identical calls at the same time pay once too: a per-request lock orders them inside the
-process, and a ``pending`` claim written before anything is signed (``JobStore.claim``) makes
-a call in another process sharing the ledger wait for the first one's job.
+process, and a ``pending`` claim written in the store before anything is signed
+(``Jobs.claim``) makes a call in another process sharing the ledger wait for that job.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound
 from x402lab.gateway.paid import request_key
+from x402lab.ledger import ClaimAction, Claimed, JobRecord, Jobs
 from x402lab.media.job import AsyncJob
-from x402lab.media.job_store import JobClaim, JobRecord, JobStore
 from x402lab.media.quotes import MediaQuote, check_video_constraints, quote_error
-from x402lab.money import usd_to_atomic
+from x402lab.money import format_usd, usd_to_atomic
 from x402lab.routes import GATEWAY, media_route
 from x402lab.tables.jobs import jobs_frame
 
@@ -59,15 +59,15 @@ class Media:
         self._catalog = catalog
         self._paid = paid
         self.media_dir: Path = session.ledger.path.parent / "media"
-        self._job_store: JobStore | None = None
+        self._job_store: Jobs | None = None
         self._job_handles: dict[str, AsyncJob] = {}
         self._queue_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
 
     @property
-    def job_store(self) -> JobStore:
+    def job_store(self) -> Jobs:
         """The ``jobs`` table in the ledger's file (created on first use)."""
         if self._job_store is None:
-            self._job_store = JobStore(self._session.ledger)
+            self._job_store = Jobs(self._session.ledger)
         return self._job_store
 
     # -- quotes (free) -------------------------------------------------------------------------
@@ -148,7 +148,7 @@ class Media:
         voice: str | None = None,
         duration_seconds: float | None = None,
         delete_media: bool = False,
-        new: bool = False,
+        rebuy: bool = False,
         max_usd: float | None = None,
         poll_interval: float | None = None,
         timeout: float | None = None,
@@ -158,7 +158,7 @@ class Media:
 
         The same call again returns the stored job instead of paying again, and one made
         while an identical call is still queuing (here or in another process sharing the
-        ledger) waits for that call's job; ``new=True`` queues and pays for another one.
+        ledger) waits for that call's job; ``rebuy=True`` queues and pays for another one.
         ``delete_media`` asks the gateway to delete the media
         once delivered. ``poll_interval`` (default 3 s) and ``timeout`` (default 15 min) shape
         ``wait()``. Raises ModelNotFound, QuoteRejected, JobError (a queue payment for this
@@ -176,7 +176,9 @@ class Media:
                 **params,
             }
         )
-        return await self._queue("music", body, delete_media, new, max_usd, poll_interval, timeout)
+        return await self._queue(
+            "music", body, delete_media, rebuy, max_usd, poll_interval, timeout
+        )
 
     async def video(
         self,
@@ -188,7 +190,7 @@ class Media:
         resolution: str | None = None,
         audio: bool | None = None,
         delete_media: bool = False,
-        new: bool = False,
+        rebuy: bool = False,
         max_usd: float | None = None,
         poll_interval: float | None = None,
         timeout: float | None = None,
@@ -206,14 +208,16 @@ class Media:
         body = await self._video_body(
             model, prompt, duration, aspect_ratio, resolution, audio, params
         )
-        return await self._queue("video", body, delete_media, new, max_usd, poll_interval, timeout)
+        return await self._queue(
+            "video", body, delete_media, rebuy, max_usd, poll_interval, timeout
+        )
 
     async def _queue(
         self,
         kind: str,
         body: dict[str, Any],
         delete_media: bool,
-        new: bool,
+        rebuy: bool,
         max_usd: float | None,
         poll_interval: float | None,
         timeout: float | None,
@@ -223,32 +227,38 @@ class Media:
         store = self.job_store
         # Identical calls of this Lab queue one at a time: the second finds the first's job.
         async with self._request_lock(key):
-            found = await self._claim(kind, path, key, new)
+            found = await self._claim(kind, key, rebuy)
             if isinstance(found, JobRecord):
                 return self._handle(found, poll_interval, timeout)
             claim = found
             try:
-                record = await self._pay_queue(claim, body, delete_media, max_usd)
+                record = await self._pay_queue(claim, kind, path, body, delete_media, max_usd)
             except ApiError as exc:
                 store.release_claim(claim, _describe(exc))
                 raise quote_error(exc) from None
             except BaseException as exc:
                 # Released when nothing left the process; otherwise ``unknown`` blocks a
-                # second payment until the caller asks with new=True.
+                # second payment until the caller asks with rebuy=True.
                 store.release_claim(claim, _describe(exc))
                 raise
         return self._handle(record, poll_interval, timeout)
 
     async def _pay_queue(
-        self, claim: JobClaim, body: dict[str, Any], delete_media: bool, max_usd: float | None
+        self,
+        claim: Claimed,
+        kind: str,
+        path: str,
+        body: dict[str, Any],
+        delete_media: bool,
+        max_usd: float | None,
     ) -> JobRecord:
         """Spends money: pay the claimed queue once and store its job (closing the claim)."""
         reply = await self._paid.send(
             "POST",
-            claim.path,
+            path,
             json_body=body,
             model=body["model"],
-            key=claim.request_key,
+            key=claim.record.key,
             max_usd=max_usd,
         )
         data = reply.json()
@@ -256,7 +266,7 @@ class Media:
         queue_id = data.get("queue_id") if isinstance(data, dict) else None
         if not isinstance(queue_id, str) or not queue_id:
             raise JobError(
-                f"the {claim.kind} queue was paid (ledger row {cost.ledger_id if cost else None})"
+                f"the {kind} queue was paid (ledger row {cost.ledger_id if cost else None})"
                 f" but its answer has no queue_id: {data!r}"
             )
         return self.job_store.complete_claim(
@@ -265,35 +275,44 @@ class Media:
             queue_id=queue_id,
             request=body,
             quoted_atomic=cost.quoted_atomic if cost else None,
-            paid_atomic=cost.amount_atomic if cost else None,
             ledger_id=cost.ledger_id if cost else None,
-            tx_hash=cost.tx_hash if cost else None,
             delete_media=delete_media,
             download_url=data.get("download_url"),
         )
 
-    async def _claim(self, kind: str, path: str, key: str, new: bool) -> JobRecord | JobClaim:
+    async def _claim(self, kind: str, key: str, rebuy: bool) -> JobRecord | Claimed:
         """The stored job of this request, or this caller's claim to pay its queue.
 
         A pending claim of another caller (another Lab or process on the same ledger) is
         waited for until it ends (then its job is returned) or is ``CLAIM_WAIT_S`` old.
+        Raises JobError when a queue payment for this request may have settled without a
+        stored job (only ``rebuy=True`` pays again then).
         """
         pause = _CLAIM_POLL_S[0]
         while True:
             found = self.job_store.claim(
-                gateway=self._gateway(), kind=kind, path=path, request_key=key, new=new
+                gateway=self._gateway(), kind=kind, request_key=key, rebuy=rebuy
             )
-            if isinstance(found, JobRecord) or found.held:
+            if isinstance(found, JobRecord) or found.action is ClaimAction.PAY:
                 return found
-            if time.time() >= found.created_us / 1_000_000 + CLAIM_WAIT_S:
-                since = datetime.fromtimestamp(found.created_us / 1_000_000, tz=UTC)
+            record = found.record
+            if found.action is ClaimAction.MAYBE_PAID:
+                amount = format_usd(record.amount_atomic)
                 raise JobError(
-                    f"a {kind} job for this same request is being queued (claim {found.id},"
+                    f"this {kind} request was already paid ({amount}, ledger row"
+                    f" {record.ledger_id}, {record.payment_status or record.status}) but no job"
+                    " was stored, so its queue_id is not known here; it will not be paid again"
+                    " on its own: pass rebuy=True to queue and pay for a new job"
+                )
+            if time.time() >= record.created_us / 1e6 + CLAIM_WAIT_S:
+                since = datetime.fromtimestamp(record.created_us / 1e6, tz=UTC)
+                raise JobError(
+                    f"a {kind} job for this same request is being queued (claim {record.id},"
                     f" started {since:%Y-%m-%d %H:%M:%S} UTC by this or another process"
                     " sharing this ledger) and has not finished, so it is not paid again: run"
                     " the call again once that one is done. If the process that queued it"
-                    " stopped, its payment may have settled (see lab.ledger); pass new=True to"
-                    " queue and pay for a new job anyway"
+                    " stopped, its payment may have settled (see lab.ledger); pass rebuy=True"
+                    " to queue and pay for a new job anyway"
                 )
             await asyncio.sleep(pause)
             pause = min(pause * 2, _CLAIM_POLL_S[1])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from x402lab.media.job_store import JobRecord
+from x402lab.ledger import JobRecord
 
 # Spec §4.3 rule 4: poll audio every 2-5 s and video every 10-15 s.
 DEFAULT_POLL_S = {"music": 3.0, "video": 12.0}

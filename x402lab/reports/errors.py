@@ -21,7 +21,7 @@ def explain(exc: X402LabError, handle: str, what: str = "") -> X402LabError:
             f"the report service says the payment for @{handle} was used before (HTTP 409"
             " payment_already_used): an earlier send of the same payment may have settled, so"
             " the purchase is 'unknown', it counts against the budget, the library is"
-            " unchanged, and buy(..., retry_unknown=True) is how to pay again"
+            " unchanged, and buy(..., rebuy=True) is how to pay again"
         )
         return SettlementUnknown(
             f"{text}; ledger row {exc.details.get('ledger_id')}", **exc.details

@@ -21,10 +21,10 @@ from x402lab.errors import (
     ProtocolError,
     X402LabError,
 )
+from x402lab.ledger import Order, ReportLibrary
 from x402lab.money import atomic_to_usd, usd_to_atomic
 from x402lab.payments import CallInfo
 from x402lab.reports.errors import explain
-from x402lab.reports.library_store import Order, ReportLibrary
 from x402lab.reports.selection import ReportQuote, Selection, buy_path, parse_selection
 from x402lab.routes import REPORTS, REPORTS_BUY, REPORTS_LIST
 from x402lab.sync import sync_twin
@@ -165,7 +165,7 @@ class AsyncReports:
         to: str | datetime | None = None,
         max_usd: float | None = None,
         first_party: bool = False,
-        retry_unknown: bool = False,
+        rebuy: bool = False,
     ) -> ReportSet:
         """Spends money: buys the reports of a selection that the library does not hold yet.
 
@@ -173,7 +173,7 @@ class AsyncReports:
         is paid for owned reports; when all are owned no paid request is sent. ``max_usd``
         caps this purchase. ``first_party=True`` reads with the library secret given to
         ``connect(library_secret=...)`` (operators only; free, never the default).
-        ``retry_unknown=True`` pays again for reports whose earlier purchase ended unclear.
+        ``rebuy=True`` pays again for reports whose earlier purchase ended unclear.
 
         Raises NotFound (unknown handle, no matching report), ApiError (400, 501),
         PaymentRefused/BudgetExceeded (nothing signed), PaymentRejected (409 reused payment
@@ -206,7 +206,7 @@ class AsyncReports:
                 missing,
                 buy_path(request.params(username)),
                 first_party=secret is not None,
-                retry_unknown=retry_unknown,
+                rebuy=rebuy,
             )
             try:
                 if secret is not None:
@@ -233,9 +233,7 @@ class AsyncReports:
             self.store.complete(
                 order,
                 reports,
-                paid_atomic=(cost.amount_atomic or 0) if cost else 0,
                 ledger_id=cost.ledger_id if cost else None,
-                tx_hash=cost.tx_hash if cost else None,
                 receipt=cost.receipt if cost else None,
                 charged_usd=float(charged) if isinstance(charged, int | float) else None,
                 response_text=reply.response.text,
