@@ -15,7 +15,6 @@ from x402lab.ledger import (
     SCHEMA_VERSION,
     Claims,
     ClaimStatus,
-    Database,
     Ledger,
     job_scope,
     report_scope,
@@ -52,7 +51,7 @@ def test_a_file_of_newer_code_is_refused_and_left_as_it_is(tmp_path):
     Ledger(path).close()
     older_code = MIGRATIONS[:-1]  # this code, as an x402lab that knew one step less
     with pytest.raises(xl.ConfigError, match=rf"schema version {SCHEMA_VERSION}, newer than"):
-        Database(path).migrate(older_code)
+        open_database(path).migrate(older_code)
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(xl.ConfigError, match="written by a newer x402lab"):
@@ -61,7 +60,7 @@ def test_a_file_of_newer_code_is_refused_and_left_as_it_is(tmp_path):
 
 
 def test_migrations_are_numbered_without_gaps(tmp_path):
-    db = Database(tmp_path / "l.sqlite")
+    db = open_database(tmp_path / "l.sqlite")
     with pytest.raises(xl.ConfigError, match="numbered"):
         db.migrate([MIGRATIONS[0], MIGRATIONS[2]])
 

@@ -4,7 +4,7 @@ vocabulary (``statuses``), the record types (``records``) and numbered schema mi
 (``schema``)."""
 
 from x402lab.ledger.claims import Claims
-from x402lab.ledger.database import Database, Migration, Tx, open_database
+from x402lab.ledger.database import Database, Migration, SQLiteDatabase, Tx, open_database
 from x402lab.ledger.jobs import JobRecord, Jobs
 from x402lab.ledger.library import Order, ReportLibrary
 from x402lab.ledger.owner import process_owner
@@ -64,6 +64,7 @@ __all__ = [
     "PaymentMeta",
     "PaymentStatus",
     "ReportLibrary",
+    "SQLiteDatabase",
     "SignedAuthorization",
     "Tx",
     "arrow_to_pandas",

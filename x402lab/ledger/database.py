@@ -1,6 +1,7 @@
 """The database under the store: connection, pragmas, transactions, reads and migrations.
 
-``Database`` is the one object that talks to the database engine. Everything above it
+``Database`` is the interface of the one object that talks to the database engine
+(``SQLiteDatabase`` implements it; ``open_database`` picks it). Everything above it
 (payments, claims, jobs, the report library) writes SQL in the subset that SQLite and
 PostgreSQL share, and leaves the differences to a few methods here:
 
@@ -10,10 +11,11 @@ PostgreSQL share, and leaves the differences to a few methods here:
 - new ids: ``Tx.insert`` / ``Tx.insert_many`` (SQLite ``lastrowid``; PostgreSQL
   ``RETURNING id``);
 - DDL types: a migration's ``apply`` receives the ``Tx`` and reads ``tx.dialect``;
-- the schema version: ``PRAGMA user_version`` here (a one-row table on PostgreSQL).
+- the schema version: ``PRAGMA user_version`` here (a one-row table on PostgreSQL);
+- rows: readable by index and by column name (``sqlite3.Row``; a backend supplies the same).
 
-A PostgreSQL backend (issue 13) is a second class with the same methods; this module ships
-SQLite only (``open_database`` refuses other URLs with a ConfigError).
+A PostgreSQL backend (issue 13) is a second ``Database`` subclass; this module ships SQLite
+only (``open_database`` refuses other URLs with a ConfigError).
 
 SQLite runs in WAL mode. A write transaction is ``BEGIN IMMEDIATE``: it takes the write lock
 up front, so a read-then-write inside it is atomic across threads, tasks and processes that
@@ -28,6 +30,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +71,8 @@ class Migration:
 
 class Tx:
     """An open write transaction (from ``Database.transaction``). Commits on leaving the
-    ``with`` block, rolls back on any exception."""
+    ``with`` block, rolls back on any exception. This is SQLite's; a backend subclasses it
+    where it differs (placeholders, ``RETURNING id``, ``information_schema`` columns)."""
 
     def __init__(self, connection: sqlite3.Connection, dialect: str) -> None:
         self.connection = connection
@@ -115,14 +119,103 @@ class Tx:
         return {row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")}
 
 
-class Database:
-    """A SQLite database file shared by every store of one ledger.
+class Database(ABC):
+    """The interface every backend implements: transactions, reads, schema versions.
 
-    Raises ConfigError when the file cannot be opened or created, when it is not a database,
-    or (in ``migrate``) when its schema is newer than this code.
+    ``SQLiteDatabase`` is the one shipped; a PostgreSQL backend (issue 13) implements the
+    abstract methods (and a ``Tx`` subclass) and inherits ``migrate``.
+    """
+
+    dialect: str
+    path: Path
+    #: The driver's errors that ``migrate`` turns into a ConfigError.
+    driver_errors: tuple[type[Exception], ...] = ()
+
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """Where the data lives, as a person would write it (never with a password)."""
+
+    @abstractmethod
+    def transaction(self, *, durable: bool = False) -> contextlib.AbstractContextManager[Tx]:
+        """A write transaction that locks out other writers from its first statement.
+
+        Commits when the block ends (durably, on disk, when ``durable``), rolls back when it
+        raises. Not reentrant: a store never opens one inside another.
+        """
+
+    @abstractmethod
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Every row of a read query (outside any transaction: a consistent snapshot)."""
+
+    @abstractmethod
+    def read_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """The first row of a read query, or None."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection (the data stays)."""
+
+    @abstractmethod
+    def _stored_version(self, tx: Tx | None) -> int:
+        """The schema version recorded in the database (0 when none), read in ``tx`` when
+        given."""
+
+    @abstractmethod
+    def _record_version(self, tx: Tx, version: int) -> None:
+        """Record ``version`` as the schema version, inside ``tx``."""
+
+    @property
+    def version(self) -> int:
+        """The schema version recorded in the database (0 for a new or unversioned one)."""
+        return self._stored_version(None)
+
+    def migrate(self, migrations: Sequence[Migration]) -> int:
+        """Apply the steps newer than the database's version, each in one transaction.
+
+        Returns the version reached. Raises ConfigError when the database was written by a
+        newer x402lab (its version is above the last step known here): nothing is changed,
+        and nothing in it is read with rules that may no longer hold.
+        """
+        steps = sorted(migrations, key=lambda step: step.version)
+        if [step.version for step in steps] != list(range(1, len(steps) + 1)):
+            raise ConfigError("schema migrations must be numbered 1, 2, 3, ... without gaps")
+        latest = len(steps)
+        self._refuse_newer(self.version, latest)
+        for step in steps:
+            try:
+                with self.transaction() as tx:
+                    # Read again under the write lock: another process may have upgraded.
+                    current = self._stored_version(tx)
+                    self._refuse_newer(current, latest)
+                    if current >= step.version:
+                        continue
+                    step.apply(tx)
+                    self._record_version(tx, step.version)
+            except self.driver_errors as exc:
+                raise ConfigError(
+                    f"cannot upgrade the ledger {self.url} to schema {step.version}"
+                    f" ({step.name}): {exc}"
+                ) from None
+        return latest
+
+    def _refuse_newer(self, current: int, latest: int) -> None:
+        if current > latest:
+            raise ConfigError(
+                f"the ledger {self.url} has schema version {current}, newer than this x402lab"
+                f" understands ({latest}): it was written by a newer x402lab. Upgrade x402lab"
+                " (pip install -U x402lab) or use another ledger file; nothing was changed"
+            )
+
+
+class SQLiteDatabase(Database):
+    """A SQLite database file shared by every store of one ledger (WAL mode).
+
+    Raises ConfigError when the file cannot be opened or created, or is not a database.
     """
 
     dialect = "sqlite"
+    driver_errors = (sqlite3.DatabaseError,)
 
     def __init__(self, path: str | os.PathLike[str], *, timeout_s: float = 60.0) -> None:
         self.path = Path(path).expanduser()
@@ -147,22 +240,16 @@ class Database:
         self._tx = Tx(self._db, self.dialect)
 
     def __repr__(self) -> str:
-        return f"Database({str(self.path)!r})"
+        return f"SQLiteDatabase({str(self.path)!r})"
 
     @property
     def url(self) -> str:
-        """Where the data lives, as a person would write it (the file path for SQLite)."""
         return str(self.path)
-
-    # -- transactions and reads -------------------------------------------------------------
 
     @contextlib.contextmanager
     def transaction(self, *, durable: bool = False) -> Iterator[Tx]:
-        """A write transaction that locks out other writers from its first statement.
-
-        Commits when the block ends (with an fsync when ``durable``), rolls back when it
-        raises. Not reentrant: a store never opens one inside another.
-        """
+        # BEGIN IMMEDIATE takes the write lock up front; ``durable`` commits with
+        # synchronous=FULL (an fsync of the WAL), other commits with NORMAL.
         with self._lock:
             if durable != self._durable:
                 self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
@@ -179,69 +266,29 @@ class Database:
             self._db.execute("COMMIT")
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Every row of a read query (outside any transaction: a consistent snapshot)."""
         with self._lock:
             return self._db.execute(sql, params).fetchall()
 
     def read_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        """The first row of a read query, or None."""
         with self._lock:
             found: Row | None = self._db.execute(sql, params).fetchone()
             return found
 
     def close(self) -> None:
-        """Close the connection (the file stays)."""
         with self._lock:
             self._db.close()
 
-    # -- schema ----------------------------------------------------------------------------
-
-    @property
-    def version(self) -> int:
-        """The schema version recorded in the database (0 for a new or unversioned file)."""
-        found = self.read_one("PRAGMA user_version")
+    def _stored_version(self, tx: Tx | None) -> int:
+        found = tx.one("PRAGMA user_version") if tx else self.read_one("PRAGMA user_version")
         return int(found[0]) if found is not None else 0
 
-    def migrate(self, migrations: Sequence[Migration]) -> int:
-        """Apply the steps newer than the database's version, each in one transaction.
-
-        Returns the version reached. Raises ConfigError when the database was written by a
-        newer x402lab (its version is above the last step known here): nothing is changed,
-        and nothing in it is read with rules that may no longer hold.
-        """
-        steps = sorted(migrations, key=lambda step: step.version)
-        if [step.version for step in steps] != list(range(1, len(steps) + 1)):
-            raise ConfigError("schema migrations must be numbered 1, 2, 3, ... without gaps")
-        latest = len(steps)
-        self._refuse_newer(self.version, latest)
-        for step in steps:
-            try:
-                with self.transaction() as tx:
-                    # Read again under the write lock: another process may have upgraded.
-                    current = int(tx.scalar("PRAGMA user_version") or 0)
-                    self._refuse_newer(current, latest)
-                    if current >= step.version:
-                        continue
-                    step.apply(tx)
-                    tx.execute(f"PRAGMA user_version = {int(step.version)}")
-            except sqlite3.DatabaseError as exc:
-                raise ConfigError(
-                    f"cannot upgrade the ledger {self.path} to schema {step.version}"
-                    f" ({step.name}): {exc}"
-                ) from None
-        return latest
-
-    def _refuse_newer(self, current: int, latest: int) -> None:
-        if current > latest:
-            raise ConfigError(
-                f"the ledger {self.url} has schema version {current}, newer than this x402lab"
-                f" understands ({latest}): it was written by a newer x402lab. Upgrade x402lab"
-                " (pip install -U x402lab) or use another ledger file; nothing was changed"
-            )
+    def _record_version(self, tx: Tx, version: int) -> None:
+        tx.execute(f"PRAGMA user_version = {int(version)}")
 
 
 def open_database(target: str | os.PathLike[str] | Database) -> Database:
-    """The database at ``target``: a ``Database`` as is, or a SQLite file path.
+    """The database at ``target``: a ``Database`` as is, a SQLite file path or
+    ``sqlite://`` URL.
 
     Raises ConfigError for a URL of another engine (PostgreSQL support is issue 13).
     """
@@ -256,4 +303,4 @@ def open_database(target: str | os.PathLike[str] | Database) -> Database:
         )
     if scheme == "sqlite":
         text = text.split("://", 1)[1]
-    return Database(text)
+    return SQLiteDatabase(text)
