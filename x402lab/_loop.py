@@ -52,16 +52,39 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code and return its result.
 
     Works whether or not an event loop is running in this thread (as in Jupyter). A
-    KeyboardInterrupt while waiting cancels the coroutine.
+    KeyboardInterrupt while waiting cancels the coroutine and waits (up to 5 s) for it to
+    unwind; a coroutine that ends its cancellation with ``CancelledError(interrupt)``, where
+    ``interrupt`` is a KeyboardInterrupt of its own (a batch's ``BatchInterrupted``: rows
+    done, paid, how to resume), has that raised instead of the bare KeyboardInterrupt.
     """
     if in_helper_thread():
         coro.close()
         raise RuntimeError(
             "x402lab's sync API was called from its own loop thread; await the async API instead"
         )
-    future = submit(coro)
+    started: list[asyncio.Task[Any]] = []
+    ended: list[BaseException] = []
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        if task is not None:
+            started.append(task)
+        try:
+            return await coro
+        except BaseException as exc:
+            ended.append(exc)  # a cancelled task's own exception is not passed on by it
+            raise
+
+    future = submit(main())
     try:
         return future.result()
     except KeyboardInterrupt:
-        future.cancel()
+        if started:
+            helper_loop().call_soon_threadsafe(started[0].cancel)
+        else:
+            future.cancel()
+        concurrent.futures.wait([future], timeout=5.0)
+        carried = ended[0].args[0] if ended and ended[0].args else None
+        if isinstance(carried, KeyboardInterrupt):
+            raise carried.with_traceback(None) from None
         raise

@@ -14,9 +14,14 @@
     │   ├── NotFound                404 from a service (unknown handle, no matching reports)
     │   └── RateLimited             429 after the retries of the unpaid phase
     ├── TransportError              the service could not be reached (nothing was paid)
-    └── JobError                    a media job failed or timed out
+    ├── JobError                    a media job failed or timed out
+    └── StoreError                  the store could not keep a write (a full disk, a lost file)
 
-Every money error says what was refused and why in ``reason``.
+    KeyboardInterrupt
+    └── BatchInterrupted            a batch stopped by Ctrl+C: rows done, paid, how to resume
+
+Every money error says what was refused and why in ``reason``. ``BatchInterrupted`` is a
+KeyboardInterrupt, not an X402LabError, so an interrupted script still stops.
 """
 
 from __future__ import annotations
@@ -61,7 +66,11 @@ class BudgetExceeded(PaymentRefused):
 
 
 class PaymentRejected(PaymentError):
-    """The server refused a signed payment; nothing was settled and the budget was released."""
+    """The server refused a signed payment; nothing settled.
+
+    The signed authorization still counts against the budget (``held``) until it expires:
+    until its ``validBefore`` whoever holds it could still settle it.
+    """
 
 
 class SettlementUnknown(PaymentError):
@@ -126,3 +135,42 @@ class TransportError(X402LabError):
 
 class JobError(X402LabError):
     """A media job failed or did not finish in time."""
+
+
+class StoreError(X402LabError):
+    """The store (the ledger database) could not keep a write, such as a batch's answers.
+
+    What was paid is in the ledger; a row whose answer was lost is reported as
+    ``paid_not_stored`` by the next run and never bought again on its own.
+    """
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """A batch stopped by Ctrl+C (the sync ``Lab``) or a cancelled task (``AsyncLab``).
+
+    The message says how many rows were done, what this run paid and how to resume: run the
+    same call again (settled rows are reused, nothing is paid twice). A KeyboardInterrupt, so a
+    script still stops. In ``AsyncLab`` the batch task ends with an ``asyncio.CancelledError``
+    whose argument is this exception (a cancelled task must stay cancelled).
+    """
+
+    def __init__(
+        self, message: str, *, rows: int = 0, rows_done: int = 0, paid_atomic: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.rows = rows
+        self.rows_done = rows_done
+        self.paid_atomic = paid_atomic
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_interrupted,
+            (self.message, self.rows, self.rows_done, self.paid_atomic),
+        )
+
+
+def _rebuild_interrupted(
+    message: str, rows: int, rows_done: int, paid_atomic: int
+) -> BatchInterrupted:
+    return BatchInterrupted(message, rows=rows, rows_done=rows_done, paid_atomic=paid_atomic)

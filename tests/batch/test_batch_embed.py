@@ -36,12 +36,16 @@ def test_stream_to_parquet_in_row_groups_and_resume(emulator_factory, lab_factor
     lab = lab_factory(emulator)
     texts = [f"document {i} about topic {i % 7}" for i in range(300)]
     texts.append("document 5 about topic 5")
-    out, checkpoint = tmp_path / "vectors.parquet", tmp_path / "embed.ckpt"
+    out = tmp_path / "vectors.parquet"
     args = dict(model=EMBED, per_request=8, dimensions=16, encoding_format="base64")
     estimate = lab.estimate(texts, kind="embed", **args)
     summary = lab.batch_embed(
-        texts, out=out, checkpoint=checkpoint, row_group_size=64, concurrency=6,
-        progress=None, **args,
+        texts,
+        out=out,
+        row_group_size=64,
+        concurrency=6,
+        progress=None,
+        **args,
     )
     assert isinstance(summary, BatchSummary)
     assert summary.requests == 38 and summary.duplicates == 1  # 300 distinct texts / 8
@@ -59,13 +63,16 @@ def test_stream_to_parquet_in_row_groups_and_resume(emulator_factory, lab_factor
     assert estimate.total_atomic == settled_atomic(lab)
     assert (estimate.rows["quoted_usd"] == frame["quoted_usd"]).all()
 
-    again = lab.batch_embed(
-        texts, out=tmp_path / "again.parquet", checkpoint=checkpoint, progress=None, **args
-    )
+    # Run again with no checkpoint of any kind: every text is answered by the stored vectors.
+    again = lab.batch_embed(texts, out=tmp_path / "again.parquet", progress=None, **args)
     assert again.paid_atomic == 0 and again.counts == {"cached": 301}
+    assert again.requests == 0 and again.from_store == 300
     assert max(transfers_per_key(lab, emulator).values()) == 1
     second = again.to_pandas()
     assert all(np.array_equal(a, b) for a, b in zip(frame["vector"], second["vector"], strict=True))
+    # The rows name the request that paid for them, and their shares of it.
+    assert (second["request_key"] == frame["request_key"]).all()
+    assert (second["quoted_usd"] == frame["quoted_usd"]).all()
 
 
 @pytest.mark.parametrize("kind", ["series", "arrow", "dataset"])

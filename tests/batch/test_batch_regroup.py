@@ -1,8 +1,9 @@
 """Re-runs that group texts into requests differently never pay for a text twice.
 
-A paid request whose answer was never stored (a killed process, a checkpoint that failed) is
-found again through the texts it carried, whether the re-run cuts a smaller request because
-some texts are stored, or uses another ``per_request``.
+A paid request whose answer was never stored (a killed process, a store that failed) is found
+again through the texts it carried (each text's claim names the request that carried it),
+whether the re-run cuts a smaller request because some texts are stored, or uses another
+``per_request``.
 """
 
 from __future__ import annotations
@@ -24,18 +25,18 @@ import pytest
 from batch_testdata import EMBED, texts_per_transfer
 
 from x402lab.emulator.chain import Chain
-from x402lab.errors import ConfigError
+from x402lab.errors import StoreError
 
 CHILD = textwrap.dedent(
     """
     import json, sys
     import x402lab as xl
 
-    gateway, reports, ledger, checkpoint, texts, per_request = sys.argv[1:7]
+    gateway, reports, ledger, texts, per_request, model = sys.argv[1:7]
     lab = xl.connect(gateway, reports, wallet=xl.Wallet.from_env(), ledger=ledger,
                      budget=xl.Budget(usd=50))
-    lab.batch_embed(json.loads(texts), model=sys.argv[7], per_request=int(per_request),
-                    checkpoint=checkpoint, progress=None)
+    lab.batch_embed(json.loads(texts), model=model, per_request=int(per_request),
+                    progress=None)
     print("finished", flush=True)
     """
 )
@@ -49,9 +50,14 @@ def _kill_once_paid(
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     command = [
-        sys.executable, str(script), emulator.gateway_url, emulator.reports_url,
-        str(tmp_path / "ledger.sqlite"), str(tmp_path / "embed.ckpt"), json.dumps(texts),
-        str(per_request), EMBED,
+        sys.executable,
+        str(script),
+        emulator.gateway_url,
+        emulator.reports_url,
+        str(tmp_path / "ledger.sqlite"),
+        json.dumps(texts),
+        str(per_request),
+        EMBED,
     ]
     env = {**os.environ, "X402LAB_PRIVATE_KEY": key}
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as child:
@@ -77,20 +83,26 @@ def _texts_paid(lab: Any, emulator: Any, texts: list[str]) -> Counter[str]:
     return Counter(text for group in groups for text in group)
 
 
-def _pay_then_fail_to_store(lab: Any, emulator: Any, checkpoint: Path, texts: list[str]) -> int:
-    """Run a batch (2 texts a request) whose checkpoint fails to store results, as a full disk
-    would, after the requests' texts were recorded: payments settle, no result is kept, and
-    the batch stops with the error. Returns how many requests were paid."""
+def _resuming(lab: Any) -> Any:
+    """``lab``, taking over the pending claims a killed run left after a second (a minute by
+    default) instead of waiting for them longer."""
+    lab.async_.batches.claims.stale_after_s = 1.0
+    return lab
+
+
+def _pay_then_fail_to_store(lab: Any, emulator: Any, ledger: Path, texts: list[str]) -> int:
+    """Run a batch (2 texts a request) whose answers cannot be stored, as with a full disk:
+    payments settle, no answer is kept, and the batch stops with the error. Returns how many
+    requests were paid."""
     before = len(emulator.chain.transfers())
-    with sqlite3.connect(checkpoint) as db:
+    with sqlite3.connect(ledger) as db:
         db.execute(
-            "CREATE TRIGGER full BEFORE INSERT ON results"
+            "CREATE TRIGGER full BEFORE UPDATE OF status ON claims WHEN NEW.status = 'done'"
             " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
         )
-    with pytest.raises(ConfigError, match="disk is full"):
-        lab.batch_embed(texts, model=EMBED, per_request=2, concurrency=1,
-                        checkpoint=checkpoint, progress=None)
-    with sqlite3.connect(checkpoint) as db:
+    with pytest.raises(StoreError, match="disk is full"):
+        lab.batch_embed(texts, model=EMBED, per_request=2, concurrency=1, progress=None)
+    with sqlite3.connect(ledger) as db:
         db.execute("DROP TRIGGER full")
     paid = len(emulator.chain.transfers()) - before
     assert paid >= 1
@@ -105,28 +117,28 @@ def test_a_smaller_request_killed_unanswered_is_not_bought_again(
     quick = emulator_factory(chain=chain)
     slow = emulator_factory(chain=chain, paid_latency_s=3.0)
     key = "0x" + secrets.token_hex(32)
-    checkpoint = tmp_path / "embed.ckpt"
-    lab = lab_factory(quick, key=key)
-    first = lab.batch_embed(["alpha"], model=EMBED, checkpoint=checkpoint, progress=None)
+    lab = _resuming(lab_factory(quick, key=key))
+    first = lab.batch_embed(["alpha"], model=EMBED, progress=None)
     assert first["status"].tolist() == ["ok"]
 
     # alpha is stored, so beta and gamma go out as a request of their own; it is killed.
     texts = ["alpha", "beta", "gamma"]
     _kill_once_paid(slow, tmp_path, key, texts, per_request=3, transfers=2)
 
-    estimate = lab.estimate(texts, model=EMBED, kind="embed", per_request=3,
-                            checkpoint=checkpoint)
-    assert estimate.rows["status"].tolist() == ["cached", "unknown", "unknown"]
+    # The killed run still holds beta and gamma: a run would wait for them, not pay.
+    estimate = lab.estimate(texts, model=EMBED, kind="embed", per_request=3)
+    assert estimate.rows["status"].tolist() == ["cached", "pending", "pending"]
     assert estimate.total_atomic == 0 and estimate.requests == 0
     for per_request in (3, 1, 2):
-        again = lab.batch_embed(texts, model=EMBED, per_request=per_request,
-                                checkpoint=checkpoint, progress=None)
+        again = lab.batch_embed(texts, model=EMBED, per_request=per_request, progress=None)
         assert again["status"].tolist() == ["cached", "unknown", "unknown"]
         assert again["paid_usd"].eq(0).all()
         assert again.attrs["batch"].requests == 0
         # The unknown rows name the request that carried them, and their shares of it.
         assert again["request_key"].iloc[1] == again["request_key"].iloc[2]
         assert again["quoted_usd"].iloc[1:].sum() == pytest.approx(0.01)
+    estimate = lab.estimate(texts, model=EMBED, kind="embed", per_request=3)
+    assert estimate.rows["status"].tolist() == ["cached", "unknown", "unknown"]
     assert len(chain.transfers()) == 2
     assert _texts_paid(lab, quick, texts) == Counter(texts)
 
@@ -138,20 +150,17 @@ def test_a_changed_per_request_after_a_kill_buys_no_text_twice(
     quick = emulator_factory(chain=chain)
     slow = emulator_factory(chain=chain, paid_latency_s=3.0)
     key = "0x" + secrets.token_hex(32)
-    checkpoint = tmp_path / "embed.ckpt"
     texts = [f"text {i}" for i in range(4)]
     _kill_once_paid(slow, tmp_path, key, texts, per_request=2, transfers=2)
 
-    lab = lab_factory(quick, key=key)
+    lab = _resuming(lab_factory(quick, key=key))
     more = [*texts, "text 4"]
-    frame = lab.batch_embed(more, model=EMBED, per_request=1, checkpoint=checkpoint,
-                            progress=None)
+    frame = lab.batch_embed(more, model=EMBED, per_request=1, progress=None)
     assert frame["status"].tolist() == ["unknown"] * 4 + ["ok"]
     assert frame.attrs["batch"].requests == 1
     assert len(chain.transfers()) == 3
     # Regrouped once more: still nothing bought twice, and the new text is cached.
-    again = lab.batch_embed(more, model=EMBED, per_request=3, checkpoint=checkpoint,
-                            progress=None)
+    again = lab.batch_embed(more, model=EMBED, per_request=3, progress=None)
     assert again["status"].tolist() == ["unknown"] * 4 + ["cached"]
     assert len(chain.transfers()) == 3
     assert _texts_paid(lab, quick, more) == Counter(more)
@@ -162,44 +171,38 @@ def test_settled_but_not_stored_shows_its_status_under_any_grouping(
 ):
     emulator = emulator_factory()
     lab = lab_factory(emulator)
-    checkpoint = tmp_path / "embed.ckpt"
     texts = ["one", "two", "three", "four"]
-    lab.batch_embed(["zero"], model=EMBED, checkpoint=checkpoint, progress=None)
-    paid = _pay_then_fail_to_store(lab, emulator, checkpoint, texts)
+    lab.batch_embed(["zero"], model=EMBED, progress=None)
+    paid = _pay_then_fail_to_store(lab, emulator, tmp_path / "ledger.sqlite", texts)
 
-    frame = lab.batch_embed(texts, model=EMBED, per_request=1, checkpoint=checkpoint,
-                            progress=None)
+    frame = lab.batch_embed(texts, model=EMBED, per_request=1, progress=None)
     lost = frame[frame["status"] == "paid_not_stored"]
     assert len(lost) == 2 * paid
     assert set(frame["status"]) <= {"paid_not_stored", "ok"}
     assert lost["paid_usd"].eq(0).all() and lost["quoted_usd"].eq(0.005).all()
     assert frame.attrs["batch"].lost_atomic == 10_000 * paid
     assert lost["error"].str.contains("not bought again").all()
-    again = lab.batch_embed(texts, model=EMBED, per_request=4, checkpoint=checkpoint,
-                            progress=None)
+    again = lab.batch_embed(texts, model=EMBED, per_request=4, progress=None)
     assert set(again["status"]) <= {"paid_not_stored", "cached"}
     assert (again["status"] == "paid_not_stored").sum() == 2 * paid
     assert _texts_paid(lab, emulator, ["zero", *texts]) == Counter(["zero", *texts])
 
 
-def test_a_checkpoint_from_before_sent_items_were_recorded_still_finds_its_payments(
+def test_rebuy_buys_paid_not_stored_texts_again_in_any_grouping(
     emulator_factory, lab_factory, tmp_path
 ):
     emulator = emulator_factory()
     lab = lab_factory(emulator)
-    checkpoint = tmp_path / "embed.ckpt"
     texts = ["one", "two", "three", "four"]
-    lab.batch_embed(["zero"], model=EMBED, checkpoint=checkpoint, progress=None)
-    paid = _pay_then_fail_to_store(lab, emulator, checkpoint, texts)
-    # What an older checkpoint file looks like: no record of the items each request carried.
-    with sqlite3.connect(checkpoint) as db:
-        db.execute("DELETE FROM sent")
-        db.execute("DELETE FROM meta WHERE key = 'sent_since'")
-    time.sleep(0.01)  # a clock tick between the file's creation and its upgrade
+    paid = _pay_then_fail_to_store(lab, emulator, tmp_path / "ledger.sqlite", texts)
+    lost = lab.estimate(texts, model=EMBED, kind="embed", per_request=3)
+    assert (lost.rows["status"] == "paid_not_stored").sum() == 2 * paid
+    assert lab.estimate(texts, model=EMBED, kind="embed", rebuy=True).total_atomic == 40_000
 
-    # Found under the plan's own request keys, as before (the grouping is unchanged).
-    frame = lab.batch_embed(texts, model=EMBED, per_request=2, checkpoint=checkpoint,
-                            progress=None)
-    assert (frame["status"] == "paid_not_stored").sum() == 2 * paid
-    assert set(frame["status"]) <= {"paid_not_stored", "ok"}
-    assert _texts_paid(lab, emulator, ["zero", *texts]) == Counter(["zero", *texts])
+    again = lab.batch_embed(texts, model=EMBED, per_request=3, rebuy=True, progress=None)
+    assert again["status"].tolist() == ["ok"] * 4 and again.attrs["batch"].requests == 2
+    assert _texts_paid(lab, emulator, texts) == Counter(
+        {text: 2 if i < 2 * paid else 1 for i, text in enumerate(texts)}
+    )
+    # Bought again, their answers are stored now.
+    assert lab.batch_embed(texts, model=EMBED, progress=None)["status"].tolist() == ["cached"] * 4

@@ -1,4 +1,8 @@
-"""Checkpoint and resume: a killed run, a paid-then-500 row and a re-run never pay twice."""
+"""Resume from the ledger: a killed run, a paid-then-500 row and a re-run never pay twice.
+
+No checkpoint of any kind: every row is claimed in the ledger before it is paid and its answer
+stored there, so running the same call again is the way to resume.
+"""
 
 from __future__ import annotations
 
@@ -21,15 +25,15 @@ CHILD = textwrap.dedent(
     import sys
     import x402lab as xl
 
-    gateway, reports, ledger, checkpoint = sys.argv[1:5]
+    gateway, reports, ledger, model = sys.argv[1:5]
     lab = xl.connect(gateway, reports, wallet=xl.Wallet.from_env(), ledger=ledger,
                      budget=xl.Budget(usd=50))
 
     def report(progress):
         print("done", progress.done, flush=True)
 
-    lab.batch_chat([f"question number {i}" for i in range(200)], model=sys.argv[5],
-                   concurrency=8, checkpoint=checkpoint, progress=report)
+    lab.batch_chat([f"question number {i}" for i in range(200)], model=model,
+                   concurrency=8, progress=report)
     print("finished", flush=True)
     """
 )
@@ -38,12 +42,16 @@ CHILD = textwrap.dedent(
 def test_killed_run_resumed_pays_nothing_twice(emulator_factory, lab_factory, tmp_path):
     emulator = emulator_factory(paid_latency_s=0.03)
     key = "0x" + secrets.token_hex(32)
-    ledger, checkpoint = tmp_path / "ledger.sqlite", tmp_path / "chat.ckpt"
+    ledger = tmp_path / "ledger.sqlite"
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     command = [
-        sys.executable, str(script), emulator.gateway_url, emulator.reports_url,
-        str(ledger), str(checkpoint), CHEAP,
+        sys.executable,
+        str(script),
+        emulator.gateway_url,
+        emulator.reports_url,
+        str(ledger),
+        CHEAP,
     ]
     env = {**os.environ, "X402LAB_PRIVATE_KEY": key}
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as child:
@@ -63,14 +71,15 @@ def test_killed_run_resumed_pays_nothing_twice(emulator_factory, lab_factory, tm
     assert 40 <= paid_before < 200
 
     lab = lab_factory(emulator, key=key, ledger=ledger)
+    # The killed run left its in-flight claims pending: they are waited for until they are
+    # stale (a second here, a minute by default), then taken over.
+    lab.async_.batches.claims.stale_after_s = 1.0
     prompts = [f"question number {i}" for i in range(200)]
-    frame = lab.batch_chat(
-        prompts, model=CHEAP, concurrency=8, checkpoint=checkpoint, progress=None
-    )
+    frame = lab.batch_chat(prompts, model=CHEAP, concurrency=8, progress=None)
     counts = frame["status"].value_counts().to_dict()
     assert set(counts) <= {"ok", "cached", "paid_not_stored", "unknown"}
-    # Every row the killed run had emitted was paid: stored, or (if the kill came first)
-    # reported as paid but not stored.
+    # Every row the killed run had emitted was paid: its answer stored, or (if the kill came
+    # first) reported as paid but not stored.
     assert counts["cached"] >= 1 and counts["ok"] >= 1
     assert counts["cached"] + counts.get("paid_not_stored", 0) >= 40
     per_key = transfers_per_key(lab, emulator)
@@ -85,9 +94,7 @@ def test_killed_run_resumed_pays_nothing_twice(emulator_factory, lab_factory, tm
     assert frame.attrs["batch"].paid_atomic == 10_000 * counts["ok"]
 
     # A third run buys nothing at all.
-    again = lab.batch_chat(
-        prompts, model=CHEAP, concurrency=8, checkpoint=checkpoint, progress=None
-    )
+    again = lab.batch_chat(prompts, model=CHEAP, concurrency=8, progress=None)
     assert "ok" not in set(again["status"])
     assert len(emulator.chain.transfers()) == sum(per_key.values())
     assert (again["response"].fillna("") == frame["response"].fillna("")).all()
@@ -96,9 +103,8 @@ def test_killed_run_resumed_pays_nothing_twice(emulator_factory, lab_factory, tm
 def test_paid_then_500_row_is_not_paid_again(emulator_factory, lab_factory, tmp_path):
     emulator = emulator_factory(paid_then_500_rate=0.5, seed=3)
     lab = lab_factory(emulator)
-    checkpoint = tmp_path / "chat.ckpt"
     prompts = [f"item {i}" for i in range(16)]
-    first = lab.batch_chat(prompts, model=CHEAP, checkpoint=checkpoint, progress=None)
+    first = lab.batch_chat(prompts, model=CHEAP, progress=None)
     unknown = first[first["status"] == "unknown"]
     assert set(first["status"]) == {"ok", "unknown"} and len(unknown) >= 1
     assert unknown["paid_usd"].isna().all() and unknown["quoted_usd"].eq(0.01).all()
@@ -107,7 +113,7 @@ def test_paid_then_500_row_is_not_paid_again(emulator_factory, lab_factory, tmp_
     assert first.attrs["batch"].unknown_atomic == 10_000 * len(unknown)
     ledger_before = lab.ledger.rows()
 
-    second = lab.batch_chat(prompts, model=CHEAP, checkpoint=checkpoint, progress=None)
+    second = lab.batch_chat(prompts, model=CHEAP, progress=None)
     assert lab.ledger.rows() == ledger_before
     assert len(emulator.chain.transfers()) == 16
     again = second.set_index("request_key")["status"]
@@ -120,19 +126,18 @@ def test_rerun_with_a_bigger_budget_buys_only_what_is_missing(
     emulator_factory, lab_factory, tmp_path
 ):
     emulator = emulator_factory()
-    ledger, checkpoint = tmp_path / "ledger.sqlite", tmp_path / "chat.ckpt"
+    ledger = tmp_path / "ledger.sqlite"
     prompts = [f"fact {i}" for i in range(12)]
     small = lab_factory(emulator, usd=0.05, ledger=ledger)
-    first = small.batch_chat(prompts, model=CHEAP, concurrency=1, checkpoint=checkpoint,
-                             progress=None)
+    first = small.batch_chat(prompts, model=CHEAP, concurrency=1, progress=None)
     assert first["status"].value_counts().to_dict() == {"ok": 5, "skipped_budget": 7}
-    estimate = small.estimate(prompts, model=CHEAP, checkpoint=checkpoint)
-    assert estimate.total_atomic == 70_000 and estimate.rows["status"].tolist()[:5] == [
-        "cached"
-    ] * 5
+    estimate = small.estimate(prompts, model=CHEAP)
+    assert (
+        estimate.total_atomic == 70_000 and estimate.rows["status"].tolist()[:5] == ["cached"] * 5
+    )
 
     bigger = lab_factory(emulator, usd=1.0, ledger=ledger)
-    second = bigger.batch_chat(prompts, model=CHEAP, checkpoint=checkpoint, progress=None)
+    second = bigger.batch_chat(prompts, model=CHEAP, progress=None)
     assert second["status"].tolist() == ["cached"] * 5 + ["ok"] * 7
     assert settled_atomic(bigger) == chain_atomic(emulator) == 120_000
     assert second.attrs["batch"].paid_atomic == 70_000
@@ -142,7 +147,6 @@ def test_rerun_with_a_bigger_budget_buys_only_what_is_missing(
 
 def test_cancelled_batch_keeps_what_arrived(emulator_factory, tmp_path):
     emulator = emulator_factory(paid_latency_s=0.05)
-    checkpoint = tmp_path / "chat.ckpt"
     prompts = [f"line {i}" for i in range(60)]
 
     async def main() -> tuple[list[int], object]:
@@ -153,7 +157,7 @@ def test_cancelled_batch_keeps_what_arrived(emulator_factory, tmp_path):
             ledger=tmp_path / "ledger.sqlite",
         )
         done: list[int] = []
-        args = dict(model=CHEAP, concurrency=4, checkpoint=checkpoint)
+        args = dict(model=CHEAP, concurrency=4)
         task = asyncio.create_task(
             lab.batch_chat(prompts, progress=lambda p: done.append(p.done), **args)
         )
@@ -180,13 +184,11 @@ def test_cancelled_batch_keeps_what_arrived(emulator_factory, tmp_path):
     assert {t.nonce for t in emulator.chain.transfers()} <= nonces
 
 
-def test_a_checkpoint_resumed_on_another_ledger_says_so(emulator_factory, lab_factory, tmp_path):
-    emulator = emulator_factory()
-    checkpoint = tmp_path / "chat.ckpt"
-    first = lab_factory(emulator, ledger=tmp_path / "a.sqlite")
-    first.batch_chat(["one", "two"], model=CHEAP, checkpoint=checkpoint, progress=None)
-    other = lab_factory(emulator, ledger=tmp_path / "b.sqlite")
-    with pytest.warns(UserWarning, match="cannot be recognised"):
-        frame = other.batch_chat(["one", "two", "three"], model=CHEAP, checkpoint=checkpoint,
-                                 progress=None)
-    assert frame["status"].tolist() == ["cached", "cached", "ok"]
+def test_checkpoint_is_gone_with_a_note_on_how_to_resume(emulator, lab_factory, tmp_path):
+    lab = lab_factory(emulator)
+    for call in (lab.batch_chat, lab.estimate):
+        with pytest.raises(TypeError, match="resume from the ledger by default"):
+            call(["one"], model=CHEAP, checkpoint=tmp_path / "chat.ckpt")
+    with pytest.raises(TypeError, match="run the same call again|Run the same call again"):
+        lab.batch_embed(["one"], model="text-embedding-3-small", checkpoint="x.ckpt")
+    assert lab.ledger.rows() == []

@@ -88,7 +88,8 @@ def _atomic(usd: pd.Series | None) -> pd.Series:
 
 def _paid_this_run(frame: pd.DataFrame) -> int:
     """What the run paid: ``paid_usd`` is what the run paid for each row (0 for a row answered
-    by an identical row or by the checkpoint, null when unknown), so the sum is exact."""
+    by an identical row or by an answer an earlier run stored, null when unknown), so the sum is
+    exact."""
     return int(frame["paid_atomic"].fillna(0).sum())
 
 
@@ -176,7 +177,8 @@ def drift(batches: BatchInput, rows: LedgerRows) -> pd.DataFrame:
 
 
 def cache_savings(batches: BatchInput) -> pd.DataFrame:
-    """What cached rows (deduplicated or answered from a checkpoint) did not pay again.
+    """What cached rows (deduplicated, or answered by an earlier run's stored answer) did not
+    pay again.
 
     A cached row's saving is its quote, else the price paid for the same request key in the
     batch; a cached row with neither is counted in ``unpriced_items`` (unknown, not 0).
@@ -196,7 +198,7 @@ def cache_savings(batches: BatchInput) -> pd.DataFrame:
                 "items": len(cached),
                 "saved_atomic": int(price.fillna(0).sum()),
                 "unpriced_items": int(price.isna().sum()),
-                "note": "rows deduplicated or answered from the checkpoint: not paid again",
+                "note": "rows deduplicated or answered by an earlier run: not paid again",
             }
         )
     return _savings_frame(records)

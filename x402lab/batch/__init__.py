@@ -2,9 +2,10 @@
 
 ``api`` (the Lab's ``batch_chat``, ``batch_embed`` and ``estimate``), ``plan`` (rows, their
 distinct requests and the paid units), ``runner`` (concurrency, the budget across rows,
-dedup, resume), ``checkpoint`` (the durable row-by-row store), ``sinks`` (rows to column
-lists or to Parquet row groups), ``progress`` (the progress callback protocol and the text
-display), ``results`` (BatchSummary and BatchEstimate).
+dedup, resume), ``store`` (claims of the rows in the ledger and their stored answers),
+``items`` (each row's outcome and the tally), ``estimate`` (the free quote of a batch),
+``sinks`` (rows to column lists or to Parquet row groups), ``progress`` (the progress
+callback protocol and the text display), ``results`` (BatchSummary and BatchEstimate).
 """
 
 from x402lab.batch.progress import BatchProgress, TextProgress

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from x402lab.batch.checkpoint import Checkpoint
+from x402lab.batch.estimate import quote_plan
 from x402lab.batch.plan import (
     CHAT_PATH,
     EMBED_PATH,
@@ -23,15 +21,16 @@ from x402lab.batch.plan import (
 )
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.results import BatchEstimate, BatchSummary
-from x402lab.batch.runner import Earlier, Runner, find_paid, split_atomic
+from x402lab.batch.runner import Runner
 from x402lab.batch.sinks import ColumnSink, ParquetSink
-from x402lab.errors import ConfigError, X402LabError
+from x402lab.batch.store import STALE_AFTER_S, BatchStore
+from x402lab.errors import ConfigError
+from x402lab.ledger import Claims
 from x402lab.tables.batch import (
     batch_chat_schema,
     chat_table,
     embed_table,
     estimate_schema,
-    estimate_table,
     join_inputs,
 )
 
@@ -48,6 +47,17 @@ def _concurrency(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
         raise ConfigError(f"concurrency must be an int in 1..1024, got {value!r}")
     return value
+
+
+def _no_checkpoint(call: str, params: dict[str, Any]) -> None:
+    # ``checkpoint=`` was removed: without this, it would land in the request body.
+    if "checkpoint" in params:
+        raise TypeError(
+            f"{call}() no longer takes checkpoint=: batches now resume from the ledger by"
+            " default. Run the same call again: settled rows are reused (their answers are"
+            " stored in the ledger) and nothing is paid twice. Remove checkpoint=;"
+            " rebuy=True buys everything again."
+        )
 
 
 def _check_clash(inputs: pd.DataFrame, names: list[str]) -> None:
@@ -68,6 +78,9 @@ class Batches:
         self._catalog = catalog
         self._paid = paid
         self._generic = generic
+        #: The claims of batch rows in the lab's store (``stale_after_s``: when the pending
+        #: claims of a run that stopped without giving them back may be taken over).
+        self.claims = Claims(session.ledger.db, stale_after_s=STALE_AFTER_S)
 
     async def _check_batch_model(self, model: str, path: str) -> None:
         # A wrong model id fails the whole batch before anything is sent, not row by row.
@@ -82,8 +95,8 @@ class Batches:
         system: str | None = None,
         max_tokens: int | None = None,
         concurrency: int = 8,
-        checkpoint: PathLike | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         progress: Any = "auto",
         **params: Any,
     ) -> pd.DataFrame:
@@ -93,18 +106,23 @@ class Batches:
         ``messages``) column; ``prompt="... {column} ..."`` builds each prompt from the row's
         columns. Returns the input columns plus ``response``, ``reasoning``, ``finish_reason``,
         ``prompt_tokens``, ``completion_tokens``, ``quoted_usd``, ``paid_usd`` (what this run
-        paid for the row: 0 for a row answered by an identical row or by the checkpoint, null
+        paid for the row: 0 for a row answered by an identical row or by an earlier run, null
         when unknown), ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget,
         refused, failed, unknown, paid_not_stored), ``error``, ``latency_s`` and
         ``request_key``; ``frame.attrs["batch"]`` is the run's BatchSummary.
 
-        Identical rows are paid once. When the budget cannot cover a row, it and every row
-        not yet started are ``skipped_budget``. With ``checkpoint=path`` each paid result is
-        stored as it arrives and a re-run buys only what is missing. ``max_usd`` caps each
-        request; ``progress``: "auto", "text", None, or a callable taking BatchProgress.
-        Raises ConfigError or ModelNotFound before anything is paid; a failing row never
-        raises.
+        Identical rows are paid once. Every answer is stored in the ledger as it arrives, so
+        running the same call again (after Ctrl+C, a crash, a bigger budget) pays only for
+        what is missing: stored rows come back ``cached``; a row whose payment may have
+        settled without a stored answer shows ``paid_not_stored`` or ``unknown`` and is never
+        bought again on its own; rows another run is buying now are waited for. ``rebuy=True``
+        buys every row again. When the budget cannot cover a row, it and every row not yet
+        started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto",
+        "text", None, or a callable taking BatchProgress. Raises ConfigError or ModelNotFound
+        before anything is paid, TypeError for ``checkpoint=`` (removed), BatchInterrupted on
+        Ctrl+C (its message says how to resume); a failing row never raises.
         """
+        _no_checkpoint("batch_chat", params)
         inputs = chat_inputs(rows)
         _check_clash(inputs, batch_chat_schema().names)
         messages = chat_messages(inputs, prompt)
@@ -113,7 +131,7 @@ class Batches:
         codec = ChatCodec()
         sink = ColumnSink(codec)
         summary = await self._run(
-            plan, codec, sink, concurrency, checkpoint, max_usd, progress, out=None
+            plan, codec, sink, concurrency, max_usd, rebuy, progress, out=None
         )
         frame = join_inputs(inputs, chat_table(sink.columns))
         frame.attrs["batch"] = summary
@@ -126,11 +144,11 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: PathLike | None = None,
-        checkpoint: PathLike | None = None,
         per_request: int = 1,
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
+        rebuy: bool = False,
         progress: Any = "auto",
         **params: Any,
     ) -> pd.DataFrame | BatchSummary:
@@ -149,10 +167,12 @@ class Batches:
 
         ``per_request`` packs that many texts into one paid request (the spec's shape is one
         text per request; the emulator, like OpenAI-style gateways, takes a list): each row
-        then shows its share of the request's cost. Identical texts are paid once; budget,
-        checkpoint, ``max_usd`` and ``progress`` work as in ``batch_chat``; extra keyword
-        arguments (``dimensions``, ``encoding_format``) go into each request body.
+        then shows its share of the request's cost. Identical texts are paid once; stored
+        answers and re-runs, budget, ``max_usd``, ``rebuy`` and ``progress`` work as in
+        ``batch_chat`` (a re-run reuses stored texts whatever ``per_request`` it uses); extra
+        keyword arguments (``dimensions``, ``encoding_format``) go into each request body.
         """
+        _no_checkpoint("batch_embed", params)
         values, index = embed_texts(texts, column)
         if not isinstance(row_group_size, int) or row_group_size < 1:
             raise ConfigError(f"row_group_size must be a positive int, got {row_group_size!r}")
@@ -165,7 +185,7 @@ class Batches:
             parquet = ParquetSink(target, plan, row_group_size=row_group_size, dim=dim)
             try:
                 summary = await self._run(
-                    plan, codec, parquet, concurrency, checkpoint, max_usd, progress, out=target
+                    plan, codec, parquet, concurrency, max_usd, rebuy, progress, out=target
                 )
             finally:
                 parquet.close()
@@ -173,28 +193,17 @@ class Batches:
             return summary
         sink = ColumnSink(codec, plan=plan)
         summary = await self._run(
-            plan, codec, sink, concurrency, checkpoint, max_usd, progress, out=None
+            plan, codec, sink, concurrency, max_usd, rebuy, progress, out=None
         )
         table = embed_table(sink.columns, sink.dim or dim or 0)
         frame = join_inputs(_index_frame(index, len(values)), table)
         frame.attrs["batch"] = summary
         return frame
 
-    def _open_checkpoint(self, path: PathLike | None, kind: str) -> Checkpoint | None:
-        if path is None:
-            return None
-        store = Checkpoint(path, kind=kind, ledger_path=str(self._session.ledger.path))
-        if store.ledger_path is not None and store.ledger_path != str(self._session.ledger.path):
-            # Earlier payments are found through the ledger: with another ledger, a row paid
-            # but not stored would look unpaid. Say so rather than buy it silently.
-            warnings.warn(
-                f"checkpoint {store.path} was started with the ledger {store.ledger_path};"
-                f" this lab records to {self._session.ledger.path}, so payments of the earlier"
-                " run that were not stored cannot be recognised",
-                UserWarning,
-                stacklevel=3,
-            )
-        return store
+    def _store(self, kind: str, rebuy: Any) -> BatchStore:
+        if not isinstance(rebuy, bool):
+            raise ConfigError(f"rebuy must be True or False, got {rebuy!r}")
+        return BatchStore(self.claims, kind, rebuy=rebuy)
 
     async def _run(
         self,
@@ -202,30 +211,25 @@ class Batches:
         codec: Any,
         sink: Any,
         concurrency: int,
-        checkpoint: PathLike | None,
         max_usd: float | None,
+        rebuy: bool,
         progress: Any,
         *,
         out: Path | None,
     ) -> BatchSummary:
         throttle = Throttle(resolve_progress(progress))
-        store = self._open_checkpoint(checkpoint, plan.kind)
-        try:
-            runner = Runner(
-                self._paid,
-                self._session.ledger,
-                self._session.budget,
-                plan,
-                codec,
-                concurrency=_concurrency(concurrency),
-                checkpoint=store,
-                progress=throttle,
-                max_usd=max_usd,
-            )
-            tally = await runner.run(sink)
-        finally:
-            if store is not None:
-                store.close()
+        runner = Runner(
+            self._paid,
+            self._session.ledger,
+            self._session.budget,
+            plan,
+            codec,
+            self._store(plan.kind, rebuy),
+            concurrency=_concurrency(concurrency),
+            progress=throttle,
+            max_usd=max_usd,
+        )
+        tally = await runner.run(sink)
         return BatchSummary(
             kind=plan.kind,
             rows=plan.rows,
@@ -238,9 +242,8 @@ class Batches:
             lost_atomic=tally.lost_atomic,
             unknown_atomic=tally.unknown_atomic,
             duplicates=tally.duplicates,
-            from_checkpoint=tally.from_checkpoint,
+            from_store=tally.from_store,
             budget_left_atomic=self._session.budget.state().remaining_atomic,
-            checkpoint=str(store.path) if store is not None else None,
             out=str(out) if out is not None else None,
             progress_error=repr(throttle.error) if throttle.error is not None else None,
         )
@@ -257,8 +260,8 @@ class Batches:
         per_request: int = 1,
         column: str | None = None,
         concurrency: int = 8,
-        checkpoint: PathLike | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         out: PathLike | None = None,
         row_group_size: int | None = None,
         progress: Any = None,
@@ -268,12 +271,15 @@ class Batches:
 
         Takes the arguments of ``batch_chat`` (``kind="chat"``) or ``batch_embed``
         (``kind="embed"``); ``out``, ``row_group_size`` and ``progress`` are accepted and
-        ignored, so a call can be switched between the two. With ``checkpoint``, rows a run
-        would not buy (stored, or paid before) are marked and left out of the total. Returns
-        a BatchEstimate: per-row quotes beside the published price list's estimate, the
-        total, and whether it fits the budget. Raises ConfigError or ModelNotFound.
+        ignored, so a call can be switched between the two. Rows a run would not buy (an
+        answer stored, a payment that may have settled, a row another run holds) are marked
+        and left out of the total, read from the ledger's claims without writing anything;
+        with ``rebuy=True`` every row is quoted. Returns a BatchEstimate: per-row quotes
+        beside the published price list's estimate, the total, and whether it fits the
+        budget. Raises ConfigError or ModelNotFound, TypeError for ``checkpoint=``.
         """
         del out, row_group_size, progress, max_usd  # accepted for a drop-in call
+        _no_checkpoint("estimate", params)
         if kind == "chat":
             inputs = chat_inputs(rows)
             _check_clash(inputs, estimate_schema().names)
@@ -289,96 +295,13 @@ class Batches:
         else:
             raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
         await self._check_batch_model(model, plan.path)
-        store = self._open_checkpoint(checkpoint, plan.kind)
-        try:
-            stored, earlier = find_paid(self._session.ledger, plan, store)
-            return await self._quote_plan(plan, inputs, stored, earlier, store, concurrency)
-        finally:
-            if store is not None:
-                store.close()
-
-    async def _quote_plan(
-        self,
-        plan: Plan,
-        inputs: pd.DataFrame,
-        stored: set[str],
-        earlier: dict[str, Earlier],
-        store: Checkpoint | None,
-        concurrency: int,
-    ) -> BatchEstimate:
-        semaphore = asyncio.Semaphore(_concurrency(concurrency))
-        # Per item: (status, quoted_atomic, upstream_usd, price_mult, estimate_usd, error,
-        # request_key).
-        Item = tuple[
-            str, int | None, float | None, float | None, float | None, str | None, str | None
-        ]
-        items: list[Item] = [("quoted", None, None, None, None, None, None)] * len(plan.item_keys)
-        total, local_total, local_known, requests, failed = 0, 0.0, True, 0, 0
-
-        async def quote(unit: int) -> None:
-            nonlocal total, local_total, local_known, requests, failed
-            todo = []
-            for i in plan.unit_items(unit):
-                key = plan.item_keys[i]
-                if key in stored and store is not None:
-                    kept = store.load(key)
-                    quoted = kept.quoted_atomic if kept else None
-                    request = kept.request_key if kept else None
-                    items[i] = ("cached", quoted, None, None, None, None, request)
-                elif key in earlier:
-                    paid = earlier[key]
-                    status = "paid_not_stored" if paid.status == "settled" else "unknown"
-                    items[i] = (status, paid.share_atomic, None, None, None, None, paid.request_key)
-                else:
-                    todo.append(i)
-            if not todo:
-                return
-            key, body = plan.request_for(unit, todo)
-            async with semaphore:
-                try:
-                    found = await self._generic.quote("POST", plan.path, body)
-                except X402LabError as exc:
-                    failed += len(todo)
-                    reason = f"{type(exc).__name__}: {exc}"
-                    for i in todo:
-                        items[i] = ("failed", None, None, None, None, reason, key)
-                    return
-            requests += 1
-            total += found.amount_atomic
-            estimate = getattr(found, "estimate_usd", None)
-            if estimate is None:
-                local_known = False
-            else:
-                local_total += estimate
-            n = len(todo)
-            shares = split_atomic(found.amount_atomic, n)
-            upstream = found.upstream_usd / n if found.upstream_usd is not None else None
-            local = estimate / n if estimate is not None else None
-            for i, share in zip(todo, shares, strict=True):
-                items[i] = ("quoted", share, upstream, found.price_mult, local, None, key)
-
-        await asyncio.gather(*(quote(unit) for unit in range(plan.units)))
-        columns: dict[str, list[Any]] = {name: [] for name in estimate_schema().names}
-        unit_of = plan.unit_keys
-        for row in range(plan.rows):
-            item = int(plan.row_items[row])
-            status, quoted, upstream, mult, local, error, request = items[item]
-            columns["request_key"].append(request or unit_of[item // plan.per_request])
-            columns["quoted_atomic"].append(quoted)
-            columns["upstream_usd"].append(upstream)
-            columns["price_mult"].append(mult)
-            columns["estimate_usd"].append(local)
-            columns["duplicate"].append(bool(row != plan.first_row[item]))
-            columns["status"].append(status)
-            columns["error"].append(error)
-        frame = join_inputs(inputs, estimate_table(columns))
-        return BatchEstimate(
-            rows=frame,
-            total_atomic=total,
-            local_total_usd=round(local_total, 6) if local_known else None,
-            requests=requests,
-            failed=failed,
-            budget_left_atomic=self._session.budget.state().remaining_atomic,
+        return await quote_plan(
+            plan,
+            inputs,
+            self._generic,
+            self._store(plan.kind, rebuy),
+            _concurrency(concurrency),
+            self._session.budget.state().remaining_atomic,
         )
 
 

@@ -4,8 +4,8 @@ A row's *item* is the request that row needs on its own; identical rows share on
 they are paid once. Items are grouped into *units*, the requests actually paid: one item each
 for chat, ``per_request`` texts each for embeddings. Units are cut from the distinct items in
 first-seen order. A unit some of whose items need no buying pays for the rest in a smaller
-request; a re-run finds earlier payments through the items each request carried (recorded in
-the checkpoint), so it does not depend on the grouping staying the same.
+request. Each item is claimed in the store under its own key (with the key of the request
+that carries it), so a re-run finds earlier payments and answers whatever the grouping.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ class Plan:
 
     def request_for(self, unit: int, items: list[int]) -> tuple[str, dict[str, Any]]:
         """The key and body of the request that pays for ``items`` of ``unit``: the unit's own
-        request, or a smaller one when some of its items need no buying (stored, paid)."""
+        request, or a smaller one when some of its items need no buying (stored, paid).
+        A single item's request key is its own item key."""
         if len(items) == len(self.unit_items(unit)):
             return self.unit_keys[unit], self.unit_body(unit)
         body = _embed_body(self.model, [self.item_payloads[i] for i in items], self.params)

@@ -31,6 +31,7 @@ class BatchProgress:
     spent_before_atomic: int = 0
     cap_atomic: int | None = None
     finished: bool = False
+    waiting: int = 0  # rows waiting for another run that is buying them now
 
     @property
     def spent_atomic(self) -> int:
@@ -50,6 +51,7 @@ class BatchProgress:
             + (f" ({counts})" if counts else "")
             + f"; paid {format_usd(self.paid_atomic)}, budget {format_usd(self.spent_atomic)}"
             + f" of {cap}"
+            + (f"; {self.waiting} waiting for another run" if self.waiting else "")
         )
 
 

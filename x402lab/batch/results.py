@@ -22,10 +22,11 @@ class BatchSummary:
 
     ``requests``: requests sent by this run; ``paid_requests``: those whose payment settled.
     ``paid_atomic``: settled by this run. ``saved_atomic``: the quotes of duplicate rows,
-    answered by the first identical row instead of paying again. ``cached_atomic``: what rows
-    taken from the checkpoint cost when an earlier run paid them. ``lost_atomic``: paid by an
-    earlier run whose result was never stored (``paid_not_stored`` rows). ``unknown_atomic``:
-    payments whose settlement is unknown (a risk, counted against the budget).
+    answered by the first identical row instead of paying again. ``from_store``: rows answered
+    by answers an earlier run stored in the ledger; ``cached_atomic``: what those rows cost
+    when that run paid them. ``lost_atomic``: paid by an earlier run whose answer was never
+    stored (``paid_not_stored`` rows). ``unknown_atomic``: payments whose settlement is
+    unknown (a risk, counted against the budget).
     ``out``: the Parquet file of ``batch_embed(..., out=...)``, read with ``to_pandas()``.
     """
 
@@ -40,9 +41,8 @@ class BatchSummary:
     lost_atomic: int
     unknown_atomic: int
     duplicates: int
-    from_checkpoint: int
+    from_store: int
     budget_left_atomic: int | None
-    checkpoint: str | None = None
     out: str | None = None
     progress_error: str | None = field(default=None, repr=False)
 
@@ -64,9 +64,9 @@ class BatchSummary:
             parts.append(
                 f"{self.duplicates} duplicate rows paid once, saved {format_usd(self.saved_atomic)}"
             )
-        if self.from_checkpoint:
+        if self.from_store:
             parts.append(
-                f"{self.from_checkpoint} rows from the checkpoint (paid earlier:"
+                f"{self.from_store} rows answered by an earlier run (paid then:"
                 f" {format_usd(self.cached_atomic)})"
             )
         if self.lost_atomic:
@@ -107,9 +107,10 @@ class BatchEstimate:
     ``requests``: the distinct requests a run would pay for. ``rows``: the input columns
     plus ``request_key``, ``quoted_usd`` (exact, from the 402), ``upstream_usd``,
     ``price_mult``, ``estimate_usd`` (the published price list's estimate, null where it
-    cannot tell), ``duplicate`` and ``status`` (``quoted``; ``cached``, ``paid_not_stored``
-    or ``unknown`` for rows a run with this checkpoint would not buy; ``failed`` with
-    ``error``). ``total_atomic`` sums what a run would pay: each distinct request once.
+    cannot tell), ``duplicate`` and ``status`` (``quoted``; ``cached``, ``paid_not_stored``,
+    ``unknown`` or ``pending`` for rows a run would not buy now, read from the ledger's
+    claims; ``failed`` with ``error``). ``total_atomic`` sums what a run would pay: each
+    distinct request once.
     """
 
     rows: pd.DataFrame
@@ -131,9 +132,7 @@ class BatchEstimate:
         return self.total_atomic <= self.budget_left_atomic
 
     def describe(self) -> str:
-        local = (
-            f"{self.local_total_usd:.6f} USD" if self.local_total_usd is not None else "n/a"
-        )
+        local = f"{self.local_total_usd:.6f} USD" if self.local_total_usd is not None else "n/a"
         text = (
             f"{len(self.rows)} rows, {self.requests} requests to pay: exact total"
             f" {format_usd(self.total_atomic)} (price list estimate {local})"
@@ -154,4 +153,3 @@ class BatchEstimate:
 
     def to_pandas(self) -> pd.DataFrame:
         return self.rows
-

@@ -1,4 +1,4 @@
-"""Runs a planned batch: bounded concurrency, the budget across rows, dedup, resume.
+"""Runs a planned batch: bounded concurrency, the budget across rows, claims, resume.
 
 Spends money. Every paid request goes through the gateway's one paid path (``PaidRequests.send``),
 so each reserves in the budget before it is signed and is written to the ledger before it leaves.
@@ -7,193 +7,59 @@ semaphore around each request's whole call). Rows come out in input order, throu
 of at most ``window`` requests in flight or waiting to be emitted, so memory stays bounded
 however long the input is.
 
+Before a request is paid, its items are claimed in the store (``BatchStore``), a window's
+worth at a time in one transaction: items an earlier run stored come back ``cached`` with
+their answers, items whose payment may have settled without an answer are reported
+(``paid_not_stored`` or ``unknown``) and never bought again on its own, items another live run
+is buying are waited for. A request some of whose items need no buying pays for the rest in a
+smaller request (claimed again under that request's key).
+
 Outcomes per request: ``ok``; ``skipped_budget`` (the budget could not cover it: that request
 and every one not yet started are skipped); ``refused`` (a check failed, nothing signed);
 ``failed`` (nothing settled, or an unreadable answer to a settled payment); ``unknown`` (a
 payment left and no clear answer came; never retried). A failed request never fails the
-batch. With a checkpoint, each paid request's items are recorded durably before it leaves;
-a re-run takes stored results (``cached``) and reports items whose request the ledger shows
-as paid since the checkpoint was made, but not stored, as ``paid_not_stored`` (or
-``unknown``): they are never bought again, however a re-run groups them into requests.
+batch. Cancelled (Ctrl+C), the run stores what arrived, releases its claims and raises
+``asyncio.CancelledError(BatchInterrupted(...))``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from x402lab.batch.checkpoint import Checkpoint, SentItem, StoredItem
+from x402lab.batch.items import (
+    Emitted,
+    ItemResult,
+    Tally,
+    from_answer,
+    from_maybe_paid,
+    interrupted,
+    released,
+    shares,
+    split_atomic,
+)
 from x402lab.batch.plan import Plan
 from x402lab.batch.progress import BatchProgress, Throttle
 from x402lab.errors import (
+    BatchInterrupted,
     BudgetExceeded,
     PaymentRefused,
     SettlementUnknown,
     X402LabError,
 )
-from x402lab.money import format_usd
+from x402lab.ledger import ClaimAction, Claimed, ClaimStatus
 
 if TYPE_CHECKING:
+    from x402lab.batch.store import BatchStore
     from x402lab.budget import Budget
     from x402lab.gateway import PaidRequests
     from x402lab.ledger import Ledger
 
-_LEDGER_CHUNK = 500
-
-
-@dataclass(slots=True)
-class ItemResult:
-    """The outcome of one item (a distinct request of the batch)."""
-
-    status: str
-    request_key: str
-    data: tuple[Any, ...] | None = None
-    error: str | None = None
-    quoted_atomic: int | None = None
-    paid_atomic: int | None = None
-    upstream_usd: float | None = None
-    tx_hash: str | None = None
-    latency_s: float | None = None
-    ledger_id: int | None = None
-    fresh: bool = False  # paid (or attempted) in this run
-
-
-Emitted = tuple[int, ItemResult, bool]  # row, its item's result, is the row a duplicate
-
-
-@dataclass
-class Tally:
-    """Running totals of a batch, in atomic units."""
-
-    counts: dict[str, int] = field(default_factory=dict)
-    requests: int = 0  # requests sent (the unpaid 402 included)
-    paid_requests: int = 0  # requests whose payment settled
-    paid_atomic: int = 0
-    cached_atomic: int = 0
-    saved_atomic: int = 0
-    unknown_atomic: int = 0
-    duplicates: int = 0
-    from_checkpoint: int = 0
-    lost_atomic: int = 0
-
-    def add(self, result: ItemResult, duplicate: bool) -> str:
-        """Count one emitted row; returns the status the row shows."""
-        status, paid = shown(result, duplicate)
-        if duplicate:
-            self.duplicates += 1
-            if status == "cached":
-                self.saved_atomic += result.quoted_atomic or 0
-        elif status == "cached":
-            self.from_checkpoint += 1
-            self.cached_atomic += result.paid_atomic or 0
-        elif status == "paid_not_stored":
-            self.lost_atomic += result.paid_atomic or 0
-        elif status == "unknown":
-            self.unknown_atomic += result.quoted_atomic or 0
-        self.paid_atomic += paid or 0
-        self.counts[status] = self.counts.get(status, 0) + 1
-        return status
-
-
-def shown(result: ItemResult, duplicate: bool) -> tuple[str, int | None]:
-    """The status and ``paid_atomic`` a row shows: what *this run* paid for that row.
-
-    A duplicate shows ``cached`` (its first identical row paid) and pays 0; a row taken from
-    the checkpoint or the ledger pays 0 in this run; an unknown settlement is None.
-    """
-    status = result.status
-    if duplicate and status == "ok":
-        status = "cached"
-    if duplicate or not result.fresh:
-        return status, 0
-    return status, result.paid_atomic
-
-
-@dataclass(frozen=True, slots=True)
-class Earlier:
-    """A payment of an earlier run for one item whose result was not stored: the ledger row
-    (settled, unknown or signed) of the request that carried it, and the item's share."""
-
-    ledger_id: int
-    request_key: str
-    status: str
-    amount_atomic: int | None  # the whole request's
-    share_atomic: int | None  # this item's
-    tx_hash: str | None
-
-
-def find_paid(
-    ledger: Ledger, plan: Plan, checkpoint: Checkpoint | None
-) -> tuple[set[str], dict[str, Earlier]]:
-    """What a checkpoint already holds: the stored item keys, and for items not stored the
-    ledger's payment (settled, unknown or signed, made since the checkpoint was created) of a
-    request that carried them. Nothing without a checkpoint.
-
-    Payments are found through the items each paid request carried, recorded in the
-    checkpoint before the request left, so an item is found whatever request it went out in
-    (another ``per_request``, or a group cut smaller because some of its items were stored).
-    """
-    if checkpoint is None:
-        return set(), {}
-    keys = plan.item_keys
-    stored = checkpoint.stored_keys(keys)
-    open_keys = [key for key in keys if key not in stored]
-    carried = checkpoint.sent_for(open_keys)
-    if checkpoint.sent_since_us > checkpoint.created_us:
-        # A checkpoint begun before requests' items were recorded: its payments can only be
-        # found under this plan's own request keys (right when the grouping did not change).
-        for unit in range(plan.units):
-            members = [keys[i] for i in plan.unit_items(unit)]
-            for position, key in enumerate(members):
-                if key not in stored:
-                    sent = SentItem(plan.unit_keys[unit], position, len(members))
-                    carried.setdefault(key, []).append(sent)
-    request_keys = sorted({sent.request_key for sents in carried.values() for sent in sents})
-    paid: dict[str, dict[str, Any]] = {}
-    rank = {"settled": 0, "unknown": 1, "signed": 2}
-    for start in range(0, len(request_keys), _LEDGER_CHUNK):
-        chunk = request_keys[start : start + _LEDGER_CHUNK]
-        rows = ledger.query(
-            "SELECT id, request_key, status, amount_atomic, tx_hash FROM payments"
-            f" WHERE request_key IN ({','.join('?' * len(chunk))}) AND ts_us >= ?"
-            " AND status IN ('settled', 'unknown', 'signed') ORDER BY id",
-            (*chunk, checkpoint.created_us),
-        )
-        for found in rows:
-            key = found["request_key"]
-            if key not in paid or rank[found["status"]] < rank[paid[key]["status"]]:
-                paid[key] = dict(found)
-    earlier: dict[str, Earlier] = {}
-    for item_key, sents in carried.items():
-        for sent in sents:
-            row = paid.get(sent.request_key)
-            if row is None:
-                continue
-            best = earlier.get(item_key)
-            if best is not None and rank[best.status] <= rank[row["status"]]:
-                continue
-            share = split_atomic(row["amount_atomic"], sent.members)[sent.position]
-            earlier[item_key] = Earlier(
-                row["id"],
-                row["request_key"],
-                row["status"],
-                row["amount_atomic"],
-                share,
-                row["tx_hash"],
-            )
-    return stored, earlier
-
-
-def split_atomic(amount: int | None, n: int) -> list[int | None]:
-    """``amount`` shared over ``n`` rows in whole units; the shares sum to ``amount``."""
-    if amount is None:
-        return [None] * n
-    base, extra = divmod(int(amount), n)
-    return [base + (1 if i < extra else 0) for i in range(n)]
+_ANSWERED = (ClaimAction.REUSE, ClaimAction.MAYBE_PAID)
+_CLAIM_ITEMS = 256  # item keys claimed per transaction
+_NOT_STARTED = "the batch stopped before this request was paid"
 
 
 class Runner:
@@ -206,9 +72,9 @@ class Runner:
         budget: Budget,
         plan: Plan,
         codec: Any,
+        store: BatchStore,
         *,
         concurrency: int,
-        checkpoint: Checkpoint | None,
         progress: Throttle,
         max_usd: float | None = None,
         window_items: int = 4096,
@@ -217,19 +83,21 @@ class Runner:
         self.ledger = ledger
         self.plan = plan
         self.codec = codec
-        self.checkpoint = checkpoint
+        self.store = store
         self.progress = progress
         self.max_usd = max_usd
         self.tally = Tally()
         self._sem = asyncio.Semaphore(concurrency)
         window = max(2 * concurrency, -(-window_items // plan.per_request))
         self._window = asyncio.Semaphore(window)
+        self._claim_units = max(1, min(_CLAIM_ITEMS // plan.per_request, window // 4))
         self._results: dict[int, ItemResult] = {}
         self._next_row = 0
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop_reason: str | None = None
-        self._fatal: BaseException | None = None  # a failing checkpoint ends the batch
+        self._fatal: BaseException | None = None  # answers that cannot be stored end the batch
+        self._paid_atomic = 0  # settled by this run, emitted or not
         self._sink: Callable[[list[Emitted]], None] = lambda rows: None
         state = budget.state()
         self._cap = state.cap_atomic
@@ -238,14 +106,26 @@ class Runner:
     # -- public ------------------------------------------------------------------------------
 
     async def run(self, sink: Callable[[list[Emitted]], None]) -> Tally:
-        """Spends money: pay every unit not already paid; rows go to ``sink`` in input order.
+        """Spends money: pay every unit the store does not answer; rows go to ``sink`` in
+        input order. Returns the tally.
 
-        Returns the tally. Raises only for a failing sink or checkpoint (never for a row).
+        Raises StoreError when answers cannot be stored (never for a row), and, when
+        cancelled, ``asyncio.CancelledError`` carrying a ``BatchInterrupted`` (rows done, paid,
+        how to resume) after storing what arrived and releasing the claims still held.
         """
         self._sink = sink
-        stored, earlier = find_paid(self.ledger, self.plan, self.checkpoint)
-        feeder = asyncio.create_task(self._feed(stored, earlier))
+        try:
+            await self._drive()
+        except asyncio.CancelledError:
+            raise asyncio.CancelledError(self._interrupted()) from None
+        return self.tally
+
+    async def _drive(self) -> None:
+        feeder = asyncio.create_task(self._feed())
         feeder.add_done_callback(lambda _: self._wake.set())
+        keeper = asyncio.create_task(self.store.maintain())
+        keeper.add_done_callback(self._ended)
+        stopped = "the batch was interrupted before this request was answered"
         try:
             while self._next_row < self.plan.rows:
                 await self._wake.wait()
@@ -255,131 +135,186 @@ class Runner:
                 self._advance()
                 if feeder.done() and feeder.exception() is not None:
                     await feeder
-                    break
             await feeder
         finally:
-            feeder.cancel()
-            for task in list(self._tasks):
+            if self._fatal is not None:
+                stopped = f"the batch stopped: {self._fatal}"
+            for task in (feeder, keeper, *self._tasks):
                 task.cancel()
-            await asyncio.gather(feeder, *self._tasks, return_exceptions=True)
-            if self.checkpoint is not None:
-                # Blocking on purpose: what arrived must be on disk before we return or unwind.
-                self.checkpoint.flush()
-            self.progress(self._progress, force=True)
-        return self.tally
+            await asyncio.gather(feeder, keeper, *self._tasks, return_exceptions=True)
+            try:
+                # Blocking on purpose: what arrived is stored before we return or unwind.
+                self.store.flush()
+            finally:
+                self.store.close()
+                self.store.release_held(stopped)
+                self.progress(self._progress, force=True)
+
+    def _interrupted(self) -> BatchInterrupted:
+        return interrupted(self.plan.kind, self.plan.rows, self._next_row, self._paid_atomic)
 
     # -- feeding units -----------------------------------------------------------------------
 
-    async def _feed(self, stored: set[str], earlier: dict[str, Earlier]) -> None:
+    async def _feed(self) -> None:
         plan = self.plan
-        for unit in range(plan.units):
-            await self._window.acquire()
-            items = list(plan.unit_items(unit))
-            results: dict[int, ItemResult] = {}
-            for item in items:
-                key = plan.item_keys[item]
-                if key in stored:
-                    results[item] = self._from_store(item)
-                elif key in earlier:
-                    results[item] = self._from_ledger(earlier[key])
-            todo = [item for item in items if item not in results]
-            if not todo:
-                self._resolve(results)
-                continue
-            key, body = plan.request_for(unit, todo)
-            sent = None
-            if self.checkpoint is not None:
-                # Durable before the request leaves: a re-run finds this payment through any
-                # of these items, however it groups them (queued now, committed ahead of time).
-                sent = self.checkpoint.record_sent(key, [plan.item_keys[i] for i in todo])
-            task = asyncio.create_task(self._pay(todo, key, body, results, sent))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        for first in range(0, plan.units, self._claim_units):
+            units = range(first, min(first + self._claim_units, plan.units))
+            for _ in units:
+                await self._window.acquire()
+            payment_keys = {
+                plan.item_keys[item]: plan.unit_keys[unit]
+                for unit in units
+                for item in plan.unit_items(unit)
+            }
+            got = self.store.claim(payment_keys, payment_keys)
+            claimed_at = time.monotonic()
+            share = _shares(got.values())
+            if self._stop_reason is not None:
+                # The budget ran out: give back what this run cannot pay, in one statement.
+                self.store.release(
+                    [k for k, c in got.items() if c.action is ClaimAction.PAY], self._stop_reason
+                )
+            for unit in units:
+                decided = {i: got[plan.item_keys[i]] for i in plan.unit_items(unit)}
+                self._start(unit, decided, share, claimed_at)
 
-    def _from_store(self, item: int) -> ItemResult:
-        assert self.checkpoint is not None
-        stored = self.checkpoint.load(self.plan.item_keys[item])
-        assert stored is not None
-        data = self.codec.decode(stored.data) if stored.data is not None else None
-        return ItemResult(
-            status="cached" if stored.status == "ok" else stored.status,
-            request_key=stored.request_key,
-            data=data,
-            error=stored.error,
-            quoted_atomic=stored.quoted_atomic,
-            paid_atomic=stored.paid_atomic,
-            upstream_usd=stored.upstream_usd,
-            tx_hash=stored.tx_hash,
-            latency_s=stored.latency_s,
-            ledger_id=stored.ledger_id,
-        )
+    def _start(
+        self,
+        unit: int,
+        decided: dict[int, Claimed],
+        share: dict[str, int | None],
+        claimed_at: float,
+    ) -> None:
+        results: dict[int, ItemResult] = {}
+        pay, wait = self._classify(decided, share, results)
+        if pay and self._stop_reason is not None:  # released by _feed
+            key = self.plan.request_for(unit, pay)[0]
+            skipped = ItemResult("skipped_budget", key, error=self._stop_reason, paid_atomic=0)
+            results.update(dict.fromkeys(pay, skipped))
+            pay = []
+        if not pay and not wait:
+            self._resolve(results)
+            return
+        task = asyncio.create_task(self._unit(unit, pay, wait, results, claimed_at))
+        self._tasks.add(task)
+        task.add_done_callback(self._ended)
 
-    @staticmethod
-    def _from_ledger(paid: Earlier) -> ItemResult:
-        if paid.status == "settled":
-            error = (
-                f"paid in an earlier run (ledger row {paid.ledger_id}) but its result was not"
-                " stored; not bought again"
-            )
-            return ItemResult(
-                "paid_not_stored",
-                paid.request_key,
-                error=error,
-                quoted_atomic=paid.share_atomic,
-                paid_atomic=paid.share_atomic,
-                tx_hash=paid.tx_hash,
-                ledger_id=paid.ledger_id,
-            )
-        error = (
-            f"an earlier run sent a payment of {format_usd(paid.amount_atomic)} (ledger row"
-            f" {paid.ledger_id}, {paid.status}) and no answer came; not bought again"
-        )
-        return ItemResult(
-            "unknown",
-            paid.request_key,
-            error=error,
-            quoted_atomic=paid.share_atomic,
-            ledger_id=paid.ledger_id,
-        )
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        # A task that fails (the store cannot be read or written) ends the batch: its rows
+        # would never come out otherwise.
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self._fatal is None:
+            self._fatal = task.exception()
+            self._wake.set()
 
-    # -- paying one unit ---------------------------------------------------------------------
+    def _classify(
+        self,
+        decided: dict[int, Claimed],
+        share: dict[str, int | None],
+        results: dict[int, ItemResult],
+    ) -> tuple[list[int], list[int]]:
+        """Fill ``results`` with what the store answers; returns the items to pay and the
+        items to wait for."""
+        pay, wait = [], []
+        for item, claimed in decided.items():
+            record = claimed.record
+            if claimed.action is ClaimAction.PAY:
+                pay.append(item)
+            elif claimed.action is ClaimAction.WAIT:
+                wait.append(item)
+            elif claimed.action is ClaimAction.REUSE and record.answer is not None:
+                data = self.codec.decode(record.answer)
+                results[item] = from_answer(record, data, share.get(record.key))
+            else:
+                results[item] = from_maybe_paid(record, share.get(record.key))
+        return pay, wait
+
+    async def _unit(
+        self,
+        unit: int,
+        pay: list[int],
+        wait: list[int],
+        results: dict[int, ItemResult],
+        claimed_at: float,
+    ) -> None:
+        plan = self.plan
+        if pay and len(pay) < len(plan.unit_items(unit)):
+            pay, wait = self._regroup(unit, pay, wait, results)
+        if pay:
+            wait += await self._pay(unit, pay, results, claimed_at)
+        while wait:
+            got = await self.store.wait([plan.item_keys[item] for item in wait])
+            decided = {item: got[plan.item_keys[item]] for item in wait}
+            pay, wait = self._classify(decided, _shares(decided.values()), results)
+            claimed_at = time.monotonic()
+            for item in pay:  # each its own request: the poll claimed it so
+                wait += await self._pay(unit, [item], results, claimed_at)
+        self._resolve(results)
+
+    def _regroup(
+        self, unit: int, pay: list[int], wait: list[int], results: dict[int, ItemResult]
+    ) -> tuple[list[int], list[int]]:
+        """Claim ``pay`` again under the key of the smaller request that carries only them
+        (until the claim agrees: each round can only take items out)."""
+        plan = self.plan
+        while pay:
+            key, _ = plan.request_for(unit, pay)
+            keys = [plan.item_keys[item] for item in pay]
+            self.store.release(keys, "regrouped into a smaller request")
+            got = self.store.claim(keys, key)
+            decided = {item: got[plan.item_keys[item]] for item in pay}
+            again, more = self._classify(decided, _shares(decided.values()), results)
+            wait = wait + more
+            if again == pay:
+                break
+            pay = again
+        return pay, wait
+
+    # -- paying one request ------------------------------------------------------------------
 
     async def _pay(
-        self,
-        items: list[int],
-        key: str,
-        body: dict[str, Any],
-        results: dict[int, ItemResult],
-        sent: Future[None] | None,
-    ) -> None:
-        if sent is not None:
-            try:
-                await asyncio.wrap_future(sent)
-            except Exception as exc:  # noqa: BLE001 (unrecorded, it must not be paid: stop)
-                self._fatal = exc
-                self._wake.set()
-                return
+        self, unit: int, items: list[int], results: dict[int, ItemResult], claimed_at: float
+    ) -> list[int]:
+        """Pay for ``items`` in one request and fill ``results``; returns items to wait for
+        instead (their claims were taken over while this run held them)."""
+        plan = self.plan
+        key, body = plan.request_for(unit, items)
+        keys = [plan.item_keys[item] for item in items]
         async with self._sem:
             if self._fatal is not None:
-                return  # the run is ending: pay for nothing more
+                self.store.release(keys, _NOT_STARTED)
+                results.update((i, ItemResult("failed", key, error=_NOT_STARTED)) for i in items)
+                return []
+            if not self.store.still_held(keys, claimed_at):
+                self.store.release(keys, "taken over by another run")
+                return items
             outcome = await self._call(items, key, body)
-        for item, result in zip(items, outcome, strict=True):
-            results[item] = result
-        if self.checkpoint is not None:
+        if all(result.status == "ok" for result in outcome):
+            answers = [(k, self.codec.encode(r.data)) for k, r in zip(keys, outcome, strict=True)]
             try:
-                self._store(items, outcome)
-            except Exception as exc:  # noqa: BLE001 (results that cannot be kept stop the run)
+                self.store.put(answers, key)
+            except Exception as exc:  # noqa: BLE001 (answers that cannot be kept stop the run)
                 self._fatal = exc
                 self._wake.set()
-                return
-        self._resolve(results)
+        else:
+            outcome = self._give_back(keys, outcome)
+        results.update(zip(items, outcome, strict=True))
+        return []
+
+    def _give_back(self, keys: list[str], outcome: list[ItemResult]) -> list[ItemResult]:
+        """Release the claims of a request that got no usable answer; returns the rows to
+        show (a payment that left makes the claims ``unknown``: see ``items.released``)."""
+        statuses = self.store.release(keys, outcome[0].error or outcome[0].status)
+        if not any(statuses.get(key) == ClaimStatus.UNKNOWN for key in keys):
+            return outcome
+        return released(keys, outcome, self.store.records(keys))
 
     async def _call(self, items: list[int], key: str, body: dict[str, Any]) -> list[ItemResult]:
         n = len(items)
         if self._stop_reason is not None:
             return [ItemResult("skipped_budget", key, error=self._stop_reason, paid_atomic=0)] * n
         self.tally.requests += 1
-        started, started_wall = time.perf_counter(), time.time()
+        started = time.perf_counter()
         try:
             reply = await self._paid.send(
                 "POST",
@@ -402,59 +337,27 @@ class Runner:
             ledger_id = exc.details.get("ledger_id")
             row = self.ledger.row(ledger_id) if ledger_id is not None else None
             quoted = split_atomic(row["amount_atomic"] if row else None, n)
+            latency = time.perf_counter() - started
             return [
-                ItemResult(
-                    "unknown",
-                    key,
-                    error=exc.reason,
-                    quoted_atomic=q,
-                    ledger_id=ledger_id,
-                    latency_s=time.perf_counter() - started,
-                    fresh=True,
-                )
+                ItemResult("unknown", key, error=exc.reason, quoted_atomic=q, ledger_id=ledger_id,
+                           latency_s=latency, fresh=True)
                 for q in quoted
-            ]
+            ]  # fmt: skip
         except Exception as exc:  # noqa: BLE001 (one row's failure never fails the batch)
             # X402LabError: a rejected payment, an error answer, an unreachable service. An
-            # error answer can still follow a settled payment (a receipt with an error status):
-            # the ledger says so. Anything else is unexpected and its cost unknown (null); a
-            # re-run with a checkpoint still finds any payment it made in the ledger.
-            latency = time.perf_counter() - started
-            error = f"{type(exc).__name__}: {exc}"
-            settled = (
-                self._settled_since(key, started_wall) if isinstance(exc, X402LabError) else None
-            )
-            if settled is not None:
-                paid = split_atomic(settled["amount_atomic"], n)
-                return [
-                    ItemResult(
-                        "failed",
-                        key,
-                        error=error,
-                        quoted_atomic=p,
-                        paid_atomic=p,
-                        tx_hash=settled["tx_hash"],
-                        latency_s=latency,
-                        ledger_id=settled["id"],
-                        fresh=True,
-                    )
-                    for p in paid
-                ]
+            # error answer can still follow a settled payment: releasing the claims finds it
+            # in the ledger (``_give_back``). Anything else is unexpected: its cost unknown.
             known = isinstance(exc, X402LabError)
+            latency = time.perf_counter() - started
             return [
-                ItemResult(
-                    "failed",
-                    key,
-                    error=error,
-                    paid_atomic=0 if known else None,
-                    latency_s=latency,
-                    fresh=True,
-                )
-            ] * n
+                ItemResult("failed", key, error=f"{type(exc).__name__}: {exc}",
+                           paid_atomic=0 if known else None, latency_s=latency, fresh=True)
+            ] * n  # fmt: skip
         latency = time.perf_counter() - started
         cost = reply.cost
         if cost is not None and cost.status == "settled":
             self.tally.paid_requests += 1
+            self._paid_atomic += cost.amount_atomic or 0
         status, failure = "ok", None
         try:
             datas = self.codec.split(reply.json(), n)
@@ -480,39 +383,6 @@ class Runner:
             )
             for i, data in enumerate(datas)
         ]
-
-    def _settled_since(self, key: str, since: float) -> dict[str, Any] | None:
-        rows = self.ledger.query(
-            "SELECT id, amount_atomic, tx_hash FROM payments WHERE request_key = ?"
-            " AND status = 'settled' AND ts_us >= ? ORDER BY id DESC LIMIT 1",
-            (key, int(since * 1_000_000)),
-        )
-        return dict(rows[0]) if rows else None
-
-    def _store(self, items: list[int], outcome: list[ItemResult]) -> None:
-        """Queue what money was spent on (or may have been) for a durable commit."""
-        assert self.checkpoint is not None
-        # A request's items are kept together: each holds a share of what was paid (a share
-        # can be 0 when the amount is smaller than the count) or of an unknown payment.
-        if not any(r.status == "unknown" or (r.paid_atomic or 0) > 0 for r in outcome):
-            return
-        keep = [
-            StoredItem(
-                item_key=self.plan.item_keys[item],
-                request_key=result.request_key,
-                status=result.status,
-                quoted_atomic=result.quoted_atomic,
-                paid_atomic=result.paid_atomic,
-                upstream_usd=result.upstream_usd,
-                tx_hash=result.tx_hash,
-                latency_s=result.latency_s,
-                ledger_id=result.ledger_id,
-                error=result.error,
-                data=self.codec.encode(result.data) if result.data is not None else None,
-            )
-            for item, result in zip(items, outcome, strict=True)
-        ]
-        self.checkpoint.put(keep)
 
     # -- emitting rows in order --------------------------------------------------------------
 
@@ -553,4 +423,10 @@ class Runner:
             spent_before_atomic=self._spent_before,
             cap_atomic=self._cap,
             finished=self._next_row >= self.plan.rows,
+            waiting=self.store.waiting,
         )
+
+
+def _shares(decided: Iterable[Claimed]) -> dict[str, int | None]:
+    """Each answered item's share of the payment that carried it (see ``items.shares``)."""
+    return shares(c.record for c in decided if c.action in _ANSWERED)

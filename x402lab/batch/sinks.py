@@ -8,8 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from x402lab.batch.items import Emitted, shown
 from x402lab.batch.plan import Plan
-from x402lab.batch.runner import Emitted, shown
 from x402lab.errors import ConfigError
 from x402lab.tables.batch import batch_embed_schema, embed_table
 

@@ -21,8 +21,9 @@ from x402lab.ledger import arrow_to_pandas
 from x402lab.money import ATOMIC_PER_USD
 
 # Row statuses. ``cached``: the result came from an earlier payment (a duplicate in the batch
-# or a stored checkpoint row). ``paid_not_stored``: an earlier run paid and the result was
-# lost before it was stored. ``unknown``: a payment left and whether it settled is not known.
+# or an answer an earlier run stored in the ledger). ``paid_not_stored``: an earlier payment
+# settled and its answer was lost before it was stored. ``unknown``: a payment left and
+# whether it settled is not known. Neither is bought again without ``rebuy=True``.
 STATUSES = (
     "ok",
     "cached",
@@ -32,7 +33,8 @@ STATUSES = (
     "unknown",
     "paid_not_stored",
 )
-ESTIMATE_STATUSES = ("quoted", "cached", "paid_not_stored", "unknown", "failed")
+# ``pending`` (estimates only): another run holds the row's claim, so a run would wait for it.
+ESTIMATE_STATUSES = ("quoted", "cached", "paid_not_stored", "unknown", "pending", "failed")
 
 _TEXT = pa.string()
 _USD = pa.float64()

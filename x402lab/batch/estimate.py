@@ -1,0 +1,128 @@
+"""The free, exact price of a batch: each distinct request's 402, nothing signed.
+
+Rows a run would not buy are read from the same claims a run makes (``Claims.get``: a read,
+nothing written): ``cached`` (an answer is stored), ``paid_not_stored`` or ``unknown`` (a
+payment may have settled with no stored answer), ``pending`` (another run holds it). With
+``rebuy=True`` every row is quoted, as a run with that override would buy it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from x402lab.batch.items import shares, split_atomic
+from x402lab.batch.plan import Plan
+from x402lab.batch.results import BatchEstimate
+from x402lab.errors import X402LabError
+from x402lab.ledger import ClaimStatus
+from x402lab.tables.batch import estimate_schema, estimate_table, join_inputs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from x402lab.batch.store import BatchStore
+    from x402lab.gateway import Generic
+
+_ANSWERED = (ClaimStatus.DONE, ClaimStatus.UNKNOWN)
+# Per item: (status, quoted_atomic, upstream_usd, price_mult, estimate_usd, error, request_key)
+Item = tuple[str, int | None, float | None, float | None, float | None, str | None, str | None]
+
+
+def not_bought(plan: Plan, store: BatchStore) -> dict[int, Item]:
+    """The items a run would not buy, with the status it would show (nothing written).
+
+    ``pending``: another run holds the claim (buying it now, or it stopped without giving it
+    back): a run waits for it instead of paying.
+    """
+    if store.rebuy:
+        return {}
+    records = store.records(plan.item_keys)
+    answered = [r for r in records.values() if r.status in _ANSWERED]
+    share = shares(answered)
+    out: dict[int, Item] = {}
+    for item, key in enumerate(plan.item_keys):
+        record = records.get(key)
+        if record is None or record.status == ClaimStatus.FAILED:
+            continue
+        if record.status == ClaimStatus.DONE:
+            status = "cached"
+        elif record.status == ClaimStatus.PENDING:
+            status = "pending"
+        else:
+            status = "paid_not_stored" if record.payment_status == "settled" else "unknown"
+        out[item] = (status, share.get(key), None, None, None, None, record.payment_key)
+    return out
+
+
+async def quote_plan(
+    plan: Plan,
+    inputs: pd.DataFrame,
+    generic: Generic,
+    store: BatchStore,
+    concurrency: int,
+    budget_left_atomic: int | None,
+) -> BatchEstimate:
+    """Quote every request a run of ``plan`` would pay for, ``concurrency`` at a time."""
+    semaphore = asyncio.Semaphore(concurrency)
+    known = not_bought(plan, store)
+    items: list[Item] = [("quoted", None, None, None, None, None, None)] * len(plan.item_keys)
+    total, local_total, local_known, requests, failed = 0, 0.0, True, 0, 0
+
+    async def quote(unit: int) -> None:
+        nonlocal total, local_total, local_known, requests, failed
+        todo = []
+        for i in plan.unit_items(unit):
+            if i in known:
+                items[i] = known[i]
+            else:
+                todo.append(i)
+        if not todo:
+            return
+        key, body = plan.request_for(unit, todo)
+        async with semaphore:
+            try:
+                found = await generic.quote("POST", plan.path, body)
+            except X402LabError as exc:
+                failed += len(todo)
+                reason = f"{type(exc).__name__}: {exc}"
+                for i in todo:
+                    items[i] = ("failed", None, None, None, None, reason, key)
+                return
+        requests += 1
+        total += found.amount_atomic
+        estimate: Any = getattr(found, "estimate_usd", None)
+        if estimate is None:
+            local_known = False
+        else:
+            local_total += estimate
+        n = len(todo)
+        amounts = split_atomic(found.amount_atomic, n)
+        upstream = found.upstream_usd / n if found.upstream_usd is not None else None
+        local = estimate / n if estimate is not None else None
+        for i, amount in zip(todo, amounts, strict=True):
+            items[i] = ("quoted", amount, upstream, found.price_mult, local, None, key)
+
+    await asyncio.gather(*(quote(unit) for unit in range(plan.units)))
+    columns: dict[str, list[Any]] = {name: [] for name in estimate_schema().names}
+    unit_of = plan.unit_keys
+    for row in range(plan.rows):
+        item = int(plan.row_items[row])
+        status, quoted, upstream, mult, local, error, request = items[item]
+        columns["request_key"].append(request or unit_of[item // plan.per_request])
+        columns["quoted_atomic"].append(quoted)
+        columns["upstream_usd"].append(upstream)
+        columns["price_mult"].append(mult)
+        columns["estimate_usd"].append(local)
+        columns["duplicate"].append(bool(row != plan.first_row[item]))
+        columns["status"].append(status)
+        columns["error"].append(error)
+    frame = join_inputs(inputs, estimate_table(columns))
+    return BatchEstimate(
+        rows=frame,
+        total_atomic=total,
+        local_total_usd=round(local_total, 6) if local_known else None,
+        requests=requests,
+        failed=failed,
+        budget_left_atomic=budget_left_atomic,
+    )

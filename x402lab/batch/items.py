@@ -1,0 +1,186 @@
+"""The outcome of each item of a batch, the running tally, and rows read back from the store.
+
+An *item* is a distinct request of the batch (identical rows share one). Its ``ItemResult``
+says what happened to it in this run (``fresh``) or in an earlier one (taken from the store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from x402lab.errors import BatchInterrupted
+from x402lab.ledger import ClaimRecord
+from x402lab.money import format_usd
+
+
+@dataclass(slots=True)
+class ItemResult:
+    """The outcome of one item (a distinct request of the batch)."""
+
+    status: str
+    request_key: str
+    data: tuple[Any, ...] | None = None
+    error: str | None = None
+    quoted_atomic: int | None = None
+    paid_atomic: int | None = None
+    upstream_usd: float | None = None
+    tx_hash: str | None = None
+    latency_s: float | None = None
+    ledger_id: int | None = None
+    fresh: bool = False  # paid (or attempted) in this run
+
+
+Emitted = tuple[int, ItemResult, bool]  # row, its item's result, is the row a duplicate
+
+
+@dataclass
+class Tally:
+    """Running totals of a batch, in atomic units."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    requests: int = 0  # requests sent (the unpaid 402 included)
+    paid_requests: int = 0  # requests whose payment settled
+    paid_atomic: int = 0
+    cached_atomic: int = 0
+    saved_atomic: int = 0
+    unknown_atomic: int = 0
+    duplicates: int = 0
+    from_store: int = 0
+    lost_atomic: int = 0
+
+    def add(self, result: ItemResult, duplicate: bool) -> str:
+        """Count one emitted row; returns the status the row shows."""
+        status, paid = shown(result, duplicate)
+        if duplicate:
+            self.duplicates += 1
+            if status == "cached":
+                self.saved_atomic += result.quoted_atomic or 0
+        elif status == "cached":
+            self.from_store += 1
+            self.cached_atomic += result.paid_atomic or 0
+        elif status == "paid_not_stored":
+            self.lost_atomic += result.paid_atomic or 0
+        elif status == "unknown":
+            self.unknown_atomic += result.quoted_atomic or 0
+        self.paid_atomic += paid or 0
+        self.counts[status] = self.counts.get(status, 0) + 1
+        return status
+
+
+def shown(result: ItemResult, duplicate: bool) -> tuple[str, int | None]:
+    """The status and ``paid_atomic`` a row shows: what *this run* paid for that row.
+
+    A duplicate shows ``cached`` (its first identical row paid) and pays 0; a row taken from
+    the store pays 0 in this run; an unknown settlement is None.
+    """
+    status = result.status
+    if duplicate and status == "ok":
+        status = "cached"
+    if duplicate or not result.fresh:
+        return status, 0
+    return status, result.paid_atomic
+
+
+def split_atomic(amount: int | None, n: int) -> list[int | None]:
+    """``amount`` shared over ``n`` rows in whole units; the shares sum to ``amount``."""
+    if amount is None:
+        return [None] * n
+    base, extra = divmod(int(amount), n)
+    return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+def shares(records: Iterable[ClaimRecord]) -> dict[str, int | None]:
+    """Each record's share of the payment that carried it: the amount split over the records
+    given that name the same payment (in the order given). Exact when a run carries the same
+    items as the run that paid; a display figure otherwise (the payment is counted once in the
+    ledger either way)."""
+    groups: dict[tuple[str, int | None], list[ClaimRecord]] = {}
+    for record in records:
+        groups.setdefault((record.payment_key, record.ledger_id), []).append(record)
+    out: dict[str, int | None] = {}
+    for members in groups.values():
+        amounts = split_atomic(members[0].amount_atomic, len(members))
+        for record, amount in zip(members, amounts, strict=True):
+            out[record.key] = amount
+    return out
+
+
+def from_answer(record: ClaimRecord, data: tuple[Any, ...], share: int | None) -> ItemResult:
+    """A row answered by an answer stored in an earlier run (``cached``; nothing paid now)."""
+    return ItemResult(
+        "cached",
+        record.payment_key,
+        data=data,
+        quoted_atomic=share,
+        paid_atomic=share,
+        tx_hash=record.tx_hash,
+        ledger_id=record.ledger_id,
+    )
+
+
+def from_maybe_paid(record: ClaimRecord, share: int | None) -> ItemResult:
+    """A row whose payment may have settled with no stored answer: ``paid_not_stored`` when
+    the ledger says it settled, else ``unknown``. Never bought again on its own."""
+    where = f"ledger row {record.ledger_id}" if record.ledger_id is not None else "the ledger"
+    if record.payment_status == "settled":
+        return ItemResult(
+            "paid_not_stored",
+            record.payment_key,
+            error=(
+                f"paid earlier ({where}) but its answer was not stored; not bought again"
+                " (rebuy=True buys it again)"
+            ),
+            quoted_atomic=share,
+            paid_atomic=share,
+            tx_hash=record.tx_hash,
+            ledger_id=record.ledger_id,
+        )
+    return ItemResult(
+        "unknown",
+        record.payment_key,
+        error=(
+            f"an earlier payment of {format_usd(record.amount_atomic)} ({where},"
+            f" {record.payment_status or 'unknown'}) got no answer and may have settled;"
+            " not bought again (reconcile, or rebuy=True buys it again)"
+        ),
+        quoted_atomic=share,
+        ledger_id=record.ledger_id,
+    )
+
+
+def released(
+    keys: list[str], outcome: list[ItemResult], records: Mapping[str, ClaimRecord]
+) -> list[ItemResult]:
+    """The rows of a request that got no usable answer though a payment of it left (its
+    claims were released as ``unknown``): a settled payment's share and tx hash on a
+    ``failed`` row, else ``unknown`` (never bought again on its own)."""
+    share = shares(records.values())
+    shown = []
+    for key, result in zip(keys, outcome, strict=True):
+        record = records.get(key)
+        if record is None or result.status == "unknown":
+            shown.append(result)
+        elif record.payment_status == "settled":
+            paid = share.get(key)
+            shown.append(
+                replace(result, status="failed", quoted_atomic=paid, paid_atomic=paid,
+                        tx_hash=record.tx_hash, ledger_id=record.ledger_id)
+            )  # fmt: skip
+        else:
+            shown.append(
+                replace(result, status="unknown", quoted_atomic=share.get(key), paid_atomic=None,
+                        ledger_id=record.ledger_id)
+            )  # fmt: skip
+    return shown
+
+
+def interrupted(kind: str, rows: int, done: int, paid_atomic: int) -> BatchInterrupted:
+    """The short message of a batch stopped by Ctrl+C or a cancelled task."""
+    message = (
+        f"batch_{kind} interrupted: {done} of {rows} rows done, paid {format_usd(paid_atomic)}"
+        " in this run. To resume, run the same call again: settled rows are reused, nothing"
+        " is paid twice."
+    )
+    return BatchInterrupted(message, rows=rows, rows_done=done, paid_atomic=paid_atomic)

@@ -1,0 +1,235 @@
+"""A batch's view of the one store: claims of its item keys, and their stored answers.
+
+Before a row's request is paid, its item key (the row's own request key) is claimed in the
+ledger database (``Claims``, scope ``batch:chat`` or ``batch:embed``) under the key of the
+request that carries it (``payment_key``). The claim decides the row: ``REUSE`` (an earlier run
+stored its answer: ``cached``), ``MAYBE_PAID`` (a payment may have settled with no stored
+answer: reported, never bought again on its own), ``WAIT`` (another live run is buying it:
+polled until it is decided) or ``PAY`` (this run buys it, then stores the answer or releases
+the claim). ``rebuy=True`` is the store's one override: buy again what was stored or may
+have been paid.
+
+Answers are stored off the paying path: queued as they arrive and committed in groups by a
+writer thread, flushed before the batch returns or unwinds. Claims and answers are ordinary
+commits (no fsync): the durable commit of each payment's write-ahead row flushes the same
+WAL, so a claim is on disk before its payment leaves. An answer lost in a crash leaves its row
+``paid_not_stored`` for the next run, never paid twice.
+
+A run renews the claims it holds every ``stale_after_s / 4`` (one bulk statement), so a long
+batch is never mistaken for a dead one; the pending claims of a run that died are taken over
+by the next run after ``stale_after_s`` (as ``unknown`` when a payment of theirs left).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import Iterable, Mapping
+
+from x402lab.errors import StoreError
+from x402lab.ledger import ClaimAction, Claimed, ClaimRecord, Claims, ClaimStatus
+
+#: Pending batch claims older than this, of another process, are taken over. The holder renews
+#: them four times as often, so only a run that stopped without releasing them goes stale.
+STALE_AFTER_S = 60.0
+_STOP = object()
+_GROUP = 512  # answers committed per transaction at most
+
+
+class BatchStore:
+    """The claims and stored answers of one batch kind (``"chat"`` or ``"embed"``).
+
+    Raises StoreError from ``put``/``flush`` once the writer failed to store answers.
+    """
+
+    def __init__(self, claims: Claims, kind: str, *, rebuy: bool = False) -> None:
+        self.claims = claims
+        self.scope = f"batch:{kind}"
+        self.rebuy = rebuy
+        self._held: dict[str, None] = {}  # this run's pending claims, not yet stored/released
+        self._lock = threading.Lock()  # _held is shared with the writer thread
+        self._lost: set[str] = set()  # held keys a renewal found taken over
+        self._renewed_at = time.monotonic()
+        self._waiting: dict[str, asyncio.Future[Claimed]] = {}
+        self._poke = asyncio.Event()
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._writer: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"BatchStore({self.scope!r}, rebuy={self.rebuy})"
+
+    # -- claims (the event loop's thread) ----------------------------------------------------
+
+    def claim(
+        self, keys: Iterable[str], payment_key: str | Mapping[str, str] | None
+    ) -> dict[str, Claimed]:
+        """Claim ``keys`` (one transaction); the ``PAY`` ones are this run's until stored or
+        released."""
+        got = self.claims.claim(self.scope, keys, payment_key=payment_key, rebuy=self.rebuy)
+        self._hold(key for key, claimed in got.items() if claimed.action is ClaimAction.PAY)
+        return got
+
+    def release(self, keys: list[str], error: str) -> dict[str, ClaimStatus]:
+        """Give back this run's pending claims of ``keys``: ``unknown`` if a payment of theirs
+        left (never bought again on its own), else ``failed`` (the next run may buy them)."""
+        statuses = self.claims.release(self.scope, keys, error)
+        self._drop(keys)
+        return statuses
+
+    def records(self, keys: Iterable[str]) -> dict[str, ClaimRecord]:
+        """The current claim of each key that has one, with its payment's money facts."""
+        return self.claims.get(self.scope, keys)
+
+    def still_held(self, keys: list[str], claimed_at: float) -> bool:
+        """Whether this run may pay for ``keys`` now. Claims older than half the stale age
+        (a stalled loop) are renewed first; False when any was taken over meanwhile."""
+        if any(key in self._lost for key in keys):
+            return False
+        if time.monotonic() - max(claimed_at, self._renewed_at) < self.claims.stale_after_s / 2:
+            return True
+        held = set(self.claims.renew(self.scope, keys))
+        return all(key in held for key in keys)
+
+    def release_held(self, error: str) -> None:
+        """Release every claim this run still holds (after ``flush``: stored ones are done)."""
+        with self._lock:
+            keys = list(self._held)
+        if keys:
+            self.release(keys, error)
+
+    def _hold(self, keys: Iterable[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._held[key] = None
+
+    def _drop(self, keys: Iterable[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._held.pop(key, None)
+
+    # -- waiting for claims held by another live run ------------------------------------------
+
+    async def wait(self, keys: list[str]) -> dict[str, Claimed]:
+        """Wait until another run's pending claims of ``keys`` are decided; returns the claim
+        each one got then (``PAY`` ones, each its own request, are this run's)."""
+        loop = asyncio.get_running_loop()
+        futures = {}
+        for key in keys:
+            future = self._waiting.get(key)
+            if future is None or future.done():
+                future = self._waiting[key] = loop.create_future()
+            futures[key] = future
+        self._poke.set()
+        return {key: await future for key, future in futures.items()}
+
+    @property
+    def waiting(self) -> int:
+        """Keys waiting for another run."""
+        return sum(1 for future in self._waiting.values() if not future.done())
+
+    async def maintain(self, poll_s: float = 0.2, max_poll_s: float = 2.0) -> None:
+        """Poll the keys waited for and renew the held claims, until cancelled."""
+        delay = poll_s
+        renew_every = self.claims.stale_after_s / 4
+        while True:
+            try:
+                await asyncio.wait_for(self._poke.wait(), timeout=delay)
+                delay = poll_s
+                await asyncio.sleep(poll_s)  # give the holder a moment, gather more keys
+            except TimeoutError:
+                pass
+            self._poke.clear()
+            if time.monotonic() - self._renewed_at >= renew_every:
+                self._renew()
+            if self._poll():
+                delay = poll_s
+            else:
+                delay = min(delay * 1.5, max_poll_s)
+
+    def _renew(self) -> None:
+        with self._lock:
+            keys = list(self._held)
+        renewed_at = time.monotonic()
+        if keys:
+            held = set(self.claims.renew(self.scope, keys))
+            self._lost.update(key for key in keys if key not in held)
+        self._renewed_at = renewed_at
+
+    def _poll(self) -> bool:
+        """Claim the keys waited for again; True when any was decided."""
+        for key in [key for key, future in self._waiting.items() if future.done()]:
+            del self._waiting[key]
+        if not self._waiting:
+            return False
+        # Each key decided now is its own request (the run it waited for may have paid a
+        # group of which this run has only some items).
+        got = self.claim(list(self._waiting), None)
+        decided = False
+        for key, claimed in got.items():
+            if claimed.action is ClaimAction.WAIT:
+                continue
+            decided = True
+            self._waiting.pop(key).set_result(claimed)
+        return decided
+
+    # -- stored answers (a writer thread, group commits) --------------------------------------
+
+    def put(self, answers: list[tuple[str, bytes]], payment_key: str) -> None:
+        """Queue the answers of one paid request for storing; returns at once."""
+        if self._error is not None:
+            raise self._failure()
+        if self._writer is None:
+            self._writer = threading.Thread(
+                target=self._write_loop, name="x402lab-batch-answers", daemon=True
+            )
+            self._writer.start()
+        self._queue.put((answers, payment_key))
+
+    def flush(self) -> None:
+        """Block until every queued answer is committed. Raises StoreError if any failed."""
+        if self._writer is not None:
+            self._queue.join()
+        if self._error is not None:
+            raise self._failure()
+
+    def close(self) -> None:
+        """Commit what is queued and stop the writer (errors are left to ``flush``)."""
+        if self._writer is not None:
+            self._queue.put(_STOP)
+            self._writer.join()
+            self._writer = None
+
+    def _failure(self) -> StoreError:
+        return StoreError(
+            f"the ledger {self.claims.db.url} stopped storing batch answers: {self._error};"
+            " what was paid is in the ledger and will not be bought again"
+        )
+
+    def _write_loop(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < _GROUP:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            entries = [entry for entry in batch if isinstance(entry, tuple)]
+            try:
+                if entries and self._error is None:
+                    self._store(entries)
+            except BaseException as exc:  # reported by put() and flush()
+                self._error = exc
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+            if any(entry is _STOP for entry in batch):
+                return
+
+    def _store(self, entries: list[tuple[list[tuple[str, bytes]], str]]) -> None:
+        answers = [answer for found, _ in entries for answer in found]
+        payment_keys = {key: payment_key for found, payment_key in entries for key, _ in found}
+        self.claims.complete(self.scope, answers, payment_key=payment_keys)
+        self._drop(payment_keys)
