@@ -1,25 +1,27 @@
-"""One async core, one generated sync facade: every public async method of every registered
-twin has its sync twin (STYLE.md habit 4), and ``x402lab.__all__`` is sorted and complete."""
+"""One async core, one thin sync facade (STYLE.md habit 4): what the sync side does when used.
+
+The parameters, return types and docstrings of the typed sync source are compared with the
+async classes in ``tests/test_sync_source.py``; here the sync ``Lab`` runs against the
+embedded emulator, and ``x402lab.__all__`` is checked to be sorted and complete.
+"""
 
 from __future__ import annotations
 
-import importlib
+import asyncio
 import inspect
-import pkgutil
 import types
 
-import pytest
+import pandas as pd
 
 import x402lab
+import x402lab as xl
+from x402lab.emulator.settings import EmulatorSettings
+from x402lab.gateway.chat_stream import AsyncChatStream, ChatStream
+from x402lab.media import AsyncJob, Job
+from x402lab.reports import AsyncReports, Reports
 from x402lab.sync import TWINS
 
-# Import every client module so that every sync_twin(...) registration has run. The
-# emulator and the command line register none, and __main__ would run the CLI.
-for _module in pkgutil.walk_packages(x402lab.__path__, "x402lab."):
-    if not _module.name.startswith(("x402lab.emulator", "x402lab.cli", "x402lab.__main__")):
-        importlib.import_module(_module.name)
-
-PAIRS = sorted(TWINS.items(), key=lambda pair: pair[0].__qualname__)
+CHAT_MODEL = "zai-org-glm-4.7-flash"
 
 GATEWAY_SURFACE = (
     "call",
@@ -52,41 +54,30 @@ GATEWAY_SURFACE = (
     "upscale_image",
 )
 
+PAID = {
+    "call",
+    "chat",
+    "chat_stream",
+    "clone_voice",
+    "edit_image",
+    "embed",
+    "generate_image",
+    "multi_edit_image",
+    "parse_document",
+    "remove_background",
+    "responses",
+    "rpc",
+    "scrape",
+    "search",
+    "speech",
+    "transcribe",
+    "transcribe_video",
+    "upscale_image",
+}
 
-def _public_members(cls: type) -> dict[str, object]:
-    return {
-        name: value
-        for name, value in inspect.getmembers(cls)
-        if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))
-    }
 
-
-def test_twins_are_registered():
-    names = {twin.__name__ for _, twin in PAIRS}
-    assert {"Lab", "ChatStream"} <= names
-
-
-@pytest.mark.parametrize(("async_cls", "twin"), PAIRS, ids=[t.__name__ for _, t in PAIRS])
-def test_every_public_async_method_has_a_sync_twin(async_cls, twin):
-    missing, still_async = [], []
-    for name, member in _public_members(async_cls).items():
-        counterpart = getattr(twin, name, None)
-        if counterpart is None:
-            missing.append(name)
-            continue
-        if isinstance(member, property):
-            assert isinstance(counterpart, property), name
-            continue
-        if inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member):
-            if inspect.iscoroutinefunction(counterpart) or inspect.isasyncgenfunction(counterpart):
-                still_async.append(name)
-            # Same parameters and documentation as the async method.
-            assert inspect.signature(counterpart) == inspect.signature(member), name
-            assert counterpart.__doc__ == member.__doc__, name
-    assert missing == [], f"{twin.__name__} lacks {missing}"
-    assert still_async == [], f"{twin.__name__}.{still_async} are still coroutines"
-    extra = set(_public_members(twin)) - set(_public_members(async_cls)) - {"async_"}
-    assert extra == set(), f"{twin.__name__} has methods its async class lacks: {extra}"
+def test_the_runtime_twins_are_the_ones_the_packages_export():
+    assert TWINS == {AsyncReports: Reports, AsyncJob: Job, AsyncChatStream: ChatStream}
 
 
 def test_lab_has_the_gateway_surface_of_the_design():
@@ -97,32 +88,49 @@ def test_lab_has_the_gateway_surface_of_the_design():
 
 
 def test_anything_that_spends_money_says_so_first():
-    paid = {
-        "call",
-        "chat",
-        "chat_stream",
-        "clone_voice",
-        "edit_image",
-        "embed",
-        "generate_image",
-        "multi_edit_image",
-        "parse_document",
-        "remove_background",
-        "responses",
-        "rpc",
-        "scrape",
-        "search",
-        "speech",
-        "transcribe",
-        "transcribe_video",
-        "upscale_image",
-    }
-    for name in paid:
-        doc = inspect.getdoc(getattr(x402lab.AsyncLab, name)) or ""
-        assert doc.startswith("Spends money"), name
-    for name in set(GATEWAY_SURFACE) - paid:
-        doc = inspect.getdoc(getattr(x402lab.AsyncLab, name)) or ""
-        assert "Spends money" not in doc.splitlines()[0], name
+    for cls in (x402lab.AsyncLab, x402lab.Lab):
+        for name in PAID:
+            doc = inspect.getdoc(getattr(cls, name)) or ""
+            assert doc.startswith("Spends money"), f"{cls.__name__}.{name}"
+        for name in set(GATEWAY_SURFACE) - PAID:
+            doc = inspect.getdoc(getattr(cls, name)) or ""
+            assert "Spends money" not in doc.splitlines()[0], f"{cls.__name__}.{name}"
+
+
+def test_the_sync_lab_runs_the_async_core_and_wraps_its_objects(tmp_path):
+    with xl.connect(
+        ledger=tmp_path / "ledger.sqlite", emulator_settings=EmulatorSettings(job_seconds=0.2)
+    ) as lab:
+        assert isinstance(lab.async_, xl.AsyncLab)
+        assert lab.wallet.address in repr(lab)
+        assert "chat" in dir(lab) and "_async" not in dir(lab)
+
+        models = lab.models()
+        assert isinstance(models, pd.DataFrame) and len(models) > 0
+        result = lab.chat("hi", model=CHAT_MODEL, max_tokens=8)
+        assert result.cost is not None and result.cost.status == "settled"
+
+        stream = lab.chat_stream("hi", model=CHAT_MODEL, max_tokens=8)
+        assert isinstance(stream, ChatStream)
+        assert "".join(stream) == stream.text != ""
+
+        job = lab.music("calm piano", model="ace-step-15", duration_seconds=60)
+        assert isinstance(job, Job) and isinstance(job.async_, AsyncJob)
+        assert job.wait(timeout=30).name == "completed"
+        assert isinstance(lab.job(job.queue_id), Job)
+
+        assert isinstance(lab.reports, Reports) and lab.reports is lab.reports
+        assert isinstance(lab.reports.shelf(), pd.DataFrame)
+
+        lab.validate_models = False
+        assert lab.async_.validate_models is False
+
+        # Inside a running event loop (a Jupyter cell): the helper loop thread does the work.
+        async def in_a_notebook_cell() -> int:
+            return len(lab.route_prices())
+
+        assert asyncio.run(in_a_notebook_cell()) > 0
+    assert not lab.async_.session.is_open and lab.async_.emulator is None
 
 
 def test_all_is_sorted_and_complete():

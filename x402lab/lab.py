@@ -235,7 +235,8 @@ class AsyncLab:
         await self.aclose()
 
 
-# The sync facade, generated as typed source from AsyncLab (``python -m x402lab.codegen``).
+# The sync facade: typed source generated from AsyncLab by ``python tools/gen_sync.py``. It
+# imports this module only for type checking, so there is no import cycle.
 from x402lab.sync_lab import Lab  # noqa: E402
 
 

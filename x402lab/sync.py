@@ -1,8 +1,11 @@
-"""Sync twins of the async classes: one async core, one thin generated facade.
+"""Runtime sync twins of the async objects a ``Lab`` hands out: ``Reports``, ``Job``,
+``ChatStream``.
 
-``sync_twin(AsyncThing)`` builds a class whose methods run the coroutine methods of
-``AsyncThing`` on the helper loop thread. Results whose class has a twin are wrapped too, so
-``lab.music(...)`` returns a sync job handle. A parity test checks every twin.
+``sync_twin(AsyncThing, "Thing")`` builds a class whose methods run the coroutine methods of
+``AsyncThing`` on the helper loop thread. The ``Lab`` itself is generated as typed source
+(``x402lab.sync_lab``, written by ``python tools/gen_sync.py``), which also declares the types
+of these twins for editors and mypy; ``tests/test_sync_source.py`` checks both against the
+async classes.
 """
 
 from __future__ import annotations
@@ -18,15 +21,10 @@ TWINS: dict[type, type] = {}
 
 
 def wrap(value: Any) -> Any:
-    """Wrap an async object in its sync twin (lists and tuples element-wise)."""
-    twin = TWINS.get(type(value))
-    if twin is not None:
-        return twin(value)
+    """``value`` in its sync twin when its class has one, else unchanged."""
     for cls, twin in TWINS.items():
         if isinstance(value, cls):
             return twin(value)
-    if isinstance(value, list):
-        return [wrap(item) for item in value]
     return value
 
 
@@ -62,16 +60,9 @@ def _sync_method(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(func)
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            result = getattr(self._async, name)(*args, **kwargs)
-            if inspect.isawaitable(result):
-                return wrap(run(_await(result)))
-            return wrap(result)
+            return wrap(getattr(self._async, name)(*args, **kwargs))
 
     return method
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
 
 
 def _sync_property(name: str, prop: property) -> property:
@@ -84,8 +75,9 @@ def _sync_property(name: str, prop: property) -> property:
     return property(lambda self: wrap(getattr(self._async, name)), setter, doc=prop.__doc__)
 
 
-def sync_twin(async_cls: type, name: str | None = None, doc: str | None = None) -> type:
-    """Build and register the sync twin of ``async_cls``."""
+def sync_twin(async_cls: type, name: str, doc: str | None = None) -> type:
+    """Build and register the sync twin of ``async_cls``: its public methods and properties,
+    with every other attribute read through from the async object."""
     namespace: dict[str, Any] = {
         "__doc__": doc or async_cls.__doc__,
         "__slots__": ("_async", "__weakref__"),
@@ -96,14 +88,13 @@ def sync_twin(async_cls: type, name: str | None = None, doc: str | None = None) 
         "async_": property(lambda self: self._async, doc="The async object behind this one."),
     }
     for attr, value in inspect.getmembers(async_cls):
-        if attr.startswith("_") and attr not in ("_repr_html_", "_ipython_display_"):
+        if attr.startswith("_"):
             continue
         if isinstance(value, property):
             namespace[attr] = _sync_property(attr, value)
         elif inspect.isfunction(value):
             namespace[attr] = _sync_method(attr, value)
-    twin_name = name or async_cls.__name__.removeprefix("Async")
-    twin = type(twin_name, (), namespace)
+    twin = type(name, (), namespace)
     twin.__module__ = async_cls.__module__
     TWINS[async_cls] = twin
     return twin
