@@ -45,13 +45,13 @@ if TYPE_CHECKING:
     )
     from x402lab.gateway.uploads import Binary
     from x402lab.lab import AsyncLab, RunningEmulator
+    from x402lab.ledger.library import ReportLibrary
     from x402lab.ledger.store import Ledger
     from x402lab.media.job import AsyncJob
     from x402lab.media.quotes import MediaQuote
     from x402lab.media.status import JobStatus
     from x402lab.payments.cost import Cost
     from x402lab.payments.payer import Payer
-    from x402lab.reports.library_store import ReportLibrary
     from x402lab.reports.resource import AsyncReports
     from x402lab.reports.selection import ReportQuote
     from x402lab.tables.reports import ReportSet
@@ -117,7 +117,7 @@ if TYPE_CHECKING:
             to: str | datetime | None = None,
             max_usd: float | None = None,
             first_party: bool = False,
-            retry_unknown: bool = False,
+            rebuy: bool = False,
         ) -> ReportSet:
             """Spends money: buys the reports of a selection that the library does not hold yet.
 
@@ -125,7 +125,7 @@ if TYPE_CHECKING:
             is paid for owned reports; when all are owned no paid request is sent. ``max_usd``
             caps this purchase. ``first_party=True`` reads with the library secret given to
             ``connect(library_secret=...)`` (operators only; free, never the default).
-            ``retry_unknown=True`` pays again for reports whose earlier purchase ended unclear.
+            ``rebuy=True`` pays again for reports whose earlier purchase ended unclear.
 
             Raises NotFound (unknown handle, no matching report), ApiError (400, 501),
             PaymentRefused/BudgetExceeded (nothing signed), PaymentRejected (409 reused payment
@@ -835,7 +835,7 @@ class Lab:
         voice: str | None = None,
         duration_seconds: float | None = None,
         delete_media: bool = False,
-        new: bool = False,
+        rebuy: bool = False,
         max_usd: float | None = None,
         poll_interval: float | None = None,
         timeout: float | None = None,
@@ -845,7 +845,7 @@ class Lab:
 
         The same call again returns the stored job instead of paying again, and one made
         while an identical call is still queuing (here or in another process sharing the
-        ledger) waits for that call's job; ``new=True`` queues and pays for another one.
+        ledger) waits for that call's job; ``rebuy=True`` queues and pays for another one.
         ``delete_media`` asks the gateway to delete the media
         once delivered. ``poll_interval`` (default 3 s) and ``timeout`` (default 15 min) shape
         ``wait()``. Raises ModelNotFound, QuoteRejected, JobError (a queue payment for this
@@ -860,7 +860,7 @@ class Lab:
                     voice=voice,
                     duration_seconds=duration_seconds,
                     delete_media=delete_media,
-                    new=new,
+                    rebuy=rebuy,
                     max_usd=max_usd,
                     poll_interval=poll_interval,
                     timeout=timeout,
@@ -879,7 +879,7 @@ class Lab:
         resolution: str | None = None,
         audio: bool | None = None,
         delete_media: bool = False,
-        new: bool = False,
+        rebuy: bool = False,
         max_usd: float | None = None,
         poll_interval: float | None = None,
         timeout: float | None = None,
@@ -902,7 +902,7 @@ class Lab:
                     resolution=resolution,
                     audio=audio,
                     delete_media=delete_media,
-                    new=new,
+                    rebuy=rebuy,
                     max_usd=max_usd,
                     poll_interval=poll_interval,
                     timeout=timeout,
@@ -938,8 +938,8 @@ class Lab:
         system: str | None = None,
         max_tokens: int | None = None,
         concurrency: int = 8,
-        checkpoint: PathLike | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         progress: Any = "auto",
         **params: Any,
     ) -> pd.DataFrame:
@@ -949,17 +949,21 @@ class Lab:
         ``messages``) column; ``prompt="... {column} ..."`` builds each prompt from the row's
         columns. Returns the input columns plus ``response``, ``reasoning``, ``finish_reason``,
         ``prompt_tokens``, ``completion_tokens``, ``quoted_usd``, ``paid_usd`` (what this run
-        paid for the row: 0 for a row answered by an identical row or by the checkpoint, null
+        paid for the row: 0 for a row answered by an identical row or by an earlier run, null
         when unknown), ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget,
         refused, failed, unknown, paid_not_stored), ``error``, ``latency_s`` and
         ``request_key``; ``frame.attrs["batch"]`` is the run's BatchSummary.
 
-        Identical rows are paid once. When the budget cannot cover a row, it and every row
-        not yet started are ``skipped_budget``. With ``checkpoint=path`` each paid result is
-        stored as it arrives and a re-run buys only what is missing. ``max_usd`` caps each
-        request; ``progress``: "auto", "text", None, or a callable taking BatchProgress.
-        Raises ConfigError or ModelNotFound before anything is paid; a failing row never
-        raises.
+        Identical rows are paid once. Every answer is stored in the ledger as it arrives, so
+        running the same call again (after Ctrl+C, a crash, a bigger budget) pays only for
+        what is missing: stored rows come back ``cached``; a row whose payment may have
+        settled without a stored answer shows ``paid_not_stored`` or ``unknown`` and is never
+        bought again on its own; rows another run is buying now are waited for. ``rebuy=True``
+        buys every row again. When the budget cannot cover a row, it and every row not yet
+        started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto",
+        "text", None, or a callable taking BatchProgress. Raises ConfigError or ModelNotFound
+        before anything is paid, TypeError for ``checkpoint=`` (removed), BatchInterrupted on
+        Ctrl+C (its message says how to resume); a failing row never raises.
         """
         return run(
             self._async.batch_chat(
@@ -969,8 +973,8 @@ class Lab:
                 system=system,
                 max_tokens=max_tokens,
                 concurrency=concurrency,
-                checkpoint=checkpoint,
                 max_usd=max_usd,
+                rebuy=rebuy,
                 progress=progress,
                 **params,
             )
@@ -983,11 +987,11 @@ class Lab:
         model: str,
         concurrency: int = 8,
         out: PathLike | None = None,
-        checkpoint: PathLike | None = None,
         per_request: int = 1,
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
+        rebuy: bool = False,
         progress: Any = "auto",
         **params: Any,
     ) -> pd.DataFrame | BatchSummary:
@@ -1006,9 +1010,10 @@ class Lab:
 
         ``per_request`` packs that many texts into one paid request (the spec's shape is one
         text per request; the emulator, like OpenAI-style gateways, takes a list): each row
-        then shows its share of the request's cost. Identical texts are paid once; budget,
-        checkpoint, ``max_usd`` and ``progress`` work as in ``batch_chat``; extra keyword
-        arguments (``dimensions``, ``encoding_format``) go into each request body.
+        then shows its share of the request's cost. Identical texts are paid once; stored
+        answers and re-runs, budget, ``max_usd``, ``rebuy`` and ``progress`` work as in
+        ``batch_chat`` (a re-run reuses stored texts whatever ``per_request`` it uses); extra
+        keyword arguments (``dimensions``, ``encoding_format``) go into each request body.
         """
         return run(
             self._async.batch_embed(
@@ -1016,11 +1021,11 @@ class Lab:
                 model=model,
                 concurrency=concurrency,
                 out=out,
-                checkpoint=checkpoint,
                 per_request=per_request,
                 column=column,
                 row_group_size=row_group_size,
                 max_usd=max_usd,
+                rebuy=rebuy,
                 progress=progress,
                 **params,
             )
@@ -1038,8 +1043,8 @@ class Lab:
         per_request: int = 1,
         column: str | None = None,
         concurrency: int = 8,
-        checkpoint: PathLike | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         out: PathLike | None = None,
         row_group_size: int | None = None,
         progress: Any = None,
@@ -1049,10 +1054,12 @@ class Lab:
 
         Takes the arguments of ``batch_chat`` (``kind="chat"``) or ``batch_embed``
         (``kind="embed"``); ``out``, ``row_group_size`` and ``progress`` are accepted and
-        ignored, so a call can be switched between the two. With ``checkpoint``, rows a run
-        would not buy (stored, or paid before) are marked and left out of the total. Returns
-        a BatchEstimate: per-row quotes beside the published price list's estimate, the
-        total, and whether it fits the budget. Raises ConfigError or ModelNotFound.
+        ignored, so a call can be switched between the two. Rows a run would not buy (an
+        answer stored, a payment that may have settled, a row another run holds) are marked
+        and left out of the total, read from the ledger's claims without writing anything;
+        with ``rebuy=True`` every row is quoted. Returns a BatchEstimate: per-row quotes
+        beside the published price list's estimate, the total, and whether it fits the
+        budget. Raises ConfigError or ModelNotFound, TypeError for ``checkpoint=``.
         """
         return run(
             self._async.estimate(
@@ -1065,8 +1072,8 @@ class Lab:
                 per_request=per_request,
                 column=column,
                 concurrency=concurrency,
-                checkpoint=checkpoint,
                 max_usd=max_usd,
+                rebuy=rebuy,
                 out=out,
                 row_group_size=row_group_size,
                 progress=progress,
