@@ -1091,8 +1091,9 @@ class Lab:
 
         ``by`` is any subset of ``("service", "path", "model", "day", "budget")`` (``day`` is
         midnight UTC of the payment; ``()`` gives one line of totals). Columns: ``payments``;
-        count, atomic and USD of ``settled``, ``unknown`` (exposure), ``in_flight`` and
-        ``committed``; ``refused_count``/``refused_atomic``, ``rejected_count``,
+        count, atomic and USD of ``settled``, ``unknown`` (exposure), ``in_flight``, ``held``
+        (signed payments the server refused, counted until they expire) and ``committed``
+        (what the budget's cap is measured against: equal to ``budget.state()``'s); ``refused_count``/``refused_atomic``, ``rejected_count``,
         ``failed_count``. ``budget=`` keeps one budget's rows (``lab.budget.name`` for this
         session). An empty ledger gives an empty table with the same columns.
         Raises ConfigError for an unknown key.
