@@ -116,22 +116,24 @@ def chat_inputs(rows: Any) -> pd.DataFrame:
 
 
 def chat_messages(inputs: pd.DataFrame, prompt: str | None) -> list[Any]:
-    """Each row's prompt text (or message list). Raises ConfigError naming what is missing."""
+    """Each row's prompt text (or message list), checked once for the whole batch.
+
+    Raises ConfigError naming what is missing: a template field that names no column (or is
+    malformed), or rows whose used column is None, NaN or empty (``batch.templates``).
+    """
+    from x402lab.batch.templates import check_filled, fill_template
+
     if prompt is not None:
-        records = inputs.to_dict("records")
-        try:
-            return [prompt.format_map(record) for record in records]
-        except KeyError as exc:
-            raise ConfigError(
-                f"prompt template names column {exc.args[0]!r}, which the rows do not have"
-                f" (columns: {', '.join(map(str, inputs.columns))})"
-            ) from None
+        return fill_template(prompt, inputs)
     for column in ("prompt", "messages"):
         if column in inputs.columns:
+            check_filled(inputs, column, what="the batch sends")
             values = inputs[column].tolist()
             bad = [i for i, v in enumerate(values) if not isinstance(v, str | list | tuple)]
             if bad:
-                raise ConfigError(f"row {bad[0]} has no {column}: {values[bad[0]]!r}")
+                raise ConfigError(
+                    f"row {inputs.index[bad[0]]!r} has no {column}: {values[bad[0]]!r}"
+                )
             return values
     raise ConfigError(
         "rows need a 'prompt' (or 'messages') column, or pass prompt='... {column} ...'"

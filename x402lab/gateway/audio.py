@@ -6,6 +6,7 @@ goes in a JSON body.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from x402lab import routes
@@ -35,14 +36,27 @@ class Audio:
         model: str,
         voice: str | None = None,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
-        """Spends money: speech audio of ``input`` (plays inline; ``save(path)`` writes it)."""
+        """Spends money: speech audio of ``input`` (plays inline; ``save(path)`` writes it).
+
+        ``params`` are checked against the route's published request schema before anything
+        is signed; ``extra_body`` adds fields it does not list, unchecked."""
         body: dict[str, Any] = {"model": model, "input": input, **params}
         if voice is not None:
             body["voice"] = voice
         path = routes.SPEECH
-        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST",
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            model=model,
+            max_usd=max_usd,
+            caller="speech()",
+            own=("model", "input", "voice"),
+        )
         return media_result(path, reply, model)
 
     async def transcribe(
@@ -53,12 +67,15 @@ class Audio:
         duration_seconds: float | None = None,
         filename: str | None = None,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> TextResult:
         """Spends money: speech to text, priced by ``duration_seconds``.
 
         ``audio`` as bytes or a file is uploaded (multipart); a URL (or base64 text) is sent
-        as ``file`` in a JSON body.
+        as ``file`` in a JSON body, whose ``params`` are checked against the route's
+        published schema (``extra_body`` adds unchecked fields; with an upload, they go in
+        the form).
         Returns a TextResult (``.text``; ``.data`` holds timestamps when asked for).
         """
         path = routes.TRANSCRIPTIONS
@@ -69,10 +86,18 @@ class Audio:
             if audio is not None:
                 fields["file"] = audio
             reply = await self._paid.send(
-                "POST", path, json_body=fields, model=model, max_usd=max_usd
+                "POST",
+                path,
+                json_body=fields,
+                extra_body=extra_body,
+                model=model,
+                max_usd=max_usd,
+                caller="transcribe()",
+                own=("model", "duration_seconds", "file"),
             )
         else:
             data = read_binary(audio)
+            fields.update(extra_body or {})
             form = {k: form_value(v) for k, v in fields.items()}
             reply = await self._paid.send(
                 "POST",
@@ -114,11 +139,22 @@ class Audio:
         return VoiceResult(path, reply.json(), reply.cost, model, "application/json")
 
     async def transcribe_video(
-        self, url: str, *, max_usd: float | None = None, **params: Any
+        self,
+        url: str,
+        *,
+        max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
     ) -> TextResult:
         """Spends money: the transcript of a YouTube video's audio (synchronous)."""
         path = routes.VIDEO_TRANSCRIPTIONS
         reply = await self._paid.send(
-            "POST", path, json_body={"url": url, **params}, max_usd=max_usd
+            "POST",
+            path,
+            json_body={"url": url, **params},
+            extra_body=extra_body,
+            max_usd=max_usd,
+            caller="transcribe_video()",
+            own=("url",),
         )
         return text_result(path, reply, None, "transcript")

@@ -15,7 +15,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from x402lab import routes
-from x402lab.errors import ConfigError, ModelNotFound, NotFound
+from x402lab.errors import ApiError, ConfigError, ModelNotFound, NotFound, TransportError
+from x402lab.gateway.params import RequestSchema, Route, find_route, request_schema_of, routes_of
 from x402lab.pricing import pricing_of
 from x402lab.routes import GATEWAY, MODEL_TYPES, ROUTE_MODEL_TYPES
 from x402lab.tables import catalog as tables
@@ -77,23 +78,11 @@ class Discovery:
     @property
     def paid_routes(self) -> list[str]:
         """``METHOD path`` of every operation the OpenAPI document marks as paid."""
-        return [
-            f"{method.upper()} {path}"
-            for path, item in (self.openapi.get("paths") or {}).items()
-            for method, op in item.items()
-            if isinstance(op, Mapping)
-            and ("x-payment-info" in op or "402" in op.get("responses", {}))
-        ]
+        return [str(route) for route in routes_of(self.openapi) if route.paid]
 
     @property
     def free_routes(self) -> list[str]:
-        paid = set(self.paid_routes)
-        return [
-            f"{method.upper()} {path}"
-            for path, item in (self.openapi.get("paths") or {}).items()
-            for method in item
-            if f"{method.upper()} {path}" not in paid
-        ]
+        return [str(route) for route in routes_of(self.openapi) if not route.paid]
 
     def __repr__(self) -> str:
         return (
@@ -124,10 +113,16 @@ class Catalog:
         self._validate_models = True
         self._no_catalog = False
         self._types: tuple[Fetched, dict[str, str]] | None = None
+        self._limits: tuple[Fetched, dict[str, int]] | None = None
+        self._no_openapi = False
+        self._routes: tuple[Fetched, list[Route]] | None = None
+        self._schemas: dict[tuple[str, str], RequestSchema | None] = {}
 
     @property
     def validate_models(self) -> bool:
-        """Check model ids against the catalog before sending (default True)."""
+        """Check requests before sending (default True): model ids against the catalog, and
+        bodies against the published request schemas and the model's context window. With
+        False, requests go as given and the gateway's own 4xx (before payment) decides."""
         return self._validate_models
 
     @validate_models.setter
@@ -319,6 +314,68 @@ class Catalog:
             code="model_not_found",
             body={"model": model, "suggestions": close},
         )
+
+    async def context_limits(self) -> dict[str, int]:
+        """The context window of each model that publishes one, in tokens, by id
+        (``model_spec.availableContextTokens``, else ``context_length``). Free, cached."""
+        if self._no_catalog or await self._model_types() is None:
+            return {}
+        fetched = await self._fetch(routes.MODELS, {"type": "all"})
+        if self._limits is not None and self._limits[0] is fetched:
+            return self._limits[1]
+        entries = fetched.data.get("data", []) if isinstance(fetched.data, dict) else fetched.data
+        limits = {}
+        for model in entries or []:
+            if not isinstance(model, Mapping) or model.get("id") is None:
+                continue
+            spec = model.get("model_spec")
+            spec = spec if isinstance(spec, Mapping) else {}
+            for value in (spec.get("availableContextTokens"), model.get("context_length")):
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    limits[str(model["id"])] = value
+                    break
+        self._limits = (fetched, limits)
+        return limits
+
+    async def model_ids(self, path: str) -> list[str]:
+        """The catalog's ids of the types ``path`` takes (all ids for other routes)."""
+        known = await self._model_types() or {}
+        types = ROUTE_MODEL_TYPES.get(path)
+        return [i for i, t in known.items() if types is None or t in types]
+
+    async def published_routes(self) -> list[Route] | None:
+        """Every operation of the gateway's ``/openapi.json`` (cached); None when it publishes
+        none (a 404) or the document cannot be had now: then nothing is checked against it."""
+        if self._no_openapi:
+            return None
+        try:
+            fetched = await self._fetch(routes.OPENAPI)
+        except NotFound:
+            self._no_openapi = True
+            return None
+        except (ApiError, TransportError):
+            return None  # never block a call because the description is missing
+        if self._routes is None or self._routes[0] is not fetched:
+            self._routes = (fetched, routes_of(fetched.data))
+            self._schemas = {}
+        return self._routes[1]
+
+    async def request_schema(self, method: str, path: str) -> RequestSchema | None:
+        """The JSON request schema the gateway publishes for ``METHOD path``; None when it
+        publishes none for it (or no description at all). Free, cached."""
+        listed = await self.published_routes()
+        if listed is None or self._routes is None:
+            return None
+        key = (method.upper(), path)
+        if key not in self._schemas:
+            route = find_route(listed, method, path)
+            document = self._routes[0].data
+            self._schemas[key] = (
+                request_schema_of(document, route)
+                if route is not None and isinstance(document, Mapping)
+                else None
+            )
+        return self._schemas[key]
 
     async def entries(self, type: str) -> dict[str, dict[str, Any]]:
         """The catalog's raw model objects of ``type`` by id (free, cached)."""

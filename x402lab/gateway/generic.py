@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from x402lab.errors import ApiError
+from x402lab.errors import ApiError, ConfigError, NotFound
+from x402lab.gateway.paid import CALLERS
+from x402lab.gateway.params import Route, find_route, with_extra_body
 from x402lab.gateway.replies import result_of
 from x402lab.gateway.results import Result
 from x402lab.money import atomic_to_usd, format_usd
@@ -72,6 +75,47 @@ def quote_from_challenge(path: str, challenge: PaymentRequired) -> Quote:
     )
 
 
+def not_a_paid_route(
+    caller: str, method: str, path: str, listed: Sequence[Route] | None
+) -> ConfigError:
+    """The error for a call to a path that is no paid route, naming the close paid ones.
+
+    ``listed`` is the published document's routes (None: the gateway publishes none and
+    answered 404, so the client's own list of paid routes is the reference).
+    """
+    method = method.upper()
+    if listed is None:
+        paid = list(CALLERS)
+        source = "the gateway answered 404"
+    else:
+        paid = [r.path for r in listed if r.paid]
+        source = "the gateway's /openapi.json does not list it as paid"
+        same = [r for r in listed if r.matches(path)]
+        if any(r.method == method for r in same):
+            return ConfigError(
+                f"{caller}: {method} {path} is a free route of this gateway: there is nothing"
+                " to pay; send it with lab.http_client() (or the method made for it)"
+            )
+        if same:
+            methods = ", ".join(sorted({r.method for r in same}))
+            return ConfigError(
+                f"{caller}: {path} takes {methods}, not {method} (the gateway's /openapi.json)"
+            )
+    close = _close_paths(path, paid)
+    hint = f" Did you mean {' or '.join(f'{method} {p}' for p in close)}?" if close else ""
+    return ConfigError(
+        f"{caller}: {method} {path} is not a paid route ({source}); nothing was sent.{hint}"
+        " lab.discovery().paid_routes lists every paid route."
+    )
+
+
+def _close_paths(path: str, paid: Sequence[str]) -> list[str]:
+    unique = list(dict.fromkeys(paid))
+    # "/api/v1/chat" is the start of the route it means; else the closest spellings.
+    close = [p for p in unique if p.startswith(path.rstrip("/") + "/")][:3]
+    return close or difflib.get_close_matches(path, unique, n=3, cutoff=0.6)
+
+
 class Generic:
     """``quote`` (free) and ``call`` (paid) for any gateway route by method and path."""
 
@@ -80,36 +124,66 @@ class Generic:
         self._catalog = catalog
         self._paid = paid
 
+    async def _route(self, caller: str, method: str, path: str) -> Route | None:
+        """The published route of ``METHOD path``; ConfigError naming the close paid routes
+        when the gateway's description does not list it. None when there is no description
+        (or validation is off): then the gateway's own answer decides."""
+        if not self._catalog.validate_models:
+            return None
+        listed = await self._catalog.published_routes()
+        if listed is None:
+            return None
+        route = find_route(listed, method, path)
+        if route is None:
+            raise not_a_paid_route(caller, method, path, listed)
+        return route
+
     async def quote(
         self,
         method: str,
         path: str,
         body: Mapping[str, Any] | None = None,
+        *,
+        extra_body: Mapping[str, Any] | None = None,
         **request_kwargs: Any,
     ) -> Quote:
         """The exact price of a paid call, free: sends it unpaid and reads the 402.
 
         Nothing is signed. The Quote has the 402's amount, upstreamUsd and priceMult, and
-        the published price list's estimate beside it. Raises ModelNotFound for a bad model,
-        ApiError for a free route or a refused request.
+        the published price list's estimate beside it. The request is checked first as
+        ``call`` checks it (``extra_body`` as there). Raises ConfigError for a path that is
+        no route of the gateway (naming the close paid ones), TypeError or ConfigError for a
+        body its published schema refuses, ModelNotFound for a bad model, ApiError for a
+        free route or a refused request.
         """
-        if isinstance(body, Mapping):
-            await self._catalog.check_model(body.get("model") or body.get("modelId"), path)
+        model = body.get("model") or body.get("modelId") if isinstance(body, Mapping) else None
+        if model is not None:
+            await self._catalog.check_model(model, path)
+        route = await self._route("quote()", method, path)
         if body is not None:
+            await self._paid.check(method, path, body, caller="quote()")
+            body = with_extra_body(body, extra_body, caller="quote()")
             request_kwargs["json"] = body
-        challenge = await self._session.client(GATEWAY).probe(
-            method.upper(), path, **request_kwargs
-        )
+        elif extra_body is not None:
+            body = request_kwargs["json"] = with_extra_body({}, extra_body, caller="quote()")
+        try:
+            challenge = await self._session.client(GATEWAY).probe(
+                method.upper(), path, **request_kwargs
+            )
+        except NotFound as exc:
+            if route is not None:
+                raise
+            raise not_a_paid_route("quote()", method, path, None) from exc
         quote = quote_from_challenge(path, challenge)
         try:
             pricing = await self._catalog.price_list()
         except ApiError:
             return quote  # the exact price stands on its own
-        route = (pricing.get("routes") or {}).get(path) or {}
+        route_price = (pricing.get("routes") or {}).get(path) or {}
         return replace(
             quote,
             estimate_usd=local_estimate_usd(path, body, pricing),
-            accuracy=route.get("accuracy") if isinstance(route, Mapping) else None,
+            accuracy=route_price.get("accuracy") if isinstance(route_price, Mapping) else None,
         )
 
     async def call(
@@ -119,13 +193,29 @@ class Generic:
         body: Mapping[str, Any] | Sequence[Any] | None = None,
         *,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> Result:
         """Spends money: any paid gateway route, paying its 402 once.
 
-        Returns a Result (JSON, text, or MediaResult for binary answers). Raises ApiError
-        subclasses and the payment errors (PaymentRefused, BudgetExceeded, PaymentRejected,
-        SettlementUnknown).
+        Checked before anything is signed: the path against the routes the gateway's
+        ``/openapi.json`` marks as paid (ConfigError naming the close ones), the body
+        against that route's published request schema (TypeError for a field it does not
+        list: put such fields in ``extra_body``, sent unchecked; ConfigError for a value it
+        does not allow), the model id and the prompt's size. Returns a Result (JSON, text,
+        or MediaResult for binary answers). Raises ApiError subclasses and the payment
+        errors (PaymentRefused, BudgetExceeded, PaymentRejected, SettlementUnknown).
         """
+        route = await self._route("call()", method, path)
+        if route is not None and not route.paid:
+            raise not_a_paid_route("call()", method, path, [route])
         model = body.get("model") if isinstance(body, Mapping) else None
-        reply = await self._paid.send(method, path, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send(
+            method,
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            model=model,
+            max_usd=max_usd,
+            caller="call()",
+        )
         return result_of(path, reply, model)

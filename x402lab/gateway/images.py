@@ -6,7 +6,7 @@ Images in are a URL, base64 text, bytes or a file (``uploads.image_ref``); image
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from x402lab import routes
@@ -32,13 +32,17 @@ class Images:
         n: int = 1,
         openai: bool = False,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
         """Spends money: ``n`` generated images. Returns an ImageResult (shows inline).
 
         Uses the native /image/generate (``params`` such as width, height, style_preset,
         negative_prompt, resolution); ``openai=True`` uses the OpenAI-compatible
-        /images/generations (``size``, ``quality``...).
+        /images/generations (``size``, ``quality``...). ``params`` are checked against the
+        route's published request schema before anything is signed (TypeError for an
+        unknown one, ConfigError for a value it does not take); ``extra_body`` adds fields
+        it does not list, unchecked.
         """
         if openai:
             path = routes.IMAGES_GENERATIONS
@@ -48,8 +52,18 @@ class Images:
             body = {"model": model, "prompt": prompt}
             if n != 1:
                 body["variants"] = n
+        own = set(body)
         body.update(params)
-        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST",
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            model=model,
+            max_usd=max_usd,
+            caller="generate_image()",
+            own=own,
+        )
         return image_result(path, reply, model)
 
     async def edit_image(
@@ -59,12 +73,24 @@ class Images:
         *,
         model: str,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
-        """Spends money: one image edit. ``image`` is a URL, base64 text, bytes or a file."""
+        """Spends money: one image edit. ``image`` is a URL, base64 text, bytes or a file.
+
+        ``params`` and ``extra_body`` as in ``generate_image``."""
         body = {"model": model, "prompt": prompt, "image": image_ref(image), **params}
         path = routes.IMAGE_EDIT
-        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST",
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            model=model,
+            max_usd=max_usd,
+            caller="edit_image()",
+            own=("model", "prompt", "image"),
+        )
         return image_result(path, reply, model)
 
     async def multi_edit_image(
@@ -74,33 +100,72 @@ class Images:
         *,
         model: str,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
-        """Spends money: one edit combining several images (URLs, base64, bytes or files)."""
+        """Spends money: one edit combining several images (URLs, base64, bytes or files).
+
+        ``params`` and ``extra_body`` as in ``generate_image``."""
         body = {"model": model, "prompt": prompt, "images": [image_ref(i) for i in images]}
         body.update(params)
         path = routes.IMAGE_MULTI_EDIT
-        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST",
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            model=model,
+            max_usd=max_usd,
+            caller="multi_edit_image()",
+            own=("model", "prompt", "images"),
+        )
         return image_result(path, reply, model)
 
     async def upscale_image(
-        self, image: Binary, *, scale: int = 2, max_usd: float | None = None, **params: Any
+        self,
+        image: Binary,
+        *,
+        scale: int = 2,
+        max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
     ) -> MediaResult:
         """Spends money: one image upscaled 2x or 4x. Returns the PNG as a MediaResult."""
         if scale not in (2, 4):
             raise ConfigError(f"scale must be 2 or 4, not {scale!r}")
         body = {"image": image_ref(image), "scale": scale, **params}
         path = routes.IMAGE_UPSCALE
-        reply = await self._paid.send("POST", path, json_body=body, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST",
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            max_usd=max_usd,
+            caller="upscale_image()",
+            own=("image", "scale"),
+        )
         return image_result(path, reply, None)
 
     async def remove_background(
-        self, image: Binary, *, max_usd: float | None = None, **params: Any
+        self,
+        image: Binary,
+        *,
+        max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
     ) -> MediaResult:
         """Spends money: one image with its background removed (a PNG)."""
         ref = image_ref(image)
         field = "image_url" if ref.startswith(("http://", "https://")) else "image"
         body = {field: ref, **params}
         path = routes.IMAGE_BACKGROUND_REMOVE
-        reply = await self._paid.send("POST", path, json_body=body, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST",
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            max_usd=max_usd,
+            caller="remove_background()",
+            own=(field,),
+        )
         return image_result(path, reply, None)

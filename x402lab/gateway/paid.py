@@ -1,23 +1,135 @@
-"""One paid gateway request: the model check, the request key, and the 402 paid once.
+"""One paid gateway request: the checks before any signature, the request key, the 402 paid
+once.
 
 ``PaidRequests.send`` is what every paid gateway route (``text``, ``images``, ``audio``,
-``tools``, ``generic``), the media queue and batches send through.
+``tools``, ``generic``), the media queue and batches send through. It runs
+``PaidRequests.check`` first, every check that can run before a signature: the model id,
+the body against the route's published request schema (``gateway.params``) and the prompt
+against the model's context window. ``quote`` runs the same checks and nothing else; a batch
+can run them once, on its first request's body, before its rows.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+from x402lab import routes
+from x402lab.errors import ConfigError
+from x402lab.gateway.params import with_extra_body
 from x402lab.money import usd_to_atomic
 from x402lab.payments import CallInfo
+from x402lab.pricing import CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 from x402lab.routes import GATEWAY
 
 if TYPE_CHECKING:
     from x402lab.gateway.catalog import Catalog
     from x402lab.session import Session
     from x402lab.transport import Reply
+
+
+# The public method that sends each paid route, so messages name what the user typed.
+CALLERS: dict[str, str] = {
+    routes.CHAT: "chat()",
+    routes.RESPONSES: "responses()",
+    routes.EMBEDDINGS: "embed()",
+    routes.IMAGE_GENERATE: "generate_image()",
+    routes.IMAGES_GENERATIONS: "generate_image(openai=True)",
+    routes.IMAGE_EDIT: "edit_image()",
+    routes.IMAGE_MULTI_EDIT: "multi_edit_image()",
+    routes.IMAGE_UPSCALE: "upscale_image()",
+    routes.IMAGE_BACKGROUND_REMOVE: "remove_background()",
+    routes.SPEECH: "speech()",
+    routes.TRANSCRIPTIONS: "transcribe()",
+    routes.VOICES: "clone_voice()",
+    routes.VIDEO_TRANSCRIPTIONS: "transcribe_video()",
+    routes.SEARCH: "search()",
+    routes.SCRAPE: "scrape()",
+    routes.TEXT_PARSER: "parse_document()",
+    routes.RPC_PREFIX + "{network}": "rpc()",
+    routes.QUEUE_PATHS["music"]: "music()",
+    routes.QUEUE_PATHS["video"]: "video()",
+}
+
+
+# A prompt is refused only when its estimate is this far above the window: four characters
+# per token is an average, and a refusal of a prompt that would fit costs the user a retry.
+CONTEXT_MARGIN = 1.25
+CONTEXT_PATHS = (routes.CHAT, routes.RESPONSES)
+
+
+def caller_of(method: str, path: str) -> str:
+    """The public method that sends ``path`` ("chat()"), else ``METHOD path``."""
+    if path.startswith(routes.RPC_PREFIX) and path.count("/") == routes.RPC_PREFIX.count("/"):
+        return "rpc()"
+    return CALLERS.get(path) or f"{method.upper()} {path}"
+
+
+# -- the context window ----------------------------------------------------------------------
+
+
+def _text_of(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [
+            p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        ]
+    return []
+
+
+def prompt_size(path: str, body: Mapping[str, Any]) -> tuple[int, int]:
+    """Characters and estimated tokens of a chat or responses request's input (the price
+    list's estimate: about four characters per token, plus a few per message)."""
+    if path == routes.CHAT:
+        parts = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
+        texts = [_text_of(m.get("content")) for m in parts]
+    else:
+        value = body.get("input")
+        items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        texts = [_text_of(i.get("content") if isinstance(i, Mapping) else i) for i in items]
+        if isinstance(body.get("instructions"), str):
+            texts.append([body["instructions"]])
+    chars = sum(len(t) for group in texts for t in group)
+    tokens = sum(MESSAGE_OVERHEAD_TOKENS + sum(estimate_tokens(t) for t in g) for g in texts)
+    return chars, tokens
+
+
+def check_context(
+    caller: str,
+    path: str,
+    body: Mapping[str, Any],
+    limits: Mapping[str, int],
+    alternatives: Collection[str],
+) -> None:
+    """Raise ConfigError when a chat or responses prompt is estimated well above the
+    model's context window.
+
+    ``limits``: tokens of context by model id, from the catalog; ``alternatives``: the ids
+    that could take the request instead. A model without a published window is not checked.
+    """
+    model = body.get("model")
+    limit = limits.get(model) if isinstance(model, str) else None
+    if not limit:
+        return
+    chars, tokens = prompt_size(path, body)
+    if tokens > limit * CONTEXT_MARGIN:
+        raise ConfigError(
+            f"{caller}: the prompt is about {tokens:,} tokens ({chars:,} characters at"
+            f" ~{CHARS_PER_TOKEN} per token) and {model} reads at most {limit:,} tokens of"
+            " context. Shorten the input (split or summarise it)"
+            f"{_larger(limits, alternatives, tokens)}. Nothing was sent."
+        )
+
+
+def _larger(limits: Mapping[str, int], alternatives: Collection[str], tokens: int) -> str:
+    fits = sorted((limits[m], m) for m in alternatives if limits.get(m, 0) >= tokens)
+    if not fits:
+        return "; no model in the catalog reads that much at once"
+    names = " or ".join(f"{m!r} ({w:,} tokens)" for w, m in fits[:2])
+    return f", or use a model with a larger context window, such as {names}"
 
 
 def request_key(method: str, path: str, body: Any) -> str:
@@ -32,11 +144,45 @@ def _max_atomic(max_usd: float | None) -> int | None:
 
 
 class PaidRequests:
-    """Sends paid gateway requests: checks the model id, keys the request, pays its 402 once."""
+    """Sends paid gateway requests: checks them, keys them, pays their 402 once."""
 
     def __init__(self, session: Session, catalog: Catalog) -> None:
         self._session = session
         self._catalog = catalog
+
+    async def check(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        model: str | None = None,
+        caller: str | None = None,
+        own: Collection[str] = (),
+    ) -> None:
+        """Every check of a request that can run before a signature; nothing is sent but
+        the free catalog and description fetches (cached per Lab).
+
+        The model id against the catalog; a JSON ``body`` against the request schema the
+        gateway publishes for the route (``x402lab.gateway.params``: unknown top-level
+        fields, except the ``own`` ones the calling method sets itself, are a TypeError;
+        types and ranges a ConfigError); the prompt against the model's context window.
+        ``caller`` names the method in messages ("chat()"). Raises ModelNotFound, TypeError,
+        ConfigError. With ``catalog.validate_models`` off only the model id's form is checked.
+        """
+        if model is not None:
+            await self._catalog.check_model(model, path)
+        if body is None or not self._catalog.validate_models:
+            return
+        name = caller or caller_of(method, path)
+        schema = await self._catalog.request_schema(method, path)
+        if schema is not None:
+            schema.check(body, caller=name, own=own)
+        if path in CONTEXT_PATHS and isinstance(body, Mapping):
+            limits = await self._catalog.context_limits()
+            if limits:
+                others = await self._catalog.model_ids(path)
+                check_context(name, path, body, limits, others)
 
     async def send(
         self,
@@ -44,17 +190,34 @@ class PaidRequests:
         path: str,
         *,
         json_body: Any = None,
+        extra_body: Mapping[str, Any] | None = None,
         model: str | None = None,
         max_usd: float | None = None,
         key: str | None = None,
         stream: bool = False,
+        caller: str | None = None,
+        own: Collection[str] = (),
         **request_kwargs: Any,
     ) -> Reply:
-        """Spends money: one paid request (the model id is checked against the catalog)."""
-        if model is not None:
-            await self._catalog.check_model(model, path)
+        """Spends money: one paid request, checked first (``check``).
+
+        ``extra_body`` adds fields to the JSON body unchecked (for fields the published
+        schema does not list). Raises what ``check`` raises, before anything is signed, and
+        the transport's errors.
+        """
         if json_body is not None:
+            await self.check(method, path, json_body, model=model, caller=caller, own=own)
+            json_body = with_extra_body(
+                json_body, extra_body, caller=caller or caller_of(method, path)
+            )
             request_kwargs["json"] = json_body
+        else:
+            if extra_body is not None:
+                raise ConfigError(
+                    f"{caller or caller_of(method, path)}: extra_body adds fields to a JSON"
+                    " body; this request sends a form"
+                )
+            await self.check(method, path, model=model)
         call = CallInfo(
             service=GATEWAY,
             method=method.upper(),

@@ -15,6 +15,7 @@ from x402lab import routes
 from x402lab.errors import ConfigError
 from x402lab.gateway.chat_stream import AsyncChatStream
 from x402lab.gateway.paid import PaidRequests
+from x402lab.gateway.params import positive_int
 from x402lab.gateway.results import ChatResult, EmbeddingResult, ResponsesResult
 from x402lab.routes import CHAT
 from x402lab.transport import Reply
@@ -34,19 +35,33 @@ class Text:
         system: str | None = None,
         max_tokens: int | None = None,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ChatResult:
         """Spends money: one chat completion. Returns a ChatResult with ``.cost``.
 
-        ``messages`` is a prompt string or a list of {role, content}. A thinking model's
-        empty ``text`` with ``reasoning`` is a success; ``truncated`` is True when the
-        answer stopped at ``max_tokens``. Raises ModelNotFound, ApiError and the payment
-        errors. For a streamed answer use ``chat_stream``.
+        ``messages`` is a prompt string or a list of {role, content}; ``params`` are fields
+        of the route's published request schema (``temperature``...), checked before
+        anything is signed; ``extra_body`` adds fields it does not list, unchecked. A
+        thinking model's empty ``text`` with ``reasoning`` is a success; ``truncated`` is
+        True when the answer stopped at ``max_tokens``. Raises TypeError for an unknown
+        field, ConfigError for a value the route does not take or a prompt too long for the
+        model, ModelNotFound, ApiError and the payment errors. For a streamed answer use
+        ``chat_stream``.
         """
         if params.get("stream"):
             raise ConfigError("chat() does not stream: use chat_stream(...)")
         body = chat_body(messages, model=model, system=system, max_tokens=max_tokens, **params)
-        reply = await self._paid.send("POST", CHAT, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST",
+            CHAT,
+            json_body=body,
+            extra_body=extra_body,
+            model=model,
+            max_usd=max_usd,
+            caller="chat()",
+            own=body.keys() - params.keys(),
+        )
         return ChatResult.from_response(CHAT, reply.json(), reply.cost)
 
     def chat_stream(
@@ -58,13 +73,14 @@ class Text:
         max_tokens: int | None = None,
         max_usd: float | None = None,
         include_reasoning: bool = False,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> AsyncChatStream:
         """Spends money (when iterated): a streamed chat completion.
 
         Iterate it for text deltas (``async for`` here, ``for`` on the sync Lab); then
         ``.cost`` is what was paid and ``.result`` the whole ChatResult. The request (and
-        the payment) happens on the first iteration.
+        the payment) happens on the first iteration, after the checks of ``chat``.
         """
         body = chat_body(
             messages, model=model, system=system, max_tokens=max_tokens, stream=True, **params
@@ -72,7 +88,15 @@ class Text:
 
         async def start() -> Reply:
             return await self._paid.send(
-                "POST", CHAT, json_body=body, model=model, max_usd=max_usd, stream=True
+                "POST",
+                CHAT,
+                json_body=body,
+                extra_body=extra_body,
+                model=model,
+                max_usd=max_usd,
+                stream=True,
+                caller="chat_stream()",
+                own=body.keys() - params.keys(),
             )
 
         return AsyncChatStream(start, path=CHAT, model=model, include_reasoning=include_reasoning)
@@ -85,16 +109,32 @@ class Text:
         instructions: str | None = None,
         max_output_tokens: int | None = None,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ResponsesResult:
-        """Spends money: one responses-API call (alpha). Returns a ResponsesResult."""
-        body: dict[str, Any] = {"model": model, "input": input, **params}
+        """Spends money: one responses-API call (alpha). Returns a ResponsesResult.
+
+        ``params`` and ``extra_body`` as in ``chat``."""
+        body: dict[str, Any] = {"model": model, "input": input}
         if instructions is not None:
             body["instructions"] = instructions
         if max_output_tokens is not None:
-            body["max_output_tokens"] = int(max_output_tokens)
+            body["max_output_tokens"] = positive_int(
+                "max_output_tokens", max_output_tokens, "the longest answer, in tokens"
+            )
+        own = set(body)
+        body.update(params)
         path = routes.RESPONSES
-        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST",
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            model=model,
+            max_usd=max_usd,
+            caller="responses()",
+            own=own,
+        )
         return ResponsesResult.from_response(path, reply.json(), reply.cost)
 
     async def embed(
@@ -103,12 +143,24 @@ class Text:
         *,
         model: str,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> EmbeddingResult:
-        """Spends money: embeddings of one text (or a list). Returns float32 vectors."""
+        """Spends money: embeddings of one text (or a list). Returns float32 vectors.
+
+        ``params`` (``dimensions``, ``encoding_format``) and ``extra_body`` as in ``chat``."""
         body = {"model": model, "input": input, **params}
         path = routes.EMBEDDINGS
-        reply = await self._paid.send("POST", path, json_body=body, model=model, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST",
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            model=model,
+            max_usd=max_usd,
+            caller="embed()",
+            own=("model", "input"),
+        )
         data = reply.json()
         items = sorted(data["data"], key=lambda d: d.get("index", 0))
         vectors = np.asarray(
@@ -138,7 +190,9 @@ def chat_body(
     max_tokens: int | None = None,
     **params: Any,
 ) -> dict[str, Any]:
-    """The chat completions request body. Raises ConfigError for malformed messages."""
+    """The chat completions request body. Raises ConfigError for malformed messages or a
+    ``max_tokens`` that is not a whole number ≥ 1 (checked here, so a batch is refused once
+    before anything is sent, not row by row)."""
     if isinstance(messages, str):
         chat = [{"role": "user", "content": messages}]
     else:
@@ -152,6 +206,6 @@ def chat_body(
         raise ConfigError("model is required: an exact id from lab.models()")
     body: dict[str, Any] = {"model": model, "messages": chat}
     if max_tokens is not None:
-        body["max_tokens"] = int(max_tokens)
+        body["max_tokens"] = positive_int("max_tokens", max_tokens, "the longest answer, in tokens")
     body.update(params)
     return body

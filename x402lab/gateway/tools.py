@@ -20,21 +20,51 @@ class Tools:
         self._paid = paid
 
     async def search(
-        self, query: str, *, limit: int | None = None, max_usd: float | None = None, **params: Any
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
     ) -> SearchResult:
-        """Spends money: a web search. Returns a SearchResult (``results``, ``to_pandas()``)."""
+        """Spends money: a web search. Returns a SearchResult (``results``, ``to_pandas()``).
+
+        ``params`` are checked against the route's published request schema before anything
+        is signed; ``extra_body`` adds fields it does not list, unchecked."""
         body: dict[str, Any] = {"query": query, **params}
         if limit is not None:
             body["limit"] = limit
         path = routes.SEARCH
-        reply = await self._paid.send("POST", path, json_body=body, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST",
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            max_usd=max_usd,
+            caller="search()",
+            own=("query", "limit"),
+        )
         return SearchResult(path, reply.json(), reply.cost, None, "application/json")
 
-    async def scrape(self, url: str, *, max_usd: float | None = None, **params: Any) -> TextResult:
+    async def scrape(
+        self,
+        url: str,
+        *,
+        max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> TextResult:
         """Spends money: one web page as markdown text."""
         path = routes.SCRAPE
         reply = await self._paid.send(
-            "POST", path, json_body={"url": url, **params}, max_usd=max_usd
+            "POST",
+            path,
+            json_body={"url": url, **params},
+            extra_body=extra_body,
+            max_usd=max_usd,
+            caller="scrape()",
+            own=("url",),
         )
         return text_result(path, reply, None, "content")
 
@@ -81,7 +111,9 @@ class Tools:
         if isinstance(params, Mapping):
             body["params"] = dict(params)
         path = f"{routes.RPC_PREFIX}{network}"
-        reply = await self._paid.send("POST", path, json_body=body, max_usd=max_usd)
+        reply = await self._paid.send(
+            "POST", path, json_body=body, max_usd=max_usd, caller="rpc()", own=tuple(body)
+        )
         credits = reply.response.headers.get("x-rpc-credits")
         return RpcResult(
             path,

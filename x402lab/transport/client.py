@@ -11,7 +11,7 @@ import asyncio
 import email.utils
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,15 +216,62 @@ class ServiceClient:
             raise
 
 
+# aiohttp warns (a ResourceWarning, "Sending a large body directly with raw bytes might lock
+# the event loop") when a body of more than ``aiohttp.payload.TOO_LARGE_BYTES_BODY`` (1 MiB)
+# is handed to it as one bytes object, which httpx-aiohttp does for every ordinary request
+# body (it passes ``request.content``): a long prompt would leak that warning to the user on
+# both sends of the handshake. Such bodies go as a stream of chunks instead, which aiohttp
+# writes piece by piece under the same Content-Length, and no warning is due.
+BODY_CHUNK_BYTES = 2**16
+
+
+class _Chunks(httpx.AsyncByteStream):
+    """A bytes body as an async stream of chunks (readable any number of times)."""
+
+    def __init__(self, content: bytes) -> None:
+        self._content = content
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for start in range(0, len(self._content), BODY_CHUNK_BYTES):
+            yield self._content[start : start + BODY_CHUNK_BYTES]
+
+
+def streamed_if_large(request: httpx.Request, threshold: int) -> httpx.Request:
+    """``request`` itself, or, for a body above ``threshold`` bytes, the same request with
+    that body as a chunk stream (same headers, so the same Content-Length)."""
+    try:
+        content = request.content
+    except httpx.RequestNotRead:
+        return request  # already a stream (an upload): the transport streams it
+    if len(content) <= threshold:
+        return request
+    return httpx.Request(
+        request.method,
+        request.url,
+        headers=request.headers,
+        stream=_Chunks(content),
+        extensions=request.extensions,
+    )
+
+
 def make_http_client(*, timeout_s: float = 120.0, max_connections: int = 64) -> httpx.AsyncClient:
     """An httpx client on the aiohttp transport (several times faster under concurrency)."""
+    from aiohttp import payload
     from httpx_aiohttp import AiohttpTransport
+
+    threshold = int(getattr(payload, "TOO_LARGE_BYTES_BODY", 2**20))
+
+    class Transport(AiohttpTransport):
+        """httpx-aiohttp's transport, large bodies streamed (``streamed_if_large``)."""
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            return await super().handle_async_request(streamed_if_large(request, threshold))
 
     limits = httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=max_connections
     )
     return httpx.AsyncClient(
-        transport=AiohttpTransport(limits=limits),
+        transport=Transport(limits=limits),
         timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 15.0)),
         follow_redirects=False,
     )

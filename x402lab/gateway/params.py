@@ -1,0 +1,448 @@
+"""What each paid gateway route accepts, checked before anything is signed.
+
+The gateway publishes one request schema per route in its ``/openapi.json`` (OpenAPI 3.1, so
+JSON Schema 2020-12); ``Catalog`` fetches and caches that document, and this module reads it.
+The rules of a route are the gateway's own description, kept nowhere else:
+
+- ``routes_of`` / ``find_route``: the published operations, paid or free, and the one a
+  ``METHOD path`` is (a ``{name}`` segment matches one path segment).
+- ``RequestSchema.check``: a top-level field the schema does not list raises TypeError, like
+  Python's own "got an unexpected keyword argument", with a did-you-mean and the way out
+  (``extra_body={...}``, sent unchecked, as in openai-python); a value outside the schema's
+  types and ranges raises ConfigError naming the field, the value and what the route takes.
+
+Where the gateway publishes no schema for a route, or no document at all, none of this runs
+and the gateway's own 4xx, which comes before any payment, stays the check. The validator
+knows the part of JSON Schema request schemas use (type, enum, const, ranges, lengths,
+pattern, items, properties, required, additionalProperties, anyOf/oneOf/allOf, local
+``$ref``); a keyword it does not know never refuses a request.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+import operator
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from x402lab.errors import ConfigError
+
+BODY_CALLERS = ("call()", "quote()")
+
+_HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+# The catalog check owns model ids (with close ids as suggestions, and validate_models=False
+# to hand them to the gateway), so a schema's enum of ids is not a second check.
+_MODEL_FIELDS = ("model", "modelId")
+_MISSING = object()
+_BOUNDS = (
+    ("minimum", "≥", operator.ge),
+    ("exclusiveMinimum", ">", operator.gt),
+    ("maximum", "≤", operator.le),
+    ("exclusiveMaximum", "<", operator.lt),
+)
+
+
+# -- routes --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    """One operation of the published document."""
+
+    method: str
+    path: str  # as published: "{network}" stands for one path segment
+    paid: bool
+    operation: Mapping[str, Any]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path}"
+
+    def matches(self, path: str) -> bool:
+        if "{" not in self.path:
+            return self.path == path
+        parts = re.split(r"(\{[^/{}]*\})", self.path)
+        pattern = "".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts)
+        return re.fullmatch(pattern, path) is not None
+
+
+def routes_of(openapi: Any) -> list[Route]:
+    """Every operation of an OpenAPI document; paid ones have ``x-payment-info`` or a 402."""
+    paths = openapi.get("paths") if isinstance(openapi, Mapping) else None
+    found = []
+    for path, item in (paths or {}).items():
+        if not isinstance(item, Mapping):
+            continue
+        for method, operation in item.items():
+            if method.lower() in _HTTP_METHODS and isinstance(operation, Mapping):
+                responses = operation.get("responses")
+                paid = "x-payment-info" in operation or (
+                    isinstance(responses, Mapping) and "402" in responses
+                )
+                found.append(Route(method.upper(), str(path), paid, operation))
+    return found
+
+
+def find_route(listed: Sequence[Route], method: str, path: str) -> Route | None:
+    """The published route ``METHOD path`` is (a literal path before a template)."""
+    method = method.upper()
+    candidates = [r for r in listed if r.method == method and r.matches(path)]
+    candidates.sort(key=lambda r: "{" in r.path)
+    return candidates[0] if candidates else None
+
+
+# -- request schemas -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One value a schema does not allow: where, what was given, what the route takes."""
+
+    where: tuple[str | int, ...]
+    value: Any
+    takes: str
+
+    def __str__(self) -> str:
+        name = _where(self.where)
+        if self.value is _MISSING:
+            return f"{name} is required"
+        return f"{name}={_show(self.value)} is not allowed: it must be {self.takes}"
+
+
+@dataclass(frozen=True)
+class RequestSchema:
+    """The published JSON request schema of one route, and the document its ``$ref``s use."""
+
+    route: Route
+    schema: Mapping[str, Any]
+    document: Mapping[str, Any]
+
+    @property
+    def fields(self) -> tuple[str, ...] | None:
+        """Top-level fields the schema lists; None when it lists none or allows any."""
+        names: dict[str, None] = {}
+        pending = [self.schema]
+        while pending:
+            schema = _resolve(pending.pop(), self.document)
+            extra = schema.get("additionalProperties")
+            if extra is not None and extra is not False:
+                return None  # the gateway says it takes fields it does not list
+            properties = schema.get("properties")
+            if isinstance(properties, Mapping):
+                names.update(dict.fromkeys(map(str, properties)))
+            for key in ("allOf", "anyOf", "oneOf"):
+                branches = schema.get(key)
+                if isinstance(branches, list):
+                    pending.extend(b for b in branches if isinstance(b, Mapping))
+        return tuple(names) or None
+
+    def check(
+        self,
+        body: Any,
+        *,
+        caller: str,
+        own: Collection[str] = (),
+    ) -> None:
+        """Raise TypeError for a top-level field the schema does not list (``own``: fields
+        the calling method sets itself, left to the gateway), ConfigError for a value it
+        does not allow. Returns None when the body fits."""
+        fields = self.fields
+        if fields is not None and isinstance(body, Mapping):
+            unknown = [str(k) for k in body if k not in fields and k not in own]
+            if unknown:
+                # call() and quote() take a body, the route methods keyword arguments.
+                noun = "body field" if caller in BODY_CALLERS else "keyword argument"
+                raise _unexpected(caller, noun, unknown, body, fields, self.route)
+        found = [
+            p
+            for p in _problems(self.schema, body, self.document, ())
+            if not (p.where[:1] and p.where[0] in _MODEL_FIELDS and p.value is not _MISSING)
+        ]
+        if found:
+            listed = "; ".join(str(p) for p in found[:3])
+            more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+            raise ConfigError(
+                f"{caller}: {listed}{more}. That is the request schema {self.route} publishes;"
+                " nothing was sent."
+            )
+
+
+def request_schema_of(document: Mapping[str, Any], route: Route) -> RequestSchema | None:
+    """The JSON request schema of ``route``; None when it publishes none (or only a form)."""
+    body = _resolve(route.operation.get("requestBody"), document)
+    content = body.get("content")
+    if not isinstance(content, Mapping):
+        return None
+    media = next((m for m in content if str(m).split(";")[0].strip().endswith("json")), None)
+    entry = content.get(media) if media is not None else None
+    schema = entry.get("schema") if isinstance(entry, Mapping) else None
+    if not isinstance(schema, Mapping) or not schema:
+        return None
+    return RequestSchema(route, schema, document)
+
+
+def _unexpected(
+    caller: str,
+    noun: str,
+    unknown: list[str],
+    body: Mapping[str, Any],
+    fields: Sequence[str],
+    route: Route,
+) -> TypeError:
+    plural = "s" if len(unknown) > 1 else ""
+    names = ", ".join(repr(n) for n in unknown)
+    guesses = {n: difflib.get_close_matches(n, fields, n=1, cutoff=0.6) for n in unknown}
+    means = [
+        f"{g[0]!r}" + (f" for {n!r}" if len(unknown) > 1 else "") for n, g in guesses.items() if g
+    ]
+    hint = f"; did you mean {', '.join(means)}?" if means else "."
+    extra = "{" + ", ".join(f"{n!r}: {_show(body[n])}" for n in unknown) + "}"
+    return TypeError(
+        f"{caller} got an unexpected {noun}{plural} {names}{hint} {route} takes"
+        f" {', '.join(fields)} (its published request schema). To send a field the schema"
+        f" does not list, pass it unchecked as extra_body={extra}."
+    )
+
+
+def with_extra_body(body: Any, extra_body: Mapping[str, Any] | None, *, caller: str) -> Any:
+    """``body`` with the unchecked fields of ``extra_body`` added (they win, as in
+    openai-python). Raises TypeError when ``extra_body`` is not a mapping of names."""
+    if extra_body is None:
+        return body
+    if not isinstance(extra_body, Mapping) or not all(isinstance(k, str) for k in extra_body):
+        raise TypeError(f"{caller}: extra_body must be a dict of field names to values")
+    if not isinstance(body, Mapping):
+        raise ConfigError(f"{caller}: extra_body adds fields to a JSON object body; this has none")
+    return {**body, **extra_body}
+
+
+def positive_int(name: str, value: Any, meaning: str) -> int:
+    """``value`` as an int when it is a whole number ≥ 1; else ConfigError naming ``name``."""
+    if _is(value, "integer") and float(value) >= 1:
+        return int(float(value))
+    raise ConfigError(
+        f"{name} must be a whole number ≥ 1 ({meaning}), got {_show(value)}: pass for example"
+        f" {name}=256, or leave it out"
+    )
+
+
+# -- the validator --------------------------------------------------------------------------
+
+
+def _resolve(schema: Any, document: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``schema`` with its local ``$ref`` followed (siblings kept, 2020-12); {} when unknown."""
+    for _ in range(32):
+        if not isinstance(schema, Mapping):
+            return {}
+        ref = schema.get("$ref")
+        if not isinstance(ref, str):
+            return schema
+        if not ref.startswith("#"):
+            return {}  # a remote reference: nothing to check here
+        target: Any = document
+        for part in filter(None, ref[1:].split("/")):
+            part = part.replace("~1", "/").replace("~0", "~")
+            target = target.get(part) if isinstance(target, Mapping) else None
+        siblings = {k: v for k, v in schema.items() if k != "$ref"}
+        schema = {**target, **siblings} if isinstance(target, Mapping) else {}
+    return {}
+
+
+def _is(value: Any, kind: Any) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "null":
+        return value is None
+    if kind == "array":
+        return isinstance(value, list | tuple)
+    if kind == "object":
+        return isinstance(value, Mapping)
+    if kind in ("integer", "number"):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        if not math.isfinite(value):
+            return False  # NaN and infinities are not JSON
+        return kind == "number" or float(value).is_integer()
+    return True  # a type this validator does not know refuses nothing
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+def _problems(
+    schema: Any, value: Any, document: Mapping[str, Any], where: tuple[str | int, ...]
+) -> list[Problem]:
+    schema = _resolve(schema, document)
+    if not schema or (value is None and schema.get("nullable") is True):
+        return []
+    kinds = schema.get("type")
+    if kinds is not None:
+        options = kinds if isinstance(kinds, list) else [kinds]
+        if not any(_is(value, kind) for kind in options):
+            return [Problem(where, value, _describe(schema, document))]
+    if "const" in schema and not _same(value, schema["const"]):
+        return [Problem(where, value, _describe(schema, document))]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and not any(_same(value, e) for e in enum):
+        return [Problem(where, value, _describe(schema, document))]
+    if not _within(schema, value):
+        return [Problem(where, value, _describe(schema, document))]
+    found: list[Problem] = []
+    if isinstance(value, list | tuple):
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            for index, item in enumerate(value):
+                found += _problems(items, item, document, (*where, index))
+                if len(found) > 3:
+                    break
+    if isinstance(value, Mapping):
+        found += _object_problems(schema, value, document, where)
+    for sub in schema.get("allOf") or []:
+        found += _problems(sub, value, document, where)
+    for key in ("anyOf", "oneOf"):
+        branches = [b for b in schema.get(key) or [] if isinstance(b, Mapping)]
+        if branches:
+            found += _choice_problems(branches, value, document, where)
+    return found
+
+
+def _within(schema: Mapping[str, Any], value: Any) -> bool:
+    """The range, length and pattern keywords of ``schema`` hold for ``value``."""
+    if _is(value, "number"):
+        for key, _, holds in _BOUNDS:
+            if _is(schema.get(key), "number") and not holds(value, schema[key]):
+                return False
+    sized = len(value) if isinstance(value, str | list | tuple) else None
+    if sized is not None:
+        low, high = (
+            ("minLength", "maxLength") if isinstance(value, str) else ("minItems", "maxItems")
+        )
+        if isinstance(schema.get(low), int) and sized < schema[low]:
+            return False
+        if isinstance(schema.get(high), int) and sized > schema[high]:
+            return False
+    pattern = schema.get("pattern")
+    if isinstance(value, str) and isinstance(pattern, str):
+        try:
+            return re.search(pattern, value) is not None
+        except re.error:
+            return True  # a pattern Python cannot read refuses nothing
+    return True
+
+
+def _object_problems(
+    schema: Mapping[str, Any],
+    value: Mapping[str, Any],
+    document: Mapping[str, Any],
+    where: tuple[str | int, ...],
+) -> list[Problem]:
+    found = [
+        Problem((*where, name), _MISSING, "")
+        for name in schema.get("required") or []
+        if isinstance(name, str) and name not in value
+    ]
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    for name, sub in properties.items():
+        if name in value:
+            found += _problems(sub, value[name], document, (*where, name))
+    # Unknown top-level fields are the TypeError of ``check`` (with the extra_body way out).
+    if where and schema.get("additionalProperties") is False:
+        listed = ", ".join(map(str, properties)) or "none"
+        found += [
+            Problem((*where, str(name)), value[name], f"absent (the fields are {listed})")
+            for name in value
+            if name not in properties
+        ]
+    return found
+
+
+def _choice_problems(
+    branches: list[Mapping[str, Any]],
+    value: Any,
+    document: Mapping[str, Any],
+    where: tuple[str | int, ...],
+) -> list[Problem]:
+    results = [_problems(b, value, document, where) for b in branches]
+    if any(not r for r in results):
+        return []
+    if all(r and all(p.value is _MISSING for p in r) for r in results):
+        # {"anyOf": [{"required": ["model"]}, {"required": ["modelId"]}]}: "model or modelId"
+        names = dict.fromkeys(_where(p.where) for r in results for p in r)
+        return [Problem((" or ".join(names),), _MISSING, "")]
+    # Name what went wrong inside the one branch of the value's own type, when there is one.
+    typed = [
+        r
+        for b, r in zip(branches, results, strict=True)
+        if "type" in _resolve(b, document)
+        and _problems({"type": _resolve(b, document)["type"]}, value, document, where) == []
+    ]
+    if len(typed) == 1:
+        return typed[0]
+    takes = " or ".join(dict.fromkeys(_describe(b, document) for b in branches))
+    return [Problem(where, value, takes)]
+
+
+def _describe(schema: Any, document: Mapping[str, Any]) -> str:
+    """What ``schema`` takes, in words: "an integer ≥ 1", "one of 'float', 'base64'"."""
+    schema = _resolve(schema, document)
+    if "const" in schema:
+        return _show(schema["const"])
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        shown = ", ".join(_show(e) for e in enum[:8]) + (", ..." if len(enum) > 8 else "")
+        return f"one of {shown}"
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and branches and "type" not in schema:
+            return " or ".join(dict.fromkeys(_describe(b, document) for b in branches))
+    kinds = schema.get("type")
+    options = kinds if isinstance(kinds, list) else [kinds] if kinds else []
+    return " or ".join(_describe_type(str(k), schema) for k in options) or "what its schema allows"
+
+
+def _describe_type(kind: str, schema: Mapping[str, Any]) -> str:
+    if kind in ("integer", "number"):
+        name = "an integer" if kind == "integer" else "a number"
+        limits = [f"{sign} {schema[k]!r}" for k, sign, _ in _BOUNDS if _is(schema.get(k), "number")]
+        return f"{name} {' and '.join(limits)}".strip()
+    if kind in ("string", "array"):
+        low, high = ("minLength", "maxLength") if kind == "string" else ("minItems", "maxItems")
+        unit = "characters" if kind == "string" else "items"
+        name = "a string" if kind == "string" else "a list"
+        lo, hi = schema.get(low), schema.get(high)
+        if isinstance(lo, int) and isinstance(hi, int):
+            name += f" of {lo} to {hi} {unit}"
+        elif isinstance(hi, int):
+            name += f" of at most {hi} {unit}"
+        elif lo == 1:
+            name = f"a non-empty {name[2:]}"
+        elif isinstance(lo, int):
+            name += f" of at least {lo} {unit}"
+        if isinstance(schema.get("pattern"), str):
+            name += f" matching {schema['pattern']}"
+        return name
+    return {"boolean": "True or False", "null": "None", "object": "a dict"}.get(kind, kind)
+
+
+def _where(path: tuple[str | int, ...]) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text or "the body"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str) and len(value) > 60:
+        return f"<a string of {len(value):,} characters>"
+    if isinstance(value, list | tuple | Mapping) and len(repr(value)) > 60:
+        return f"<a {type(value).__name__} of {len(value)} items>"
+    return repr(value)
