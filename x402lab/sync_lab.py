@@ -469,15 +469,20 @@ class Lab:
         method: str,
         path: str,
         body: Mapping[str, Any] | None = None,
+        *,
+        extra_body: Mapping[str, Any] | None = None,
         **request_kwargs: Any,
     ) -> Quote:
         """The exact price of a paid call, free: sends it unpaid and reads the 402.
 
         Nothing is signed. The Quote has the 402's amount, upstreamUsd and priceMult, and
-        the published price list's estimate beside it. Raises ModelNotFound for a bad model,
-        ApiError for a free route or a refused request.
+        the published price list's estimate beside it. The request is checked first as
+        ``call`` checks it (``extra_body`` as there). Raises ConfigError for a path that is
+        no route of the gateway (naming the close paid ones), TypeError or ConfigError for a
+        body its published schema refuses, ModelNotFound for a bad model, ApiError for a
+        free route or a refused request.
         """
-        return run(self._async.quote(method, path, body, **request_kwargs))
+        return run(self._async.quote(method, path, body, extra_body=extra_body, **request_kwargs))
 
     def call(
         self,
@@ -486,14 +491,19 @@ class Lab:
         body: Mapping[str, Any] | Sequence[Any] | None = None,
         *,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> Result:
         """Spends money: any paid gateway route, paying its 402 once.
 
-        Returns a Result (JSON, text, or MediaResult for binary answers). Raises ApiError
-        subclasses and the payment errors (PaymentRefused, BudgetExceeded, PaymentRejected,
-        SettlementUnknown).
+        Checked before anything is signed: the path against the routes the gateway's
+        ``/openapi.json`` marks as paid (ConfigError naming the close ones), the body
+        against that route's published request schema (TypeError for a field it does not
+        list: put such fields in ``extra_body``, sent unchecked; ConfigError for a value it
+        does not allow), the model id and the prompt's size. Returns a Result (JSON, text,
+        or MediaResult for binary answers). Raises ApiError subclasses and the payment
+        errors (PaymentRefused, BudgetExceeded, PaymentRejected, SettlementUnknown).
         """
-        return run(self._async.call(method, path, body, max_usd=max_usd))
+        return run(self._async.call(method, path, body, max_usd=max_usd, extra_body=extra_body))
 
     def chat(
         self,
@@ -503,14 +513,19 @@ class Lab:
         system: str | None = None,
         max_tokens: int | None = None,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ChatResult:
         """Spends money: one chat completion. Returns a ChatResult with ``.cost``.
 
-        ``messages`` is a prompt string or a list of {role, content}. A thinking model's
-        empty ``text`` with ``reasoning`` is a success; ``truncated`` is True when the
-        answer stopped at ``max_tokens``. Raises ModelNotFound, ApiError and the payment
-        errors. For a streamed answer use ``chat_stream``.
+        ``messages`` is a prompt string or a list of {role, content}; ``params`` are fields
+        of the route's published request schema (``temperature``...), checked before
+        anything is signed; ``extra_body`` adds fields it does not list, unchecked. A
+        thinking model's empty ``text`` with ``reasoning`` is a success; ``truncated`` is
+        True when the answer stopped at ``max_tokens``. Raises TypeError for an unknown
+        field, ConfigError for a value the route does not take or a prompt too long for the
+        model, ModelNotFound, ApiError and the payment errors. For a streamed answer use
+        ``chat_stream``.
         """
         return run(
             self._async.chat(
@@ -519,6 +534,7 @@ class Lab:
                 system=system,
                 max_tokens=max_tokens,
                 max_usd=max_usd,
+                extra_body=extra_body,
                 **params,
             )
         )
@@ -532,13 +548,14 @@ class Lab:
         max_tokens: int | None = None,
         max_usd: float | None = None,
         include_reasoning: bool = False,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ChatStream:
         """Spends money (when iterated): a streamed chat completion.
 
         Iterate it for text deltas (``async for`` here, ``for`` on the sync Lab); then
         ``.cost`` is what was paid and ``.result`` the whole ChatResult. The request (and
-        the payment) happens on the first iteration.
+        the payment) happens on the first iteration, after the checks of ``chat``.
         """
         return ChatStream(
             self._async.chat_stream(
@@ -548,6 +565,7 @@ class Lab:
                 max_tokens=max_tokens,
                 max_usd=max_usd,
                 include_reasoning=include_reasoning,
+                extra_body=extra_body,
                 **params,
             )
         )
@@ -560,9 +578,13 @@ class Lab:
         instructions: str | None = None,
         max_output_tokens: int | None = None,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ResponsesResult:
-        """Spends money: one responses-API call (alpha). Returns a ResponsesResult."""
+        """Spends money: one responses-API call (alpha). Returns a ResponsesResult.
+
+        ``params`` and ``extra_body`` as in ``chat``.
+        """
         return run(
             self._async.responses(
                 input,
@@ -570,6 +592,7 @@ class Lab:
                 instructions=instructions,
                 max_output_tokens=max_output_tokens,
                 max_usd=max_usd,
+                extra_body=extra_body,
                 **params,
             )
         )
@@ -580,10 +603,22 @@ class Lab:
         *,
         model: str,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> EmbeddingResult:
-        """Spends money: embeddings of one text (or a list). Returns float32 vectors."""
-        return run(self._async.embed(input, model=model, max_usd=max_usd, **params))
+        """Spends money: embeddings of one text (or a list). Returns float32 vectors.
+
+        ``params`` (``dimensions``, ``encoding_format``) and ``extra_body`` as in ``chat``.
+        """
+        return run(
+            self._async.embed(
+                input,
+                model=model,
+                max_usd=max_usd,
+                extra_body=extra_body,
+                **params,
+            )
+        )
 
     def generate_image(
         self,
@@ -593,13 +628,17 @@ class Lab:
         n: int = 1,
         openai: bool = False,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
         """Spends money: ``n`` generated images. Returns an ImageResult (shows inline).
 
         Uses the native /image/generate (``params`` such as width, height, style_preset,
         negative_prompt, resolution); ``openai=True`` uses the OpenAI-compatible
-        /images/generations (``size``, ``quality``...).
+        /images/generations (``size``, ``quality``...). ``params`` are checked against the
+        route's published request schema before anything is signed (TypeError for an
+        unknown one, ConfigError for a value it does not take); ``extra_body`` adds fields
+        it does not list, unchecked.
         """
         return run(
             self._async.generate_image(
@@ -608,6 +647,7 @@ class Lab:
                 n=n,
                 openai=openai,
                 max_usd=max_usd,
+                extra_body=extra_body,
                 **params,
             )
         )
@@ -619,10 +659,23 @@ class Lab:
         *,
         model: str,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
-        """Spends money: one image edit. ``image`` is a URL, base64 text, bytes or a file."""
-        return run(self._async.edit_image(image, prompt, model=model, max_usd=max_usd, **params))
+        """Spends money: one image edit. ``image`` is a URL, base64 text, bytes or a file.
+
+        ``params`` and ``extra_body`` as in ``generate_image``.
+        """
+        return run(
+            self._async.edit_image(
+                image,
+                prompt,
+                model=model,
+                max_usd=max_usd,
+                extra_body=extra_body,
+                **params,
+            )
+        )
 
     def multi_edit_image(
         self,
@@ -631,15 +684,20 @@ class Lab:
         *,
         model: str,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
-        """Spends money: one edit combining several images (URLs, base64, bytes or files)."""
+        """Spends money: one edit combining several images (URLs, base64, bytes or files).
+
+        ``params`` and ``extra_body`` as in ``generate_image``.
+        """
         return run(
             self._async.multi_edit_image(
                 images,
                 prompt,
                 model=model,
                 max_usd=max_usd,
+                extra_body=extra_body,
                 **params,
             )
         )
@@ -650,20 +708,37 @@ class Lab:
         *,
         scale: int = 2,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
         """Spends money: one image upscaled 2x or 4x. Returns the PNG as a MediaResult."""
-        return run(self._async.upscale_image(image, scale=scale, max_usd=max_usd, **params))
+        return run(
+            self._async.upscale_image(
+                image,
+                scale=scale,
+                max_usd=max_usd,
+                extra_body=extra_body,
+                **params,
+            )
+        )
 
     def remove_background(
         self,
         image: Binary,
         *,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
         """Spends money: one image with its background removed (a PNG)."""
-        return run(self._async.remove_background(image, max_usd=max_usd, **params))
+        return run(
+            self._async.remove_background(
+                image,
+                max_usd=max_usd,
+                extra_body=extra_body,
+                **params,
+            )
+        )
 
     def speech(
         self,
@@ -672,10 +747,24 @@ class Lab:
         model: str,
         voice: str | None = None,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
-        """Spends money: speech audio of ``input`` (plays inline; ``save(path)`` writes it)."""
-        return run(self._async.speech(input, model=model, voice=voice, max_usd=max_usd, **params))
+        """Spends money: speech audio of ``input`` (plays inline; ``save(path)`` writes it).
+
+        ``params`` are checked against the route's published request schema before anything
+        is signed; ``extra_body`` adds fields it does not list, unchecked.
+        """
+        return run(
+            self._async.speech(
+                input,
+                model=model,
+                voice=voice,
+                max_usd=max_usd,
+                extra_body=extra_body,
+                **params,
+            )
+        )
 
     def transcribe(
         self,
@@ -685,12 +774,15 @@ class Lab:
         duration_seconds: float | None = None,
         filename: str | None = None,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> TextResult:
         """Spends money: speech to text, priced by ``duration_seconds``.
 
         ``audio`` as bytes or a file is uploaded (multipart); a URL (or base64 text) is sent
-        as ``file`` in a JSON body.
+        as ``file`` in a JSON body, whose ``params`` are checked against the route's
+        published schema (``extra_body`` adds unchecked fields; with an upload, they go in
+        the form).
         Returns a TextResult (``.text``; ``.data`` holds timestamps when asked for).
         """
         return run(
@@ -700,6 +792,7 @@ class Lab:
                 duration_seconds=duration_seconds,
                 filename=filename,
                 max_usd=max_usd,
+                extra_body=extra_body,
                 **params,
             )
         )
@@ -724,10 +817,18 @@ class Lab:
         url: str,
         *,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> TextResult:
         """Spends money: the transcript of a YouTube video's audio (synchronous)."""
-        return run(self._async.transcribe_video(url, max_usd=max_usd, **params))
+        return run(
+            self._async.transcribe_video(
+                url,
+                max_usd=max_usd,
+                extra_body=extra_body,
+                **params,
+            )
+        )
 
     def search(
         self,
@@ -735,14 +836,34 @@ class Lab:
         *,
         limit: int | None = None,
         max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> SearchResult:
-        """Spends money: a web search. Returns a SearchResult (``results``, ``to_pandas()``)."""
-        return run(self._async.search(query, limit=limit, max_usd=max_usd, **params))
+        """Spends money: a web search. Returns a SearchResult (``results``, ``to_pandas()``).
 
-    def scrape(self, url: str, *, max_usd: float | None = None, **params: Any) -> TextResult:
+        ``params`` are checked against the route's published request schema before anything
+        is signed; ``extra_body`` adds fields it does not list, unchecked.
+        """
+        return run(
+            self._async.search(
+                query,
+                limit=limit,
+                max_usd=max_usd,
+                extra_body=extra_body,
+                **params,
+            )
+        )
+
+    def scrape(
+        self,
+        url: str,
+        *,
+        max_usd: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> TextResult:
         """Spends money: one web page as markdown text."""
-        return run(self._async.scrape(url, max_usd=max_usd, **params))
+        return run(self._async.scrape(url, max_usd=max_usd, extra_body=extra_body, **params))
 
     def parse_document(
         self,
@@ -1093,10 +1214,11 @@ class Lab:
         midnight UTC of the payment; ``()`` gives one line of totals). Columns: ``payments``;
         count, atomic and USD of ``settled``, ``unknown`` (exposure), ``in_flight``, ``held``
         (signed payments the server refused, counted until they expire) and ``committed``
-        (what the budget's cap is measured against: equal to ``budget.state()``'s); ``refused_count``/``refused_atomic``, ``rejected_count``,
-        ``failed_count``. ``budget=`` keeps one budget's rows (``lab.budget.name`` for this
-        session). An empty ledger gives an empty table with the same columns.
-        Raises ConfigError for an unknown key.
+        (what the budget's cap is measured against: equal to ``budget.state()``'s);
+        ``refused_count``/``refused_atomic``, ``rejected_count``, ``failed_count``.
+        ``budget=`` keeps one budget's rows (``lab.budget.name`` for this session). An empty
+        ledger gives an empty table with the same columns. Raises ConfigError for an unknown
+        key.
         """
         return run(self._async.spend(by, budget=budget))
 

@@ -58,10 +58,11 @@ class CostAnalysis:
         midnight UTC of the payment; ``()`` gives one line of totals). Columns: ``payments``;
         count, atomic and USD of ``settled``, ``unknown`` (exposure), ``in_flight``, ``held``
         (signed payments the server refused, counted until they expire) and ``committed``
-        (what the budget's cap is measured against: equal to ``budget.state()``'s); ``refused_count``/``refused_atomic``, ``rejected_count``,
-        ``failed_count``. ``budget=`` keeps one budget's rows (``lab.budget.name`` for this
-        session). An empty ledger gives an empty table with the same columns.
-        Raises ConfigError for an unknown key.
+        (what the budget's cap is measured against: equal to ``budget.state()``'s);
+        ``refused_count``/``refused_atomic``, ``rejected_count``, ``failed_count``.
+        ``budget=`` keeps one budget's rows (``lab.budget.name`` for this session). An empty
+        ledger gives an empty table with the same columns. Raises ConfigError for an unknown
+        key.
         """
         rows = await asyncio.to_thread(_rows, self.ledger, budget)
         return spend(rows, by)
