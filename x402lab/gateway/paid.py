@@ -97,31 +97,35 @@ def prompt_size(path: str, body: Mapping[str, Any]) -> tuple[int, int]:
     return chars, tokens
 
 
-def check_context(
-    caller: str,
-    path: str,
-    body: Mapping[str, Any],
-    limits: Mapping[str, int],
-    alternatives: Collection[str],
-) -> None:
-    """Raise ConfigError when a chat or responses prompt is estimated well above the
-    model's context window.
-
-    ``limits``: tokens of context by model id, from the catalog; ``alternatives``: the ids
-    that could take the request instead. A model without a published window is not checked.
-    """
+def context_overflow(
+    path: str, body: Mapping[str, Any], limits: Mapping[str, int]
+) -> tuple[str, int, int, int] | None:
+    """``(model, window, characters, tokens)`` when a chat or responses prompt is estimated
+    well above the model's context window (``limits``: tokens by model id, from the
+    catalog), else None. A model without a published window is not checked."""
     model = body.get("model")
     limit = limits.get(model) if isinstance(model, str) else None
     if not limit:
-        return
+        return None
     chars, tokens = prompt_size(path, body)
-    if tokens > limit * CONTEXT_MARGIN:
-        raise ConfigError(
-            f"{caller}: the prompt is about {tokens:,} tokens ({chars:,} characters at"
-            f" ~{CHARS_PER_TOKEN} per token) and {model} reads at most {limit:,} tokens of"
-            " context. Shorten the input (split or summarise it)"
-            f"{_larger(limits, alternatives, tokens)}. Nothing was sent."
-        )
+    return (str(model), limit, chars, tokens) if tokens > limit * CONTEXT_MARGIN else None
+
+
+def context_error(
+    caller: str,
+    overflow: tuple[str, int, int, int],
+    limits: Mapping[str, int],
+    alternatives: Collection[str],
+) -> ConfigError:
+    """The error of a prompt too long for its model, naming models of ``alternatives``
+    whose window takes it."""
+    model, limit, chars, tokens = overflow
+    return ConfigError(
+        f"{caller}: the prompt is about {tokens:,} tokens ({chars:,} characters at"
+        f" ~{CHARS_PER_TOKEN} per token) and {model} reads at most {limit:,} tokens of"
+        " context. Shorten the input (split or summarise it)"
+        f"{_larger(limits, alternatives, tokens)}. Nothing was sent."
+    )
 
 
 def _larger(limits: Mapping[str, int], alternatives: Collection[str], tokens: int) -> str:
@@ -168,7 +172,8 @@ class PaidRequests:
         fields, except the ``own`` ones the calling method sets itself, are a TypeError;
         types and ranges a ConfigError); the prompt against the model's context window.
         ``caller`` names the method in messages ("chat()"). Raises ModelNotFound, TypeError,
-        ConfigError. With ``catalog.validate_models`` off only the model id's form is checked.
+        ConfigError. With ``catalog.validate_models`` off nothing is checked here: the
+        gateway's own 4xx, before any payment, decides.
         """
         if model is not None:
             await self._catalog.check_model(model, path)
@@ -181,8 +186,10 @@ class PaidRequests:
         if path in CONTEXT_PATHS and isinstance(body, Mapping):
             limits = await self._catalog.context_limits()
             if limits:
-                others = await self._catalog.model_ids(path)
-                check_context(name, path, body, limits, others)
+                overflow = context_overflow(path, body, limits)
+                if overflow is not None:
+                    others = await self._catalog.model_ids(path)
+                    raise context_error(name, overflow, limits, others)
 
     async def send(
         self,
