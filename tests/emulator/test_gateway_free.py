@@ -117,6 +117,21 @@ def test_video_models_list_constraints_and_prices(client):
         assert set(model["model_spec"]["pricing"]["per_second"]) == set(constraints["resolutions"])
 
 
+def test_every_video_model_carries_its_constraints(client):
+    # Spec §2.2: the catalog shows model_spec.constraints (the allowed duration, aspect_ratio
+    # and resolution values) for video models, priced or not.
+    videos = client.get("/api/v1/models", params={"type": "video"}).json()["data"]
+    assert len(videos) >= 4 and any("pricing" not in m["model_spec"] for m in videos)
+    for model in videos:
+        constraints = model["model_spec"].get("constraints")
+        assert isinstance(constraints, dict), model["id"]
+        for key in ("durations", "aspect_ratios", "resolutions"):
+            values = constraints.get(key)
+            assert isinstance(values, list) and values, (model["id"], key)
+            assert all(isinstance(v, str) and v for v in values), (model["id"], key)
+        assert all(d.endswith("s") and d[:-1].isdigit() for d in constraints["durations"])
+
+
 def test_ace_step_durations_are_the_six_spec_values(client):
     music = client.get("/api/v1/models", params={"type": "music"}).json()["data"]
     ace = next(m for m in music if m["id"].startswith("ace-step"))

@@ -23,7 +23,6 @@ facilitator at ``settings.facilitator_url``), and settled before the handler run
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -34,10 +33,10 @@ from urllib.parse import urlsplit
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from x402lab.emulator.chain import NONCE_ALREADY_USED, Chain, ChainRejected
 from x402lab.emulator.facilitator import FacilitatorClient
+from x402lab.emulator.faults import FaultDice
 from x402lab.emulator.settings import EmulatorSettings
 from x402lab.errors import ProtocolError
 from x402lab.x402.codec import decode_header, encode_header
@@ -130,8 +129,8 @@ class PaymentGate:
         required_error: str = PAYMENT_REQUIRED_ERROR,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``accept_overpayment``: a payment whose accepted amount is above the price is
-        verified against that amount (the report service's reading); otherwise exact only.
+        """``accept_overpayment``: an authorization of more than the price is verified
+        against the value it moves (the report service's reading); otherwise exact only.
         ``required_error`` is the challenge's ``error`` when no payment was sent."""
         self.settings = settings
         self.chain = chain
@@ -140,8 +139,7 @@ class PaymentGate:
         self.accept_overpayment = accept_overpayment
         self.required_error = required_error
         self._clock = clock
-        # Seeded per service, so a fault schedule is reproducible for a given seed.
-        self._rng = random.Random(f"{settings.seed}:{service}")
+        self._dice = FaultDice(settings.faults, seed=settings.seed, service=service)
         self._lock = threading.Lock()
         self._stats = GateStats()
         # (payer, nonce) of payments settling or settled here: catches concurrent replays and,
@@ -204,33 +202,18 @@ class PaymentGate:
 
     # -- faults ------------------------------------------------------------------------------
 
-    def _roll(self, rate: float) -> bool:
-        if rate <= 0.0:
-            return False
-        with self._lock:
-            return self._rng.random() < rate
-
     def request_fault(self) -> Response | None:
         """A 429 or 503 answer when a fault fires for this request, else None. Settles nothing."""
-        faults = self.settings.faults
-        if self._roll(faults.rate_429):
-            self._count("faults_429")
-            return JSONResponse(
-                {"error": "rate_limited", "message": "too many requests (emulated fault)"},
-                status_code=429,
-                headers={"Retry-After": f"{faults.retry_after_s:g}"},
-            )
-        if self._roll(faults.rate_5xx):
-            self._count("faults_5xx")
-            return JSONResponse(
-                {"error": "service_unavailable", "message": "upstream unavailable (emulated)"},
-                status_code=503,
-            )
-        return None
+        fired = self._dice.request_fault()
+        if fired is None:
+            return None
+        counter, response = fired
+        self._count(counter)
+        return response
 
     def middleware(self) -> list[Middleware]:
         """Starlette middleware adding ``faults.latency_s`` before every answer."""
-        return [Middleware(LatencyMiddleware, seconds=self.settings.faults.latency_s)]
+        return self._dice.middleware()
 
     # -- the handshake -----------------------------------------------------------------------
 
@@ -287,6 +270,8 @@ class PaymentGate:
                     status_code=400,
                 )
             )
+        if self.accept_overpayment:
+            raw_payload, payload = _as_paid(raw_payload, payload, amount_atomic)
         body_entry = challenge_body(fresh())["accepts"][0] if challenge_body else None
         requirements = self._requirements_for(payload, amount_atomic, body_entry)
 
@@ -328,13 +313,12 @@ class PaymentGate:
     def _requirements_for(
         self, payload: PaymentPayload, amount_atomic: int, body_entry: Mapping[str, Any] | None
     ) -> PaymentRequirements:
-        """The requirements to verify ``payload`` against: this request's price, or more when
-        overpayment is accepted; in the 402 body's form when the payment echoes that entry."""
+        """The requirements to verify ``payload`` against: this request's price, or the value
+        the authorization moves when overpayment is accepted and it moves more; in the 402
+        body's form when the payment echoes that entry."""
         wire = self.requirements_wire(amount_atomic)
-        if self.accept_overpayment:
-            offered = payload.accepted.get("amount")
-            if isinstance(offered, str) and offered.isdigit() and int(offered) > amount_atomic:
-                wire["amount"] = offered
+        if self.accept_overpayment and payload.authorization.value > amount_atomic:
+            wire["amount"] = str(payload.authorization.value)
         if body_entry is not None and "scheme" not in payload.accepted:
             # A client that paid from a body without the standard fields echoes that entry;
             # normalize_challenge records which fields it lacked, and verify allows for them.
@@ -377,7 +361,7 @@ class PaymentGate:
     ) -> SettlementResponse:
         """The settlement receipt (``success`` False when nothing moved)."""
         network = requirements.network
-        if self._roll(self.settings.faults.settle_fail_rate):
+        if self._dice.fires(self.settings.faults.settle_fail_rate):
             return SettlementResponse(False, "", network, payer=payer, error_reason=SETTLE_FAILED)
         if self._facilitator is not None:
             return await self._facilitator.settle(raw, requirements, payer)
@@ -400,7 +384,7 @@ class PaymentGate:
             return charge.response
         if charge.settlement is None:
             return response
-        if self._roll(self.settings.faults.paid_then_500_rate):
+        if self._dice.fires(self.settings.faults.paid_then_500_rate):
             self._count("paid_then_500")
             # Settled but no body and no receipt: the client cannot tell what happened.
             return Response(status_code=500)
@@ -437,14 +421,15 @@ class PaymentGate:
         }
 
 
-class LatencyMiddleware:
-    """Pure ASGI middleware that waits ``seconds`` before handling each HTTP request."""
-
-    def __init__(self, app: ASGIApp, seconds: float = 0.0) -> None:
-        self.app = app
-        self.seconds = seconds
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.seconds > 0:
-            await asyncio.sleep(self.seconds)
-        await self.app(scope, receive, send)
+def _as_paid(
+    raw: dict[str, Any], payload: PaymentPayload, required_atomic: int
+) -> tuple[dict[str, Any], PaymentPayload]:
+    """An overpayment read as what it pays: when the authorization moves more than the price
+    and ``accepted`` echoes the challenge's amount, that amount is read as the value moved.
+    ``accepted`` is not signed, so nothing the payer signed changes; the authorization's
+    value is what settles."""
+    value = payload.authorization.value
+    if value <= required_atomic or payload.accepted.get("amount") != str(required_atomic):
+        return raw, payload
+    accepted = {**payload.accepted, "amount": str(value)}
+    return {**raw, "accepted": accepted}, replace(payload, accepted=accepted)

@@ -18,7 +18,9 @@ from x402lab.emulator.chain import Chain
 from x402lab.emulator.gateway import discovery, routes_jobs, routes_paid, routes_tools
 from x402lab.emulator.gateway.catalog import LIST_TYPES, MODEL_TYPES
 from x402lab.emulator.gateway.errors import GatewayError, bad_request
+from x402lab.emulator.gateway.route_table import request_schemas
 from x402lab.emulator.gateway.service import Gateway
+from x402lab.emulator.gateway.validation import Schema, check_body
 from x402lab.emulator.settings import EmulatorSettings
 
 Handler = Callable[[Gateway, Request], Awaitable[Response]]
@@ -113,18 +115,22 @@ _ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("POST", "/api/v1/audio/quote", routes_jobs.audio_quote),
     ("POST", "/api/v1/audio/queue", routes_jobs.audio_queue),
     ("POST", "/api/v1/audio/retrieve", routes_jobs.audio_retrieve),
-    ("POST", "/api/v1/audio/complete", routes_jobs.job_complete),
+    ("POST", "/api/v1/audio/complete", routes_jobs.audio_complete),
     ("POST", "/api/v1/video/quote", routes_jobs.video_quote),
     ("POST", "/api/v1/video/queue", routes_jobs.video_queue),
     ("POST", "/api/v1/video/retrieve", routes_jobs.video_retrieve),
-    ("POST", "/api/v1/video/complete", routes_jobs.job_complete),
+    ("POST", "/api/v1/video/complete", routes_jobs.video_complete),
     ("GET", "/api/v1/video/download/{token}", routes_jobs.video_download),
 )
 
 
-def _bind(gw: Gateway, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+def _bind(
+    gw: Gateway, handler: Handler, schema: Schema | None
+) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
+            # The published schema first: what it calls invalid never reaches a handler.
+            await check_body(request, schema)
             return await handler(gw, request)
         except GatewayError as exc:
             return exc.response()
@@ -150,8 +156,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def create_gateway_app(settings: EmulatorSettings, chain: Chain) -> Starlette:
     """The gateway service as an ASGI app, sharing ``chain`` with the other service."""
     gw = Gateway(settings, chain)
+    schemas = request_schemas(gw.catalog)
     routes = [
-        Route(path, _bind(gw, handler), methods=[method]) for method, path, handler in _ROUTES
+        Route(path, _bind(gw, handler, schemas.get((method, path))), methods=[method])
+        for method, path, handler in _ROUTES
     ]
     app = Starlette(
         routes=routes,

@@ -27,6 +27,13 @@ GUIDANCE = (
 )
 
 
+_COMPLETE_ANSWER = {
+    "type": "object",
+    "properties": {"success": {"type": "boolean"}, "alreadyCompleted": {"type": "boolean"}},
+    "required": ["success"],
+}
+
+
 def _operation(spec: RouteSpec, catalog: Catalog) -> dict[str, Any]:
     error = {"$ref": "#/components/schemas/Error"}
     op: dict[str, Any] = {
@@ -59,6 +66,9 @@ def _operation(spec: RouteSpec, catalog: Catalog) -> dict[str, Any]:
         ok[content_type] = {"schema": {"type": "string", "format": "binary"}}
     if spec.path == "/llms.txt":
         ok = {"text/plain": {"schema": {"type": "string"}}}
+    if spec.path.endswith("/complete"):
+        # Spec §3: an unknown or already cleaned-up queue_id is a 200 with alreadyCompleted.
+        ok = {"application/json": {"schema": _COMPLETE_ANSWER}}
     op["responses"]["200"]["content"] = ok
     json_error = {"application/json": {"schema": error}}
     if spec.body is not None or spec.query:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, getcontext
 from typing import Any
 
 from x402lab.emulator.gateway.accuracy import ROUTE_ACCURACY
@@ -73,19 +73,27 @@ class Pricer:
 
     def agent_atomic(self, upstream_usd: Decimal) -> int:
         """upstream × priceMult in atomic units, minimum applied. Raises charge_exceeds_max."""
-        atomic = max(usd_to_atomic(upstream_usd * self.price_mult), self.min_atomic)
+        scaled = upstream_usd * self.price_mult
+        if (scaled * ATOMIC_PER_USD).adjusted() >= getcontext().prec:
+            # Too many digits to round to atomic units (Decimal would overflow): far above
+            # any maximum charge.
+            raise self._exceeds(float(scaled), upstream_usd)
+        atomic = max(usd_to_atomic(scaled), self.min_atomic)
         if atomic > self.max_atomic:
-            raise GatewayError(
-                400,
-                "charge_exceeds_max",
-                f"the computed charge {atomic / ATOMIC_PER_USD:.6f} USD is above the maximum "
-                f"charge {self.max_atomic / ATOMIC_PER_USD:g} USD; the request fails closed",
-                hint="ask for less (fewer tokens, a shorter or smaller job, a cheaper model)",
-                chargeUsd=atomic / ATOMIC_PER_USD,
-                maxChargeUsd=self.max_atomic / ATOMIC_PER_USD,
-                upstreamUsd=float(upstream_usd),
-            )
+            raise self._exceeds(atomic / ATOMIC_PER_USD, upstream_usd)
         return atomic
+
+    def _exceeds(self, charge_usd: float, upstream_usd: Decimal) -> GatewayError:
+        return GatewayError(
+            400,
+            "charge_exceeds_max",
+            f"the computed charge {charge_usd:.6f} USD is above the maximum "
+            f"charge {self.max_atomic / ATOMIC_PER_USD:g} USD; the request fails closed",
+            hint="ask for less (fewer tokens, a shorter or smaller job, a cheaper model)",
+            chargeUsd=charge_usd,
+            maxChargeUsd=self.max_atomic / ATOMIC_PER_USD,
+            upstreamUsd=float(upstream_usd),
+        )
 
     def agent_usd_unclamped(self, upstream_usd: Decimal) -> float:
         return float(upstream_usd * self.price_mult)

@@ -377,6 +377,15 @@ def route(method: str, path: str) -> RouteSpec:
     return ROUTES_BY_PATH[(method, path)]
 
 
+def request_schemas(catalog: Catalog) -> dict[tuple[str, str], Schema]:
+    """The published JSON body schema of every route that takes one, by (method, path)."""
+    return {
+        (spec.method, spec.path): spec.body(catalog)
+        for spec in ROUTES
+        if spec.body is not None and spec.body_type == "json"
+    }
+
+
 def bazaar(spec: RouteSpec, catalog: Catalog, path_params: dict[str, str] | None = None) -> Schema:
     """The ``bazaar`` extension of a 402: ``info`` (an example call) and ``schema`` (inputs)."""
     body_schema = spec.body(catalog) if spec.body else {"type": "object"}

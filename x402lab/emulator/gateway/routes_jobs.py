@@ -129,6 +129,9 @@ async def video_queue(gw: Gateway, request: Request) -> Response:
     )
 
 
+_MODEL_TYPE = {"audio": "music", "video": "video"}
+
+
 async def _retrieve(gw: Gateway, request: Request, kind: str) -> Response:
     body = await fields.json_object(request)
     delete = bool(fields.boolean(body, "delete_media_on_completion", False))
@@ -153,9 +156,20 @@ async def video_retrieve(gw: Gateway, request: Request) -> Response:
     return await _retrieve(gw, request, "video")
 
 
-async def job_complete(gw: Gateway, request: Request) -> Response:
+async def _complete(gw: Gateway, request: Request, kind: str) -> Response:
+    """An unknown or cleaned-up queue_id is 200 alreadyCompleted (spec §3); a model that is
+    not a priced model of this kind is a 400 like on every route."""
     body = await fields.json_object(request)
+    gw.catalog.resolve_model(body.get("model"), (_MODEL_TYPE[kind],))
     return JSONResponse(gw.jobs.complete(body.get("queue_id"), body.get("model")))
+
+
+async def audio_complete(gw: Gateway, request: Request) -> Response:
+    return await _complete(gw, request, "audio")
+
+
+async def video_complete(gw: Gateway, request: Request) -> Response:
+    return await _complete(gw, request, "video")
 
 
 async def video_download(gw: Gateway, request: Request) -> Response:

@@ -187,7 +187,7 @@ async def images_generations(gw: Gateway, request: Request) -> Response:
 
 async def image_edit(gw: Gateway, request: Request) -> Response:
     body = await fields.json_object(request)
-    model = gw.catalog.resolve_model(body.get("model") or body.get("modelId"), ("inpaint",))
+    model = gw.catalog.resolve_model(_edit_model(body), ("inpaint",))
     prompt = fields.string(body, "prompt", required=True, max_len=32768) or ""
     fields.image_ref(body, "image")
     return_binary = fields.boolean(body, "return_binary", True)
@@ -202,7 +202,7 @@ async def image_edit(gw: Gateway, request: Request) -> Response:
 
 async def image_multi_edit(gw: Gateway, request: Request) -> Response:
     body = await fields.json_object(request)
-    model = gw.catalog.resolve_model(body.get("model") or body.get("modelId"), ("inpaint",))
+    model = gw.catalog.resolve_model(_edit_model(body), ("inpaint",))
     prompt = fields.string(body, "prompt", required=True, max_len=32768) or ""
     images = body.get("images")
     limit = int(model.constraints.get("maxInputImages", 3))
@@ -220,6 +220,11 @@ async def image_multi_edit(gw: Gateway, request: Request) -> Response:
         f"Multi-image edit with {model.id}",
         _edited_image(gw, model, body, "multi:" + prompt, return_binary),
     )
+
+
+def _edit_model(body: dict[str, Any]) -> object:
+    # model, or its alias modelId when model is absent (an empty model is not absent).
+    return body["model"] if "model" in body else body.get("modelId")
 
 
 def _edited_image(

@@ -16,9 +16,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from x402lab.emulator.gateway import fields
 from x402lab.emulator.gateway.errors import GatewayError, bad_request
 from x402lab.emulator.gateway.rpc import RpcNode, rpc_tier, rpc_unsupported
+from x402lab.emulator.gateway.schemas import YOUTUBE_URL
 from x402lab.emulator.gateway.service import Gateway
 
-_YOUTUBE = re.compile(r"^https?://(www\.|m\.)?(youtube\.com/(watch\?|shorts/|live/)|youtu\.be/)\S+")
+_YOUTUBE = re.compile(YOUTUBE_URL)
 RPC_MAX_BATCH = 100
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from x402lab.emulator.gateway.catalog import Catalog
 
 Schema = dict[str, Any]
+# The URLs /video/transcriptions takes (watch, shorts and live pages, youtu.be links).
+YOUTUBE_URL = r"^https?://(www\.|m\.)?(youtube\.com/(watch\?|shorts/|live/)|youtu\.be/)\S+"
 
 
 def _ids(catalog: Catalog, *types: str) -> list[str]:
@@ -32,7 +34,15 @@ def _obj(properties: dict[str, Schema], required: list[str]) -> Schema:
 
 
 _STR = {"type": "string"}
+_HTTP_URL = {
+    "type": "string",
+    "maxLength": 8192,
+    "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
+    "description": "An http(s) URL.",
+}
 _BOOL = {"type": "boolean"}
+# Whole seconds of music, as a number or a string of ASCII digits.
+_SECONDS = {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": "^[0-9]+$"}]}
 _IMAGE = {
     "type": "string",
     "minLength": 8,
@@ -127,9 +137,17 @@ def image_generate_body(c: Catalog) -> Schema:
             "width": {"type": "integer", "minimum": 1, "maximum": 1280},
             "height": {"type": "integer", "minimum": 1, "maximum": 1280},
             "variants": {"type": "integer", "minimum": 1, "maximum": 4},
-            "resolution": {"type": "string", "description": "For models priced per resolution."},
+            "resolution": {
+                "type": "string",
+                "maxLength": 10,
+                "description": "For models priced per resolution.",
+            },
             "aspect_ratio": _STR,
-            "style_preset": {"type": "string", "description": "From GET /api/v1/image/styles."},
+            "style_preset": {
+                "type": "string",
+                "enum": c.image_styles(),
+                "description": "From GET /api/v1/image/styles.",
+            },
             "return_binary": _BOOL,
             "format": {"type": "string", "enum": ["png", "jpeg", "webp"]},
             "seed": {"type": "integer"},
@@ -165,10 +183,21 @@ def images_generations_body(c: Catalog) -> Schema:
     )
 
 
+def _edit_body(c: Catalog, properties: dict[str, Schema], required: list[str]) -> Schema:
+    # The edit routes take the model as model or modelId (model wins when both are sent).
+    model = _model(c, "inpaint", description="Exact inpaint model id (or send it as modelId).")
+    schema = _obj(
+        {"model": model, "modelId": {**model, "description": "Alias of model."}, **properties},
+        required,
+    )
+    schema["anyOf"] = [{"required": ["model"]}, {"required": ["modelId"]}]
+    return schema
+
+
 def image_edit_body(c: Catalog) -> Schema:
-    return _obj(
+    return _edit_body(
+        c,
         {
-            "model": _model(c, "inpaint"),
             "prompt": {"type": "string", "minLength": 1, "maxLength": 32768},
             "image": _IMAGE,
             "return_binary": {
@@ -177,21 +206,19 @@ def image_edit_body(c: Catalog) -> Schema:
             },
             "aspect_ratio": _STR,
         },
-        ["model", "prompt", "image"],
+        ["prompt", "image"],
     )
 
 
 def image_multi_edit_body(c: Catalog) -> Schema:
-    return _obj(
+    return _edit_body(
+        c,
         {
-            "model": _model(
-                c, "inpaint", description="Exact inpaint model id (modelId also taken)."
-            ),
             "prompt": {"type": "string", "minLength": 1, "maxLength": 32768},
             "images": {"type": "array", "minItems": 1, "maxItems": 5, "items": _IMAGE},
             "return_binary": _BOOL,
         },
-        ["model", "prompt", "images"],
+        ["prompt", "images"],
     )
 
 
@@ -202,7 +229,8 @@ def upscale_body(c: Catalog) -> Schema:
 def background_remove_body(c: Catalog) -> Schema:
     return {
         "type": "object",
-        "properties": {"image": _IMAGE, "image_url": {"type": "string", "format": "uri"}},
+        "properties": {"image": _IMAGE, "image_url": _HTTP_URL},
+        "anyOf": [{"required": ["image"]}, {"required": ["image_url"]}],
         "description": "Send image or image_url.",
     }
 
@@ -212,7 +240,11 @@ def speech_body(c: Catalog) -> Schema:
         {
             "model": _model(c, "tts"),
             "input": {"type": "string", "minLength": 1, "maxLength": 4096},
-            "voice": {"type": "string", "description": "A voice of the model, or a vv_ handle."},
+            "voice": {
+                "type": "string",
+                "maxLength": 512,
+                "description": "A voice of the model, or a vv_ handle.",
+            },
             "response_format": {"type": "string", "enum": ["wav", "mp3"]},
             "speed": {"type": "number", "minimum": 0.25, "maximum": 4},
         },
@@ -257,7 +289,12 @@ def voices_body(c: Catalog) -> Schema:
 def video_transcriptions_body(c: Catalog) -> Schema:
     return _obj(
         {
-            "url": {"type": "string", "format": "uri", "description": "A YouTube video URL."},
+            "url": {
+                "type": "string",
+                "maxLength": 2048,
+                "pattern": YOUTUBE_URL,
+                "description": "A YouTube video URL.",
+            },
             "response_format": {"type": "string", "enum": ["json", "text"]},
         },
         ["url"],
@@ -276,7 +313,7 @@ def search_body(c: Catalog) -> Schema:
 
 
 def scrape_body(c: Catalog) -> Schema:
-    return _obj({"url": {"type": "string", "format": "uri"}}, ["url"])
+    return _obj({"url": _HTTP_URL}, ["url"])
 
 
 def text_parser_body(c: Catalog) -> Schema:
@@ -298,8 +335,8 @@ _RPC_ITEM = _obj(
     {
         "jsonrpc": {"type": "string", "enum": ["2.0"]},
         "method": {"type": "string", "minLength": 1},
-        "params": {"type": "array"},
-        "id": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+        "params": {"type": ["array", "object"]},
+        "id": {"type": ["integer", "string", "null"]},
     },
     ["jsonrpc", "method"],
 )
@@ -316,10 +353,10 @@ def audio_quote_body(c: Catalog) -> Schema:
         {
             "model": _model(c, "music"),
             "duration_seconds": {
-                "type": "integer",
-                "minimum": 1,
+                **_SECONDS,
                 "description": "ace-step models: 60, 90, 120, 150, 180 or 210.",
             },
+            "duration": {**_SECONDS, "description": "Alias of duration_seconds."},
             "character_count": {
                 "type": "integer",
                 "minimum": 1,
@@ -337,12 +374,8 @@ def audio_queue_body(c: Catalog) -> Schema:
             "prompt": {"type": "string", "minLength": 1},
             "lyrics_prompt": _STR,
             "voice": _STR,
-            "duration_seconds": {"type": "integer", "minimum": 1},
-            "duration": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "Alias of duration_seconds.",
-            },
+            "duration_seconds": _SECONDS,
+            "duration": {**_SECONDS, "description": "Alias of duration_seconds."},
             "force_instrumental": _BOOL,
         },
         ["model", "prompt"],
@@ -354,8 +387,11 @@ def video_quote_body(c: Catalog) -> Schema:
         {
             "model": _model(c, "video"),
             "duration": {
-                "type": "string",
-                "description": "One of model_spec.constraints.durations, e.g. 5s.",
+                "anyOf": [
+                    {"type": "string", "pattern": "^[0-9]+ *s?$"},
+                    {"type": "integer", "minimum": 0},
+                ],
+                "description": "One of model_spec.constraints.durations, e.g. 5s (or 5).",
             },
             "aspect_ratio": _STR,
             "resolution": _STR,

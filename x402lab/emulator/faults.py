@@ -1,0 +1,67 @@
+"""The failures the emulator causes on purpose (``EmulatorSettings.faults``).
+
+``FaultDice`` rolls them for one service from a generator seeded with the emulator's seed and
+the service name, so a fault schedule is the same on every run with that seed. A 429 or 503
+answers before any payment is looked at (nothing settles); ``LatencyMiddleware`` delays every
+answer of a service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from x402lab.emulator.settings import Faults
+
+
+class FaultDice:
+    """Seeded, thread-safe rolls of one service's faults."""
+
+    def __init__(self, faults: Faults, *, seed: int, service: str) -> None:
+        self.faults = faults
+        self._rng = random.Random(f"{seed}:{service}")
+        self._lock = threading.Lock()
+
+    def fires(self, rate: float) -> bool:
+        """True with probability ``rate`` (never for 0, without using up a roll)."""
+        if rate <= 0.0:
+            return False
+        with self._lock:
+            return self._rng.random() < rate
+
+    def request_fault(self) -> tuple[str, Response] | None:
+        """(counter name, 429 or 503 answer) when a fault fires for this request, else None."""
+        if self.fires(self.faults.rate_429):
+            return "faults_429", JSONResponse(
+                {"error": "rate_limited", "message": "too many requests (emulated fault)"},
+                status_code=429,
+                headers={"Retry-After": f"{self.faults.retry_after_s:g}"},
+            )
+        if self.fires(self.faults.rate_5xx):
+            return "faults_5xx", JSONResponse(
+                {"error": "service_unavailable", "message": "upstream unavailable (emulated)"},
+                status_code=503,
+            )
+        return None
+
+    def middleware(self) -> list[Middleware]:
+        """Starlette middleware adding ``faults.latency_s`` before every answer."""
+        return [Middleware(LatencyMiddleware, seconds=self.faults.latency_s)]
+
+
+class LatencyMiddleware:
+    """Pure ASGI middleware that waits ``seconds`` before handling each HTTP request."""
+
+    def __init__(self, app: ASGIApp, seconds: float = 0.0) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.seconds > 0:
+            await asyncio.sleep(self.seconds)
+        await self.app(scope, receive, send)
