@@ -9,7 +9,8 @@ that alternate between the clients so a change in machine load hits all three al
 load average is printed: other work on the machine moves these figures):
 
 - x402lab: ``AsyncLab.batch_chat`` with a budget, the SQLite ledger (write-ahead, fsync),
-  dedup and checkpoint-free rows (the full paid path);
+  dedup, each row claimed in the ledger before it is paid and its answer stored there (the
+  full paid path, as every batch runs);
 - the official x402 SDK: ``x402HttpxClient`` with ``x402Client`` + ``ExactEvmClientScheme`` +
   ``EthAccountSigner``, spend controls off, tasks bounded by a semaphore;
 - bare: an aiohttp session that reads the challenge and signs with eth-account's
@@ -93,13 +94,18 @@ async def run_x402lab(
         ledger=folder / "ledger.sqlite",
     )
     if sync != "FULL":
-        # Diagnostic only (--diagnose): how much of the time is the ledger's fsync. x402lab
-        # itself never lowers durability.
-        lab.ledger._db.execute(f"PRAGMA synchronous={sync}")
+        # Diagnostic only (--diagnose): how much of the time is the ledger's fsync (every
+        # commit without it). x402lab itself never lowers durability.
+        db = lab.ledger.db
+        commit = db.transaction
+        db.transaction = lambda *, durable=False: commit(durable=False)  # type: ignore[method-assign]
     try:
         await lab.batch_chat(  # warm-up: connections, catalog check
-            [f"warm {i}" for i in range(concurrency)], model=MODEL, max_tokens=16,
-            concurrency=concurrency, progress=None,
+            [f"warm {i}" for i in range(concurrency)],
+            model=MODEL,
+            max_tokens=16,
+            concurrency=concurrency,
+            progress=None,
         )
         prompts = [f"x402lab round {round_} question {i}" for i in range(calls)]
         start = time.perf_counter()
@@ -136,9 +142,7 @@ async def run_sdk(gateway: str, calls: int, concurrency: int, round_: int) -> fl
     from x402.mechanisms.evm.signers import EthAccountSigner
 
     client = x402Client()
-    client.register(
-        "eip155:8453", ExactEvmClientScheme(EthAccountSigner(Account.from_key(_key())))
-    )
+    client.register("eip155:8453", ExactEvmClientScheme(EthAccountSigner(Account.from_key(_key()))))
     client.set_spend_controls(False)  # no per-payment cap in the way
     limits = httpx.Limits(max_connections=2 * concurrency, max_keepalive_connections=concurrency)
     async with x402HttpxClient(client, timeout=60, limits=limits) as http:

@@ -252,3 +252,21 @@ def test_ctrl_c_in_another_sync_call_stays_a_plain_keyboard_interrupt():
     finally:
         timer.cancel()
     assert type(caught.value) is KeyboardInterrupt
+
+
+def test_a_claim_this_process_left_pending_is_given_back_not_waited_for(
+    emulator_factory, lab_factory
+):
+    # A run of this process that could not give its claims back (its unwinding failed) must
+    # not make every later run of the same process wait forever: no live run holds them.
+    emulator = emulator_factory()
+    lab = lab_factory(emulator)
+    prompts = ["left pending", "not claimed"]
+    keys = lab.estimate(prompts, model=CHEAP).rows["request_key"].tolist()
+    claims = lab.async_.batches.claims
+    claims.claim("batch:chat", keys[:1])  # pending, owned by this process, held by no run
+    frame = lab.batch_chat(prompts, model=CHEAP, progress=None)
+    assert frame["status"].tolist() == ["ok", "ok"]
+    assert set(transfers_per_key(lab, emulator).values()) == {1}
+    history = [record.status for record in claims.history("batch:chat", keys[0])]
+    assert history == ["failed", "done"]

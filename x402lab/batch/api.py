@@ -50,8 +50,9 @@ def _concurrency(value: Any) -> int:
 
 
 def _no_checkpoint(call: str, params: dict[str, Any]) -> None:
-    # ``checkpoint=`` was removed: without this, it would land in the request body.
-    if "checkpoint" in params:
+    # ``checkpoint=`` was removed: without this, it would land in the request body. None (what
+    # a caller written for the old signature passes by default) asks for nothing: dropped.
+    if params.pop("checkpoint", None) is not None:
         raise TypeError(
             f"{call}() no longer takes checkpoint=: batches now resume from the ledger by"
             " default. Run the same call again: settled rows are reused (their answers are"

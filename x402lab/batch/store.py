@@ -26,6 +26,7 @@ import asyncio
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 
 from x402lab.errors import StoreError
@@ -35,7 +36,10 @@ from x402lab.ledger import ClaimAction, Claimed, ClaimRecord, Claims, ClaimStatu
 #: them four times as often, so only a run that stopped without releasing them goes stale.
 STALE_AFTER_S = 60.0
 _STOP = object()
-_GROUP = 512  # answers committed per transaction at most
+_GROUP = 1024  # answers per transaction at most: the payment path waits while one commits
+#: The batch stores of this process that may hold claims (a claim of this process that none
+#: of them holds was left by a run that could not give it back, and may be released).
+_LIVE: weakref.WeakSet[BatchStore] = weakref.WeakSet()
 
 
 class BatchStore:
@@ -57,6 +61,7 @@ class BatchStore:
         self._queue: queue.Queue[object] = queue.Queue()
         self._writer: threading.Thread | None = None
         self._error: BaseException | None = None
+        _LIVE.add(self)
 
     def __repr__(self) -> str:
         return f"BatchStore({self.scope!r}, rebuy={self.rebuy})"
@@ -167,13 +172,27 @@ class BatchStore:
         # Each key decided now is its own request (the run it waited for may have paid a
         # group of which this run has only some items).
         got = self.claim(list(self._waiting), None)
-        decided = False
+        decided, orphans = False, []
         for key, claimed in got.items():
             if claimed.action is ClaimAction.WAIT:
+                if claimed.record.owner == self.claims.owner and not self._held_here(key):
+                    orphans.append(key)
                 continue
             decided = True
             self._waiting.pop(key).set_result(claimed)
+        if orphans:  # this process's, held by no run: give them back, claim them next poll
+            self.claims.release(self.scope, orphans, "left pending by an earlier run")
+            decided = True
         return decided
+
+    def _held_here(self, key: str) -> bool:
+        """Whether a run of this process holds ``key`` (its claim is live)."""
+        for store in list(_LIVE):
+            if store.scope == self.scope:
+                with store._lock:
+                    if key in store._held:
+                        return True
+        return False
 
     # -- stored answers (a writer thread, group commits) --------------------------------------
 
@@ -211,11 +230,13 @@ class BatchStore:
     def _write_loop(self) -> None:
         while True:
             batch = [self._queue.get()]
-            while len(batch) < _GROUP:
+            answers = _count(batch[-1])
+            while answers < _GROUP:
                 try:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
+                answers += _count(batch[-1])
             entries = [entry for entry in batch if isinstance(entry, tuple)]
             try:
                 if entries and self._error is None:
@@ -233,3 +254,7 @@ class BatchStore:
         payment_keys = {key: payment_key for found, payment_key in entries for key, _ in found}
         self.claims.complete(self.scope, answers, payment_key=payment_keys)
         self._drop(payment_keys)
+
+
+def _count(entry: object) -> int:
+    return len(entry[0]) if isinstance(entry, tuple) else 0
