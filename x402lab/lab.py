@@ -38,6 +38,7 @@ from x402lab.wallet import Wallet
 
 if TYPE_CHECKING:
     from x402lab.emulator.server import RunningEmulator
+    from x402lab.emulator.settings import EmulatorSettings
 
 DEFAULT_BUDGET_USD = 5.0
 DEFAULT_PER_CALL_USD = 1.0
@@ -246,17 +247,12 @@ def _build(
     wallet: Wallet | None,
     budget: Budget | None,
     ledger: Ledger | str | os.PathLike[str] | None,
-    emulator_settings: Any,
-    **options: Any,
+    emulator_settings: EmulatorSettings | None,
+    options: dict[str, Any],
 ) -> AsyncLab:
-    emulator = None
-    if gateway_url is None and reports_url is None:
-        from x402lab.emulator.server import start_emulator
-
-        emulator = start_emulator(emulator_settings)
-        gateway_url, reports_url = emulator.gateway_url, emulator.reports_url
-        if wallet is None:
-            wallet = Wallet.create()
+    embedded = gateway_url is None and reports_url is None
+    if embedded:
+        wallet = wallet if wallet is not None else Wallet.create()
         if ledger is None:
             # The emulator's money is not real: keep its payments out of the real ledger.
             ledger = Path(tempfile.mkdtemp(prefix="x402lab-")) / "ledger.sqlite"
@@ -264,19 +260,35 @@ def _build(
         raise ConfigError(
             "a wallet is needed for remote services: connect(..., wallet=Wallet.from_env())"
         )
+    elif emulator_settings is not None:
+        raise TypeError("emulator_settings applies only to the embedded emulator (no address)")
+    # Settings are checked and the ledger opened before the emulator starts, so a bad
+    # argument leaves no server behind.
     if not isinstance(ledger, Ledger):
         ledger = Ledger(ledger if ledger is not None else DEFAULT_LEDGER_PATH)
     if budget is None:
         budget = Budget(usd=DEFAULT_BUDGET_USD, per_call_usd=DEFAULT_PER_CALL_USD)
-    return AsyncLab(
-        gateway_url=gateway_url,
-        reports_url=reports_url,
-        wallet=wallet,
-        budget=budget,
-        ledger=ledger,
-        emulator=emulator,
-        **options,
-    )
+    assert wallet is not None
+    emulator = None
+    if embedded:
+        from x402lab.emulator.server import start_emulator
+
+        emulator = start_emulator(emulator_settings)
+        gateway_url, reports_url = emulator.gateway_url, emulator.reports_url
+    try:
+        return AsyncLab(
+            gateway_url=gateway_url,
+            reports_url=reports_url,
+            wallet=wallet,
+            budget=budget,
+            ledger=ledger,
+            emulator=emulator,
+            **options,
+        )
+    except BaseException:
+        if emulator is not None:
+            emulator.stop()
+        raise
 
 
 def connect_async(
@@ -286,11 +298,24 @@ def connect_async(
     wallet: Wallet | None = None,
     budget: Budget | None = None,
     ledger: Ledger | str | os.PathLike[str] | None = None,
-    emulator_settings: Any = None,
-    **options: Any,
+    emulator_settings: EmulatorSettings | None = None,
+    pay_to: Mapping[str, str] | None = None,
+    allowed_networks: frozenset[str] = frozenset({"eip155:8453"}),
+    timeout_s: float = 120.0,
+    max_connections: int = 64,
+    retry: RetryPolicy | None = None,
+    library_secret: str | None = None,
 ) -> AsyncLab:
     """The async twin of ``connect``: returns an ``AsyncLab`` whose methods are coroutines."""
-    return _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, **options)
+    options = {
+        "pay_to": pay_to,
+        "allowed_networks": allowed_networks,
+        "timeout_s": timeout_s,
+        "max_connections": max_connections,
+        "retry": retry,
+        "library_secret": library_secret,
+    }
+    return _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, options)
 
 
 def connect(
@@ -300,18 +325,38 @@ def connect(
     wallet: Wallet | None = None,
     budget: Budget | None = None,
     ledger: Ledger | str | os.PathLike[str] | None = None,
-    emulator_settings: Any = None,
-    **options: Any,
+    emulator_settings: EmulatorSettings | None = None,
+    pay_to: Mapping[str, str] | None = None,
+    allowed_networks: frozenset[str] = frozenset({"eip155:8453"}),
+    timeout_s: float = 120.0,
+    max_connections: int = 64,
+    retry: RetryPolicy | None = None,
+    library_secret: str | None = None,
 ) -> Lab:
     """A ``Lab`` for the two services; with no address, on the embedded emulator.
 
     ``wallet`` is required for remote services (``Wallet.from_env()``); the default budget is
     5 USD with 1 USD per call; the default ledger is ``~/.x402lab/ledger.sqlite`` (a
-    throwaway file for the embedded emulator). Options: ``pay_to`` (pinned payees by
-    service), ``allowed_networks``, ``timeout_s``, ``max_connections``, ``retry``,
-    ``library_secret``. Sends no request.
+    throwaway file for the embedded emulator). ``pay_to`` pins the payee of each service
+    (``{"gateway": "0x..."}``), ``allowed_networks`` the networks a challenge may name,
+    ``timeout_s`` and ``max_connections`` shape HTTP, ``retry`` the unpaid phase's retries,
+    ``library_secret`` the report service's first-party access. Sends no request; raises
+    ConfigError for a bad wallet, ledger or budget before anything starts.
     """
-    core = _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, **options)
+    core = connect_async(
+        gateway_url,
+        reports_url,
+        wallet=wallet,
+        budget=budget,
+        ledger=ledger,
+        emulator_settings=emulator_settings,
+        pay_to=pay_to,
+        allowed_networks=allowed_networks,
+        timeout_s=timeout_s,
+        max_connections=max_connections,
+        retry=retry,
+        library_secret=library_secret,
+    )
     lab = Lab(core)
     # A Lab dropped without close() still closes its connections and emulator.
     weakref.finalize(lab, _close_quietly, core)
