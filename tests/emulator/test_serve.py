@@ -18,30 +18,34 @@ import pytest
 from x402lab.emulator.server import start_emulator
 from x402lab.emulator.settings import EmulatorSettings
 
-URL_LINE = re.compile(r"(gateway|reports): (http://127\.0\.0\.1:\d+)$")
+URL_LINE = re.compile(r"(gateway|reports|chain): (http://127\.0\.0\.1:\d+)$")
+NAMES = ("gateway", "reports", "chain")
 # The emulator must not pick up operator settings from the developer's shell.
 _ENV = {k: v for k, v in os.environ.items() if not k.startswith(("X402_", "INTEL_LIBRARY_SECRET"))}
 
 
 def _read_urls(process: subprocess.Popen[str], timeout: float = 30.0) -> dict[str, str]:
-    urls: dict[str, str] = {}
+    """The three URL lines serve prints first, in their order: gateway, reports, chain."""
+    lines: list[str] = []
     done = threading.Event()
 
     def read() -> None:
         assert process.stdout is not None
         for line in process.stdout:
-            match = URL_LINE.match(line.strip())
-            if match:
-                urls[match.group(1)] = match.group(2)
-            if len(urls) == 2:
+            lines.append(line.strip())
+            if len(lines) == len(NAMES):
                 break
         done.set()
 
     threading.Thread(target=read, daemon=True).start()
-    if not done.wait(timeout) or len(urls) < 2:
+    if not done.wait(timeout) or len(lines) < len(NAMES):
         if process.poll() is not None and process.stderr is not None:
             raise AssertionError(f"serve exited {process.returncode}: {process.stderr.read()}")
         raise AssertionError("serve did not print its URLs in time")
+    matches = [URL_LINE.match(line) for line in lines]
+    assert all(matches), lines
+    urls = {m.group(1): m.group(2) for m in matches if m}
+    assert tuple(urls) == NAMES, lines
     return urls
 
 
@@ -70,12 +74,13 @@ def serve() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
-def test_serve_prints_both_urls_serves_and_exits_cleanly(serve, stop_signal):
+def test_serve_prints_three_urls_serves_and_exits_cleanly(serve, stop_signal):
     process = _serve("--seed", "3", "--job-seconds", "0.5")
     serve.append(process)
     urls = _read_urls(process)
-    assert set(urls) == {"gateway", "reports"}
-    assert urls["gateway"] != urls["reports"]
+    assert len(set(urls.values())) == 3
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}
+    assert httpx.post(urls["chain"], json=rpc, timeout=10).json()["result"] == "0x2105"
     shelf = httpx.get(f"{urls['reports']}/api/intel/list", timeout=10)
     assert shelf.status_code == 200
     assert shelf.json()["configured"] is True
@@ -86,16 +91,16 @@ def test_serve_prints_both_urls_serves_and_exits_cleanly(serve, stop_signal):
 
 def test_serve_listens_on_the_ports_asked_for(serve):
     ports = []
-    for _ in range(2):
+    for _ in range(3):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             ports.append(sock.getsockname()[1])
-    process = _serve("--gateway-port", str(ports[0]), "--reports-port", str(ports[1]))
+    flags = [f"--{name}-port" for name in NAMES]
+    process = _serve(*(arg for pair in zip(flags, map(str, ports), strict=True) for arg in pair))
     serve.append(process)
     urls = _read_urls(process)
     assert urls == {
-        "gateway": f"http://127.0.0.1:{ports[0]}",
-        "reports": f"http://127.0.0.1:{ports[1]}",
+        name: f"http://127.0.0.1:{port}" for name, port in zip(NAMES, ports, strict=True)
     }
     os.kill(process.pid, signal.SIGTERM)
     assert process.wait(15) == 0
@@ -188,17 +193,21 @@ def test_help_lists_serve():
     assert "serve" in result.stdout
 
 
-def test_start_emulator_context_manager_stops_both_servers():
+def test_start_emulator_context_manager_stops_every_server():
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber"}
     with start_emulator(EmulatorSettings(job_seconds=0.2)) as emulator:
         assert emulator.running
         assert httpx.get(f"{emulator.reports_url}/api/intel/list").status_code == 200
         assert httpx.get(f"{emulator.gateway_url}/llms.txt").status_code == 200
+        assert httpx.post(emulator.chain_url, json=rpc).json()["result"] == "0x0"
     assert not emulator.running
-    with pytest.raises(httpx.ConnectError):
-        httpx.get(f"{emulator.reports_url}/api/intel/list")
+    for url in (f"{emulator.reports_url}/api/intel/list", emulator.chain_url):
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(url)
     emulator.stop()  # idempotent
 
 
-def test_both_services_share_one_chain(emulator):
+def test_both_services_and_the_endpoint_share_one_chain(emulator):
     assert emulator.gateway_app is not None
     assert emulator.reports_app.state.gate.chain is emulator.chain
+    assert emulator.chain_app.state.rpc.chain is emulator.chain

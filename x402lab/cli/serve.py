@@ -1,4 +1,5 @@
-"""``x402lab serve``: run both emulated services on 127.0.0.1 until interrupted."""
+"""``x402lab serve``: run both emulated services and the emulated chain's JSON-RPC endpoint
+on 127.0.0.1 until interrupted; prints ``gateway: URL``, ``reports: URL`` and ``chain: URL``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 import threading
 from types import FrameType
 
-HELP = "run the local emulator (gateway and report service) until interrupted"
+HELP = "run the local emulator (gateway, report service, chain RPC) until interrupted"
 
 
 def _port(text: str) -> int:
@@ -23,6 +24,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--gateway-port", type=_port, default=0, help="0 picks a free port")
     parser.add_argument("--reports-port", type=_port, default=0, help="0 picks a free port")
+    parser.add_argument(
+        "--chain-port", type=_port, default=0, help="port of the chain's JSON-RPC endpoint"
+    )
     parser.add_argument(
         "--job-seconds", type=float, default=3.0, help="duration of music/video jobs"
     )
@@ -80,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
                 host=args.host,
                 gateway_port=args.gateway_port,
                 reports_port=args.reports_port,
+                chain_port=args.chain_port,
             )
         except OSError as exc:
             print(f"x402lab serve: {exc.strerror or exc}", file=sys.stderr)
@@ -87,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             print(f"gateway: {emulator.gateway_url}", flush=True)
             print(f"reports: {emulator.reports_url}", flush=True)
+            print(f"chain: {emulator.chain_url}", flush=True)
             print("x402lab serve: running; press Ctrl+C to stop", file=sys.stderr, flush=True)
             while not stop.wait(0.25):
                 if not emulator.running:

@@ -4,7 +4,8 @@
 from the command line. This package never imports client-side code.
 
 Layers, each importing only from those above it: ``settings`` and ``chain`` (the in-memory
-USDC contract); ``serving`` (ASGI apps on real sockets in a thread); ``facilitator`` (client
+USDC contract); ``chain_abi`` and ``chain_rpc`` (the chain as a Base JSON-RPC endpoint);
+``serving`` (ASGI apps on real sockets in a thread); ``faults`` and ``facilitator`` (client
 and stand-in); ``payments`` (the payment gate); the services ``gateway/`` and ``reports/``;
 ``server`` (``start_emulator`` and ``RunningEmulator``, the composition root).
 """

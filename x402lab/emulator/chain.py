@@ -2,14 +2,19 @@
 
 It does what the USDC contract does at ``transferWithAuthorization`` time: a nonce settles
 once per payer, and the payer must hold the value. Signatures and time windows are the
-verifier's job (``x402lab.x402.verify``). All methods are thread-safe (one lock), because
-the two services and the tests touch the same chain from different threads.
+verifier's job (``x402lab.x402.verify``). Each settlement is mined in a block of its own
+(block 0 is genesis), with a transaction hash and, as USDC emits them, an
+``AuthorizationUsed`` then a ``Transfer`` log; ``chain_rpc`` serves all of it as a Base
+JSON-RPC endpoint. All methods are thread-safe (one lock), because the services, the RPC
+endpoint and the tests touch the same chain from different threads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from x402lab.money import usd_to_atomic
@@ -19,6 +24,8 @@ from x402lab.x402.tokens import BASE_USDC, Token
 NONCE_ALREADY_USED = "invalid_exact_evm_nonce_already_used"
 INSUFFICIENT_BALANCE = "invalid_exact_evm_insufficient_balance"
 WRONG_ASSET = "invalid_payment_requirements"
+# The account that sends settlement transactions (the facilitator's signer; no key behind it).
+SETTLER_ADDRESS = "0x0000000000000000000000000000000000fac111"
 
 
 class ChainRejected(Exception):
@@ -31,7 +38,7 @@ class ChainRejected(Exception):
 
 @dataclass(frozen=True)
 class Transfer:
-    """One settled transfer."""
+    """One settled transfer, mined alone in block ``block_number`` at ``timestamp``."""
 
     tx_hash: str
     payer: str
@@ -40,6 +47,8 @@ class Transfer:
     nonce: str
     network: str
     asset: str
+    block_number: int = 0
+    timestamp: int = 0
 
 
 class Chain:
@@ -49,9 +58,17 @@ class Chain:
     mode's funded wallets); 0 means payers hold only what ``fund`` gave them.
     """
 
-    def __init__(self, *, auto_fund_atomic: int = 100 * 10**6, token: Token = BASE_USDC) -> None:
+    def __init__(
+        self,
+        *,
+        auto_fund_atomic: int = 100 * 10**6,
+        token: Token = BASE_USDC,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.token = token
         self.auto_fund_atomic = auto_fund_atomic
+        self._clock = clock
+        self._genesis_time = int(clock())
         self._lock = threading.Lock()
         self._balances: dict[str, int] = {}
         self._used: set[tuple[str, str]] = set()
@@ -138,6 +155,8 @@ class Chain:
                     nonce=auth.nonce,
                     network=self.token.network,
                     asset=self.token.address,
+                    block_number=len(self._transfers) + 1,
+                    timestamp=int(self._clock()),
                 )
             )
             return tx_hash
@@ -152,3 +171,45 @@ class Chain:
         key = pay_to.lower()
         with self._lock:
             return sum(t.amount_atomic for t in self._transfers if t.pay_to.lower() == key)
+
+    # -- blocks ------------------------------------------------------------------------------
+
+    def block_number(self) -> int:
+        """The latest block: 0 (genesis) before any settlement, then one per settlement."""
+        with self._lock:
+            return len(self._transfers)
+
+    def block_hash(self, number: int) -> str:
+        """The (reproducible) hash of block ``number``."""
+        digest = hashlib.sha256(f"{self.token.network}|block|{number}".encode()).hexdigest()
+        return "0x" + digest
+
+    def block_time(self, number: int) -> int:
+        """The timestamp of block ``number`` (unix seconds); raises IndexError past the tip."""
+        with self._lock:
+            if number == 0:
+                return self._genesis_time
+            return self._transfers[number - 1].timestamp
+
+    def transfer_in_block(self, number: int) -> Transfer | None:
+        """The settlement mined in block ``number`` (None for genesis or past the tip)."""
+        with self._lock:
+            if 1 <= number <= len(self._transfers):
+                return self._transfers[number - 1]
+            return None
+
+    def transfer_by_hash(self, tx_hash: str) -> Transfer | None:
+        """The settlement with transaction hash ``tx_hash``, or None."""
+        wanted = tx_hash.lower()
+        with self._lock:
+            return next((t for t in self._transfers if t.tx_hash == wanted), None)
+
+    def used_at(self, payer: str, nonce: str) -> int | None:
+        """The block in which ``payer``'s authorization ``nonce`` settled, or None."""
+        key = (payer.lower(), nonce.lower())
+        with self._lock:
+            if key not in self._used:
+                return None
+            return next(
+                t.block_number for t in self._transfers if (t.payer.lower(), t.nonce.lower()) == key
+            )

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from x402lab.emulator.chain import Chain, ChainRejected
+from x402lab.emulator.chain import SETTLER_ADDRESS, Chain, ChainRejected
 from x402lab.emulator.serving import BackgroundServers
 from x402lab.errors import ProtocolError
 from x402lab.x402.models import PaymentPayload, PaymentRequirements, SettlementResponse
@@ -31,7 +31,7 @@ SETTLE_UNAVAILABLE = "unexpected_settle_error"
 _TIMEOUT_S = 10.0
 
 # The address the stand-in claims to settle from (no key behind it; shown in /supported).
-FACILITATOR_SIGNER = "0x0000000000000000000000000000000000fac111"
+FACILITATOR_SIGNER = SETTLER_ADDRESS
 
 
 class FacilitatorClient:

@@ -1,8 +1,9 @@
 """Start the emulated services: ``start_emulator()`` and the ``RunningEmulator`` it returns.
 
 The composition root of the emulator: one Chain shared by the gateway and the report service,
-both apps served on their own 127.0.0.1 ports by ``BackgroundServers`` (``serving``).
-``BackgroundServers`` is re-exported here for the tests that serve their own apps.
+and reachable as a Base JSON-RPC endpoint (``chain_rpc``); the three apps served on their own
+127.0.0.1 ports by ``BackgroundServers`` (``serving``). ``BackgroundServers`` is re-exported
+here for the tests that serve their own apps.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from starlette.types import ASGIApp
 
 from x402lab.emulator.chain import Chain
+from x402lab.emulator.chain_rpc import create_chain_app
 from x402lab.emulator.gateway import create_gateway_app
 from x402lab.emulator.reports import create_reports_app
 from x402lab.emulator.serving import BackgroundServers
@@ -26,14 +28,17 @@ AppFactory = Callable[[EmulatorSettings, Chain], ASGIApp]
 
 @dataclass
 class RunningEmulator:
-    """Both services listening; a context manager that stops them on exit."""
+    """Both services and the chain's JSON-RPC endpoint listening; a context manager that
+    stops them on exit. ``chain_url`` is the endpoint (JSON-RPC 2.0, POST to it)."""
 
     gateway_url: str
     reports_url: str
     settings: EmulatorSettings
     chain: Chain
+    chain_url: str = ""
     gateway_app: Any = field(default=None, repr=False)
     reports_app: Any = field(default=None, repr=False)
+    chain_app: Any = field(default=None, repr=False)
     _servers: BackgroundServers | None = field(default=None, repr=False)
 
     @property
@@ -42,7 +47,7 @@ class RunningEmulator:
         return self._servers is not None and self._servers.running
 
     def stop(self) -> None:
-        """Stop both servers (idempotent)."""
+        """Stop every server (idempotent)."""
         if self._servers is not None:
             self._servers.stop()
 
@@ -59,20 +64,25 @@ def start_emulator(
     host: str = "127.0.0.1",
     gateway_port: int = 0,
     reports_port: int = 0,
+    chain_port: int = 0,
     chain: Chain | None = None,
     gateway_factory: AppFactory | None = None,
 ) -> RunningEmulator:
-    """Start the gateway and report services in a background thread; returns once listening.
+    """Start the gateway, the report service and the chain's JSON-RPC endpoint in a
+    background thread; returns once all three listen.
 
-    Both share one Chain (``chain``, or a fresh one funded per ``settings``). Port 0 picks a
-    free port. Raises OSError when a port is taken, RuntimeError when a server fails to start.
+    The services share one Chain (``chain``, or a fresh one funded per ``settings``), which
+    the endpoint at ``chain_url`` serves. Port 0 picks a free port. Raises OSError when a
+    port is taken, RuntimeError when a server fails to start.
     """
     settings = settings or EmulatorSettings()
     chain = chain or Chain.for_settings(settings)
     gateway_app = (gateway_factory or create_gateway_app)(settings, chain)
     reports_app = create_reports_app(settings, chain)
+    chain_app = create_chain_app(chain)
     servers = BackgroundServers(
-        [(gateway_app, gateway_port), (reports_app, reports_port)], host=host
+        [(gateway_app, gateway_port), (reports_app, reports_port), (chain_app, chain_port)],
+        host=host,
     )
     servers.start()
     return RunningEmulator(
@@ -80,7 +90,9 @@ def start_emulator(
         reports_url=servers.urls[1],
         settings=settings,
         chain=chain,
+        chain_url=servers.urls[2],
         gateway_app=gateway_app,
         reports_app=reports_app,
+        chain_app=chain_app,
         _servers=servers,
     )
