@@ -36,7 +36,9 @@ def test_batch_costs_drift_and_savings(lab, tmp_path):
     chats = lab.batch_chat(PROMPTS, model=text, max_tokens=16, progress=None)
     docs = lab.batch_embed(DOCUMENTS, model=embedder, per_request=5, progress=None)
     streamed = tmp_path / "docs.parquet"
-    lab.batch_embed(DOCUMENTS[:10], model=embedder, out=streamed, progress=None)
+    # Texts of their own: texts embedded before come back from the store, unpaid.
+    fresh = [f"memo {i}" for i in range(10)]
+    lab.batch_embed(fresh, model=embedder, out=streamed, progress=None)
     report = lab.cost_report(batches={"chats": chats, "docs": docs, "file": streamed})
 
     status = report.tables["batch_status"].set_index("batch")

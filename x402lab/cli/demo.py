@@ -20,6 +20,7 @@ from typing import Any
 from x402lab.money import format_usd
 
 HELP = "run every capability once on the local emulator and write the cost report to a folder"
+QUESTION = "What is an x402 payment?"
 PROMPTS = [
     "What does a ledger record?",
     "Why cap spending with a budget?",
@@ -59,10 +60,10 @@ def run_demo(lab: Any, out: Path, say: Callable[[str], None] = print) -> Path:
     say(f"catalog: {len(models)} models, {len(prices)} price entries")
     text, embedder = _cheapest(models, "text"), _cheapest(models, "embedding")
     body: dict[str, Any] = {"model": text, "max_tokens": 32}
-    body["messages"] = [{"role": "user", "content": PROMPTS[0]}]
+    body["messages"] = [{"role": "user", "content": QUESTION}]
     quote = lab.quote("POST", "/api/v1/chat/completions", body)
     say(f"quote (free): a chat on {text} costs {quote.amount_usd:.6f} USD")
-    answer = lab.chat(PROMPTS[0], model=text, max_tokens=32)
+    answer = lab.chat(QUESTION, model=text, max_tokens=32)
     say(f"chat: {len(answer.text)} characters, paid {answer.cost}")
     vectors = lab.embed(["ledger", "budget"], model=embedder)
     say(f"embed: {vectors.vectors.shape[0]} vectors of {vectors.vectors.shape[1]}")
