@@ -29,29 +29,32 @@ _ANSWERED = (ClaimStatus.DONE, ClaimStatus.UNKNOWN)
 Item = tuple[str, int | None, float | None, float | None, float | None, str | None, str | None]
 
 
-def not_bought(plan: Plan, store: BatchStore) -> dict[int, Item]:
+def not_bought(plan: Plan, store: BatchStore, chunk_items: int = 2048) -> dict[int, Item]:
     """The items a run would not buy, with the status it would show (nothing written).
 
     ``pending``: another run holds the claim (buying it now, or it stopped without giving it
-    back): a run waits for it instead of paying.
+    back): a run waits for it instead of paying. Read a few thousand items at a time, so the
+    stored answers of a large batch are never all in memory.
     """
     if store.rebuy:
         return {}
-    records = store.records(plan.item_keys)
-    answered = [r for r in records.values() if r.status in _ANSWERED]
-    share = shares(answered)
     out: dict[int, Item] = {}
-    for item, key in enumerate(plan.item_keys):
-        record = records.get(key)
-        if record is None or record.status == ClaimStatus.FAILED:
-            continue
-        if record.status == ClaimStatus.DONE:
-            status = "cached"
-        elif record.status == ClaimStatus.PENDING:
-            status = "pending"
-        else:
-            status = "paid_not_stored" if record.payment_status == "settled" else "unknown"
-        out[item] = (status, share.get(key), None, None, None, None, record.payment_key)
+    step = max(1, chunk_items // plan.per_request) * plan.per_request  # whole units
+    for first in range(0, len(plan.item_keys), step):
+        keys = plan.item_keys[first : first + step]
+        records = store.records(keys)
+        share = shares(r for r in records.values() if r.status in _ANSWERED)
+        for item, key in enumerate(keys, start=first):
+            record = records.get(key)
+            if record is None or record.status == ClaimStatus.FAILED:
+                continue
+            if record.status == ClaimStatus.DONE:
+                status = "cached"
+            elif record.status == ClaimStatus.PENDING:
+                status = "pending"
+            else:
+                status = "paid_not_stored" if record.payment_status == "settled" else "unknown"
+            out[item] = (status, share.get(key), None, None, None, None, record.payment_key)
     return out
 
 

@@ -155,13 +155,20 @@ def released(
 ) -> list[ItemResult]:
     """The rows of a request that got no usable answer though a payment of it left (its
     claims were released as ``unknown``): a settled payment's share and tx hash on a
-    ``failed`` row, else ``unknown`` (never bought again on its own)."""
+    ``failed`` row (``paid_not_stored`` when the request's outcome was unknown and the ledger
+    now says it settled), else ``unknown`` (never bought again on its own)."""
     share = shares(records.values())
     shown = []
     for key, result in zip(keys, outcome, strict=True):
         record = records.get(key)
-        if record is None or result.status == "unknown":
+        if record is None:
             shown.append(result)
+        elif result.status == "unknown":
+            settled = record.payment_status == "settled"
+            shown.append(
+                replace(result, status="paid_not_stored", tx_hash=record.tx_hash)
+                if settled else result
+            )  # fmt: skip
         elif record.payment_status == "settled":
             paid = share.get(key)
             shown.append(

@@ -143,10 +143,8 @@ class Runner:
                 task.cancel()
             await asyncio.gather(feeder, keeper, *self._tasks, return_exceptions=True)
             try:
-                # Blocking on purpose: what arrived is stored before we return or unwind.
-                self.store.flush()
+                self.store.flush()  # what arrived is stored before we return or unwind
             finally:
-                self.store.close()
                 self.store.release_held(stopped)
                 self.progress(self._progress, force=True)
 

@@ -9,11 +9,14 @@ polled until it is decided) or ``PAY`` (this run buys it, then stores the answer
 the claim). ``rebuy=True`` is the store's one override: buy again what was stored or may
 have been paid.
 
-Answers are stored off the paying path: queued as they arrive and committed in groups by a
-writer thread, flushed before the batch returns or unwinds. Claims and answers are ordinary
-commits (no fsync): the durable commit of each payment's write-ahead row flushes the same
-WAL, so a claim is on disk before its payment leaves. An answer lost in a crash leaves its row
-``paid_not_stored`` for the next run, never paid twice.
+Answers are stored off the paying path: kept as they arrive and committed in groups (one
+transaction per ``GROUP`` answers or per ``COMMIT_EVERY_S``) by the run's maintenance task,
+and flushed before the batch returns or unwinds. (A writer thread, as the old checkpoint
+file had, measured slower here: answers trickle in one by one, so it committed nearly one
+transaction per answer, and its GIL and lock hand-offs stalled the paying loop.) Claims and
+answers are ordinary commits (no fsync): the durable commit of each payment's write-ahead row
+flushes the same WAL, so a claim is on disk before its payment leaves. An answer lost in a
+crash leaves its row ``paid_not_stored`` for the next run, never paid twice.
 
 A run renews the claims it holds every ``stale_after_s / 4`` (one bulk statement), so a long
 batch is never mistaken for a dead one; the pending claims of a run that died are taken over
@@ -23,7 +26,6 @@ by the next run after ``stale_after_s`` (as ``unknown`` when a payment of theirs
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 import time
 import weakref
@@ -35,8 +37,10 @@ from x402lab.ledger import ClaimAction, Claimed, ClaimRecord, Claims, ClaimStatu
 #: Pending batch claims older than this, of another process, are taken over. The holder renews
 #: them four times as often, so only a run that stopped without releasing them goes stale.
 STALE_AFTER_S = 60.0
-_STOP = object()
-_GROUP = 1024  # answers per transaction at most: the payment path waits while one commits
+#: Answers kept in memory before they are committed in one transaction (the payment path
+#: waits while one commits), and the longest an answer waits for its commit.
+GROUP = 1024
+COMMIT_EVERY_S = 0.25
 #: The batch stores of this process that may hold claims (a claim of this process that none
 #: of them holds was left by a run that could not give it back, and may be released).
 _LIVE: weakref.WeakSet[BatchStore] = weakref.WeakSet()
@@ -45,7 +49,8 @@ _LIVE: weakref.WeakSet[BatchStore] = weakref.WeakSet()
 class BatchStore:
     """The claims and stored answers of one batch kind (``"chat"`` or ``"embed"``).
 
-    Raises StoreError from ``put``/``flush`` once the writer failed to store answers.
+    Raises StoreError from ``put``, ``flush`` and ``maintain`` once answers could not be
+    stored.
     """
 
     def __init__(self, claims: Claims, kind: str, *, rebuy: bool = False) -> None:
@@ -53,13 +58,14 @@ class BatchStore:
         self.scope = f"batch:{kind}"
         self.rebuy = rebuy
         self._held: dict[str, None] = {}  # this run's pending claims, not yet stored/released
-        self._lock = threading.Lock()  # _held is shared with the writer thread
+        self._lock = threading.Lock()  # _held is read by runs on other threads (_held_here)
         self._lost: set[str] = set()  # held keys a renewal found taken over
         self._renewed_at = time.monotonic()
         self._waiting: dict[str, asyncio.Future[Claimed]] = {}
+        self._fresh_waits = False
         self._poke = asyncio.Event()
-        self._queue: queue.Queue[object] = queue.Queue()
-        self._writer: threading.Thread | None = None
+        self._answers: list[tuple[str, bytes]] = []  # not committed yet
+        self._payment_keys: dict[str, str] = {}
         self._error: BaseException | None = None
         _LIVE.add(self)
 
@@ -127,6 +133,7 @@ class BatchStore:
             if future is None or future.done():
                 future = self._waiting[key] = loop.create_future()
             futures[key] = future
+        self._fresh_waits = True
         self._poke.set()
         return {key: await future for key, future in futures.items()}
 
@@ -136,23 +143,23 @@ class BatchStore:
         return sum(1 for future in self._waiting.values() if not future.done())
 
     async def maintain(self, poll_s: float = 0.2, max_poll_s: float = 2.0) -> None:
-        """Poll the keys waited for and renew the held claims, until cancelled."""
-        delay = poll_s
+        """Commit the answers kept, poll the keys waited for and renew the held claims, until
+        cancelled. Raises StoreError when answers cannot be stored."""
+        delay, polled = poll_s, time.monotonic()
         renew_every = self.claims.stale_after_s / 4
         while True:
             try:
-                await asyncio.wait_for(self._poke.wait(), timeout=delay)
-                delay = poll_s
-                await asyncio.sleep(poll_s)  # give the holder a moment, gather more keys
+                await asyncio.wait_for(self._poke.wait(), timeout=min(delay, COMMIT_EVERY_S))
             except TimeoutError:
                 pass
             self._poke.clear()
-            if time.monotonic() - self._renewed_at >= renew_every:
+            self.commit()
+            now = time.monotonic()
+            if now - self._renewed_at >= renew_every:
                 self._renew()
-            if self._poll():
-                delay = poll_s
-            else:
-                delay = min(delay * 1.5, max_poll_s)
+            if self._waiting and (now - polled >= delay or self._fresh_waits):
+                polled, self._fresh_waits = now, False
+                delay = poll_s if self._poll() else min(delay * 1.5, max_poll_s)
 
     def _renew(self) -> None:
         with self._lock:
@@ -194,67 +201,39 @@ class BatchStore:
                         return True
         return False
 
-    # -- stored answers (a writer thread, group commits) --------------------------------------
+    # -- stored answers (group commits) -------------------------------------------------------
 
     def put(self, answers: list[tuple[str, bytes]], payment_key: str) -> None:
-        """Queue the answers of one paid request for storing; returns at once."""
+        """Keep the answers of one paid request for the next group commit; returns at once.
+        Raises StoreError once answers could not be stored."""
         if self._error is not None:
             raise self._failure()
-        if self._writer is None:
-            self._writer = threading.Thread(
-                target=self._write_loop, name="x402lab-batch-answers", daemon=True
-            )
-            self._writer.start()
-        self._queue.put((answers, payment_key))
+        self._answers += answers
+        for key, _ in answers:
+            self._payment_keys[key] = payment_key
+        if len(self._answers) >= GROUP:
+            self._poke.set()
+
+    def commit(self) -> None:
+        """Store the answers kept (one transaction per ``GROUP``). Raises StoreError."""
+        if self._error is not None:
+            raise self._failure()
+        while self._answers:
+            answers, self._answers = self._answers[:GROUP], self._answers[GROUP:]
+            payment_keys = {key: self._payment_keys.pop(key) for key, _ in answers}
+            try:
+                self.claims.complete(self.scope, answers, payment_key=payment_keys)
+            except Exception as exc:
+                self._error = exc
+                raise self._failure() from exc
+            self._drop(payment_keys)
 
     def flush(self) -> None:
-        """Block until every queued answer is committed. Raises StoreError if any failed."""
-        if self._writer is not None:
-            self._queue.join()
-        if self._error is not None:
-            raise self._failure()
-
-    def close(self) -> None:
-        """Commit what is queued and stop the writer (errors are left to ``flush``)."""
-        if self._writer is not None:
-            self._queue.put(_STOP)
-            self._writer.join()
-            self._writer = None
+        """Store every answer kept, before the batch returns or unwinds. Raises StoreError."""
+        self.commit()
 
     def _failure(self) -> StoreError:
         return StoreError(
             f"the ledger {self.claims.db.url} stopped storing batch answers: {self._error};"
             " what was paid is in the ledger and will not be bought again"
         )
-
-    def _write_loop(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            answers = _count(batch[-1])
-            while answers < _GROUP:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-                answers += _count(batch[-1])
-            entries = [entry for entry in batch if isinstance(entry, tuple)]
-            try:
-                if entries and self._error is None:
-                    self._store(entries)
-            except BaseException as exc:  # reported by put() and flush()
-                self._error = exc
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-            if any(entry is _STOP for entry in batch):
-                return
-
-    def _store(self, entries: list[tuple[list[tuple[str, bytes]], str]]) -> None:
-        answers = [answer for found, _ in entries for answer in found]
-        payment_keys = {key: payment_key for found, payment_key in entries for key, _ in found}
-        self.claims.complete(self.scope, answers, payment_key=payment_keys)
-        self._drop(payment_keys)
-
-
-def _count(entry: object) -> int:
-    return len(entry[0]) if isinstance(entry, tuple) else 0
