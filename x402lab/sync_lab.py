@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    import httpx
     import pandas as pd
     import pyarrow as pa
+    from openai import AsyncOpenAI, OpenAI
 
     from x402lab.analysis.batches import BatchInput
     from x402lab.analysis.report import CostReport
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
         VoiceResult,
     )
     from x402lab.gateway.uploads import Binary
+    from x402lab.integrations.clients import PayingClients
     from x402lab.lab import AsyncLab, RunningEmulator
     from x402lab.ledger.library import ReportLibrary
     from x402lab.ledger.store import Ledger
@@ -367,6 +370,11 @@ class Lab:
         return self._async.emulator
 
     @property
+    def clients(self) -> PayingClients:
+        """The ``clients`` of the ``AsyncLab`` behind this."""
+        return self._async.clients
+
+    @property
     def wallet(self) -> Wallet:
         """The paying wallet (its repr shows the address only)."""
         return self._async.wallet
@@ -385,6 +393,11 @@ class Lab:
     def payer(self) -> Payer:
         """The money side of the handshake (checks, reservations, signatures)."""
         return self._async.payer
+
+    @property
+    def chain_rpc_url(self) -> str | None:
+        """The chain's JSON-RPC endpoint ``reconcile()`` reads (None when not given)."""
+        return self._async.chain_rpc_url
 
     @property
     def gateway_url(self) -> str | None:
@@ -1062,6 +1075,7 @@ class Lab:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> pd.DataFrame:
         """Spends money: one chat completion per distinct row, within the lab's budget.
@@ -1083,8 +1097,10 @@ class Lab:
         buys every row again. When the budget cannot cover a row, it and every row not yet
         started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto",
         "text", None, or a callable taking BatchProgress. Raises ConfigError or ModelNotFound
-        before anything is paid, TypeError for ``checkpoint=`` (removed), BatchInterrupted on
-        Ctrl+C (its message says how to resume); a failing row never raises.
+        before anything is paid, TypeError for an unknown keyword (fields the gateway's
+        schema does not list go through ``extra_body=``) and for ``checkpoint=`` (removed),
+        BatchInterrupted on Ctrl+C (its message says how to resume); a failing row never
+        raises.
         """
         return run(
             self._async.batch_chat(
@@ -1097,6 +1113,7 @@ class Lab:
                 max_usd=max_usd,
                 rebuy=rebuy,
                 progress=progress,
+                extra_body=extra_body,
                 **params,
             )
         )
@@ -1114,6 +1131,7 @@ class Lab:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> pd.DataFrame | BatchSummary:
         """Spends money: embeddings of every distinct text, within the lab's budget.
@@ -1148,6 +1166,7 @@ class Lab:
                 max_usd=max_usd,
                 rebuy=rebuy,
                 progress=progress,
+                extra_body=extra_body,
                 **params,
             )
         )
@@ -1169,6 +1188,7 @@ class Lab:
         out: PathLike | None = None,
         row_group_size: int | None = None,
         progress: Any = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> BatchEstimate:
         """Free: the exact price of a batch from each distinct request's 402; nothing signed.
@@ -1198,6 +1218,7 @@ class Lab:
                 out=out,
                 row_group_size=row_group_size,
                 progress=progress,
+                extra_body=extra_body,
                 **params,
             )
         )
@@ -1248,6 +1269,61 @@ class Lab:
                 budget=budget,
             )
         )
+
+    def reconcile(self) -> pd.DataFrame:
+        """Free (reads the chain, pays nothing): check every ``signed``/``unknown`` ledger
+        row against the chain and record what it shows.
+
+        Used on chain -> ``settled`` (with its tx hash); never used and its authorization
+        expired -> ``expired`` (it stops counting against its budget); never used and still
+        valid -> unchanged. Returns a DataFrame of the rows it changed (``id``, ``before``,
+        ``after``, ``amount_atomic``/``amount_usd``, ``tx_hash``, ...); ``df.attrs`` holds
+        ``checked``, ``still_open`` and ``next_expiry``. Budgets, batches, media jobs and
+        the report library read the ledger, so they follow at once. Raises ConfigError (no
+        chain given, or another chain) or TransportError (unreachable, malformed answers)
+        before any row changes.
+        """
+        return run(self._async.reconcile())
+
+    def openai(self, **openai_options: Any) -> OpenAI:
+        """An ``openai.OpenAI`` client pointed at the gateway, paying through the lab (see
+        ``http_client()``): ``client.chat.completions.create(...)``, streaming,
+        ``client.embeddings.create(...)``. Spends money on every paid call.
+
+        openai-python's own retries (timeouts, 429, 5xx; ``max_retries``) re-send the same
+        signed payment of a request whose first answer was ambiguous, never a new one.
+        ``openai_options`` go to ``openai.OpenAI`` (``max_retries``, ``timeout``...). Raises
+        ImportError naming the extra to install when openai is missing.
+        """
+        return self._async.openai(**openai_options)
+
+    def async_openai(self, **openai_options: Any) -> AsyncOpenAI:
+        """The ``openai.AsyncOpenAI`` twin of ``openai()``, on ``async_http_client()``.
+        Spends money on every paid call.
+        """
+        return self._async.async_openai(**openai_options)
+
+    def http_client(self, *, timeout_s: float = 120.0, **httpx_options: Any) -> httpx.Client:
+        """An ``httpx.Client`` on the gateway (``base_url``) whose paid requests pay through
+        the lab: the same budget, ledger, pinned payee, model-id check and request keys (a
+        retry of the same request sends its unknown payment's same signed payload again;
+        nothing is signed twice). Spends money when a request hits a paid route.
+
+        ``httpx_options`` go to ``httpx.Client`` (``headers``, ``limits``...). Close it (or
+        use it as a context manager) when done. Money errors are x402lab's own exceptions.
+        """
+        return self._async.http_client(timeout_s=timeout_s, **httpx_options)
+
+    def async_http_client(
+        self,
+        *,
+        timeout_s: float = 120.0,
+        **httpx_options: Any,
+    ) -> httpx.AsyncClient:
+        """The ``httpx.AsyncClient`` twin of ``http_client()``: use it on one event loop and
+        ``await client.aclose()`` when done. Spends money when a request hits a paid route.
+        """
+        return self._async.async_http_client(timeout_s=timeout_s, **httpx_options)
 
     def aclose(self) -> None:
         """Close connections and stop the embedded emulator (the ledger stays on disk)."""

@@ -57,6 +57,18 @@ def test_a_typo_in_a_keyword_is_a_type_error_with_a_did_you_mean(lab):
     assert_nothing_paid(lab)
 
 
+def test_a_typo_in_a_batch_keyword_refuses_the_whole_batch_once(lab):
+    rows = [f"row {i}" for i in range(20)]
+    with pytest.raises(TypeError, match=r"^batch_chat\(\) got an unexpected keyword argument"):
+        lab.batch_chat(rows, model=CHAT_MODEL, temprature=0.2, progress=None)
+    assert_nothing_paid(lab)
+    # The way out named by the message: the field goes through unchecked, and is paid.
+    done = lab.batch_chat(
+        rows[:2], model=CHAT_MODEL, max_tokens=8, extra_body={"temprature": 0.2}, progress=None
+    )
+    assert done["status"].tolist() == ["ok", "ok"]
+
+
 def test_a_prompt_far_above_the_context_window_is_refused_naming_a_larger_model(lab):
     prompt = "x" * 2_000_000  # about 500,000 tokens for a 128,000-token model
     with pytest.raises(xl.ConfigError) as caught:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from x402lab.batch.estimate import quote_plan
 from x402lab.batch.plan import (
-    CHAT_PATH,
-    EMBED_PATH,
     ChatCodec,
     EmbedCodec,
     Plan,
@@ -83,9 +82,14 @@ class Batches:
         #: claims of a run that stopped without giving them back may be taken over).
         self.claims = Claims(session.ledger.db, stale_after_s=STALE_AFTER_S)
 
-    async def _check_batch_model(self, model: str, path: str) -> None:
-        # A wrong model id fails the whole batch before anything is sent, not row by row.
-        await self._catalog.check_model(model, path)
+    async def _check_batch(self, plan: Plan, caller: str, unchecked: Mapping[str, Any]) -> None:
+        # Checked once for the whole batch before anything is sent (the model id, the request
+        # body against the gateway's published schema, the prompt size), not row by row;
+        # ``extra_body`` fields go through unchecked, as in openai-python.
+        body = plan.unit_body(0) if plan.units else None
+        await self._paid.check(
+            "POST", plan.path, body, model=plan.model, caller=caller, own=tuple(unchecked)
+        )
 
     async def batch_chat(
         self,
@@ -99,6 +103,7 @@ class Batches:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> pd.DataFrame:
         """Spends money: one chat completion per distinct row, within the lab's budget.
@@ -120,15 +125,19 @@ class Batches:
         buys every row again. When the budget cannot cover a row, it and every row not yet
         started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto",
         "text", None, or a callable taking BatchProgress. Raises ConfigError or ModelNotFound
-        before anything is paid, TypeError for ``checkpoint=`` (removed), BatchInterrupted on
-        Ctrl+C (its message says how to resume); a failing row never raises.
+        before anything is paid, TypeError for an unknown keyword (fields the gateway's
+        schema does not list go through ``extra_body=``) and for ``checkpoint=`` (removed),
+        BatchInterrupted on Ctrl+C (its message says how to resume); a failing row never
+        raises.
         """
         _no_checkpoint("batch_chat", params)
+        unchecked = dict(extra_body or {})
+        params = {**params, **unchecked}
         inputs = chat_inputs(rows)
         _check_clash(inputs, batch_chat_schema().names)
         messages = chat_messages(inputs, prompt)
         plan = chat_plan(messages, model=model, system=system, max_tokens=max_tokens, params=params)
-        await self._check_batch_model(model, CHAT_PATH)
+        await self._check_batch(plan, "batch_chat()", unchecked)
         codec = ChatCodec()
         sink = ColumnSink(codec)
         summary = await self._run(
@@ -151,6 +160,7 @@ class Batches:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> pd.DataFrame | BatchSummary:
         """Spends money: embeddings of every distinct text, within the lab's budget.
@@ -174,11 +184,13 @@ class Batches:
         keyword arguments (``dimensions``, ``encoding_format``) go into each request body.
         """
         _no_checkpoint("batch_embed", params)
+        unchecked = dict(extra_body or {})
+        params = {**params, **unchecked}
         values, index = embed_texts(texts, column)
         if not isinstance(row_group_size, int) or row_group_size < 1:
             raise ConfigError(f"row_group_size must be a positive int, got {row_group_size!r}")
         plan = embed_plan(values, model=model, per_request=per_request, params=params)
-        await self._check_batch_model(model, EMBED_PATH)
+        await self._check_batch(plan, "batch_embed()", unchecked)
         codec = EmbedCodec()
         dim = params.get("dimensions") if isinstance(params.get("dimensions"), int) else None
         if out is not None:
@@ -266,6 +278,7 @@ class Batches:
         out: PathLike | None = None,
         row_group_size: int | None = None,
         progress: Any = None,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> BatchEstimate:
         """Free: the exact price of a batch from each distinct request's 402; nothing signed.
@@ -281,6 +294,8 @@ class Batches:
         """
         del out, row_group_size, progress, max_usd  # accepted for a drop-in call
         _no_checkpoint("estimate", params)
+        unchecked = dict(extra_body or {})
+        params = {**params, **unchecked}
         if kind == "chat":
             inputs = chat_inputs(rows)
             _check_clash(inputs, estimate_schema().names)
@@ -295,7 +310,7 @@ class Batches:
             plan = embed_plan(values, model=model, per_request=per_request, params=params)
         else:
             raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
-        await self._check_batch_model(model, plan.path)
+        await self._check_batch(plan, "estimate()", unchecked)
         return await quote_plan(
             plan,
             inputs,

@@ -321,6 +321,9 @@ class Runner:
                 model=self.plan.model,
                 max_usd=self.max_usd,
                 key=key,
+                # Its fields were checked against the schema once for the batch (extra_body
+                # ones on purpose not); sizes and ranges are still checked row by row.
+                own=body.keys(),
             )
         except BudgetExceeded as exc:
             self._stop_reason = exc.reason
