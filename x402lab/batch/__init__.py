@@ -5,10 +5,10 @@ distinct requests and the paid units), ``runner`` (concurrency, the budget acros
 dedup, resume), ``store`` (claims of the rows in the ledger and their stored answers),
 ``items`` (each row's outcome and the tally), ``estimate`` (the free quote of a batch),
 ``sinks`` (rows to column lists or to Parquet row groups), ``progress`` (the progress
-callback protocol and the text display), ``results`` (BatchSummary and BatchEstimate).
+callback protocol and the tqdm bar), ``results`` (BatchSummary and BatchEstimate).
 """
 
-from x402lab.batch.progress import BatchProgress, TextProgress
+from x402lab.batch.progress import BatchProgress, TqdmProgress
 from x402lab.batch.results import BatchEstimate, BatchSummary
 
-__all__ = ["BatchEstimate", "BatchProgress", "BatchSummary", "TextProgress"]
+__all__ = ["BatchEstimate", "BatchProgress", "BatchSummary", "TqdmProgress"]

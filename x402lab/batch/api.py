@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from x402lab.batch.chunks import ChunkProgress, add_tallies
 from x402lab.batch.estimate import quote_plan
+from x402lab.batch.inputs import Texts, chat_frame, embed_source, with_prompt
+from x402lab.batch.items import Tally
 from x402lab.batch.plan import (
     ChatCodec,
     EmbedCodec,
     Plan,
-    chat_inputs,
     chat_messages,
     chat_plan,
     embed_plan,
-    embed_texts,
 )
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.results import BatchEstimate, BatchSummary
@@ -103,14 +105,18 @@ class Batches:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> pd.DataFrame:
         """Spends money: one chat completion per distinct row, within the lab's budget.
 
-        ``rows``: a list of prompts, a Series, or a DataFrame with a ``prompt`` (or
-        ``messages``) column; ``prompt="... {column} ..."`` builds each prompt from the row's
-        columns. Returns the input columns plus ``response``, ``reasoning``, ``finish_reason``,
+        ``rows``: a list of prompts, a pandas or polars Series or DataFrame with a ``prompt``
+        (or ``messages``) column (``column=`` names another), an Arrow array, table or
+        dataset, any iterable of strings, or a path to a CSV, Parquet, JSON Lines or text
+        file; ``prompt="... {column} ..."`` builds each prompt from the row's columns.
+        Returns the input columns, ``prompt`` (the text sent, when the input has no such
+        column), and ``response``, ``reasoning``, ``finish_reason``,
         ``prompt_tokens``, ``completion_tokens``, ``quoted_usd``, ``paid_usd`` (what this run
         paid for the row: 0 for a row answered by an identical row or by an earlier run, null
         when unknown), ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget,
@@ -123,19 +129,21 @@ class Batches:
         settled without a stored answer shows ``paid_not_stored`` or ``unknown`` and is never
         bought again on its own; rows another run is buying now are waited for. ``rebuy=True``
         buys every row again. When the budget cannot cover a row, it and every row not yet
-        started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto",
-        "text", None, or a callable taking BatchProgress. Raises ConfigError or ModelNotFound
-        before anything is paid, TypeError for an unknown keyword (fields the gateway's
-        schema does not list go through ``extra_body=``) and for ``checkpoint=`` (removed),
-        BatchInterrupted on Ctrl+C (its message says how to resume); a failing row never
-        raises.
+        started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto" (a
+        ``tqdm.auto`` bar: rows, rate, elapsed, ETA, "spent X of Y USD"), "text", a tqdm
+        instance, a callable taking BatchProgress, or None. Raises ConfigError or
+        ModelNotFound before anything is paid, TypeError for an unknown keyword (fields the
+        gateway's schema does not list go through ``extra_body=``) and for ``checkpoint=``
+        (removed), BatchInterrupted on Ctrl+C (its message says how to resume); a failing
+        row never raises.
         """
         _no_checkpoint("batch_chat", params)
         unchecked = dict(extra_body or {})
         params = {**params, **unchecked}
-        inputs = chat_inputs(rows)
+        inputs = chat_frame(rows, column)
         _check_clash(inputs, batch_chat_schema().names)
         messages = chat_messages(inputs, prompt)
+        inputs = with_prompt(inputs, messages)
         plan = chat_plan(messages, model=model, system=system, max_tokens=max_tokens, params=params)
         await self._check_batch(plan, "batch_chat()", unchecked)
         codec = ChatCodec()
@@ -165,8 +173,12 @@ class Batches:
     ) -> pd.DataFrame | BatchSummary:
         """Spends money: embeddings of every distinct text, within the lab's budget.
 
-        ``texts``: a list of strings, a Series, an Arrow array, or an Arrow table / dataset
-        (``pyarrow.dataset``) with ``column=`` (default ``"text"``). Without ``out``, returns
+        ``texts``: a list of strings, a pandas or polars Series, an Arrow array, a DataFrame
+        or Arrow table or dataset with ``column=`` (default ``"text"``), any iterable or
+        generator of strings, or a path to a CSV, Parquet, JSON Lines or text file
+        (``column=`` as for a table). A generator, a file or a dataset is read lazily, a chunk
+        at a time, so with ``out=`` memory stays bounded however long it is. Without ``out``,
+        returns
         a DataFrame of ``text``, ``vector`` (float32 arrays; Arrow type
         ``fixed_size_list<float32>[dim]``), ``prompt_tokens`` and the cost and status
         columns of ``batch_chat``, with the run's BatchSummary in ``attrs["batch"]``.
@@ -186,13 +198,26 @@ class Batches:
         _no_checkpoint("batch_embed", params)
         unchecked = dict(extra_body or {})
         params = {**params, **unchecked}
-        values, index = embed_texts(texts, column)
+        source = embed_source(texts, column)
         if not isinstance(row_group_size, int) or row_group_size < 1:
             raise ConfigError(f"row_group_size must be a positive int, got {row_group_size!r}")
+        dim = params.get("dimensions") if isinstance(params.get("dimensions"), int) else None
+        if source.values is None:
+            return await self._embed_chunks(
+                source,
+                model=model,
+                per_request=per_request,
+                params=params,
+                unchecked=unchecked,
+                run=(concurrency, max_usd, rebuy, progress),
+                out=out,
+                row_group_size=row_group_size,
+                dim=dim,
+            )
+        values, index = source.values, source.index
         plan = embed_plan(values, model=model, per_request=per_request, params=params)
         await self._check_batch(plan, "batch_embed()", unchecked)
         codec = EmbedCodec()
-        dim = params.get("dimensions") if isinstance(params.get("dimensions"), int) else None
         if out is not None:
             target = Path(out).expanduser()
             parquet = ParquetSink(target, plan, row_group_size=row_group_size, dim=dim)
@@ -210,6 +235,59 @@ class Batches:
         )
         table = embed_table(sink.columns, sink.dim or dim or 0)
         frame = join_inputs(_index_frame(index, len(values)), table)
+        frame.attrs["batch"] = summary
+        return frame
+
+    async def _embed_chunks(
+        self,
+        source: Texts,
+        *,
+        model: str,
+        per_request: int,
+        params: dict[str, Any],
+        unchecked: dict[str, Any],
+        run: tuple[int, float | None, bool, Any],
+        out: PathLike | None,
+        row_group_size: int,
+        dim: int | None,
+    ) -> pd.DataFrame | BatchSummary:
+        """``batch_embed`` of a lazy source: one plan and run per chunk (``batch.chunks``)."""
+        concurrency, max_usd, rebuy, progress = run
+        progress_of = ChunkProgress(Throttle(resolve_progress(progress)), source.total)
+        target = Path(out).expanduser() if out is not None else None
+        codec = EmbedCodec()
+        sink: Any = None
+        tally, rows = Tally(), 0
+        assert source.chunks is not None
+        try:
+            for texts in itertools.chain(source.chunks, [None]):
+                if texts is None and sink is not None:
+                    break  # the source ended (an empty one still runs once, with no rows)
+                plan = embed_plan(texts or [], model=model, per_request=per_request, params=params)
+                if sink is None:
+                    await self._check_batch(plan, "batch_embed()", unchecked)
+                    sink = (
+                        ParquetSink(target, plan, row_group_size=row_group_size, dim=dim)
+                        if target is not None
+                        else ColumnSink(codec, plan=plan)
+                    )
+                sink.use(plan)
+                part = await self._run_plan(
+                    plan, codec, sink, concurrency, max_usd, rebuy, progress_of
+                )
+                progress_of.next_chunk(part, plan.rows)
+                tally, rows = add_tallies(tally, part), rows + plan.rows
+            progress_of.finish()
+        finally:
+            if isinstance(sink, ParquetSink):
+                sink.close()
+        summary = self._summary("embed", rows, tally, progress_of.throttle, target)
+        if isinstance(sink, ParquetSink):
+            sink.commit()
+            return summary
+        frame = join_inputs(
+            _index_frame(None, rows), embed_table(sink.columns, sink.dim or dim or 0)
+        )
         frame.attrs["batch"] = summary
         return frame
 
@@ -231,6 +309,19 @@ class Batches:
         out: Path | None,
     ) -> BatchSummary:
         throttle = Throttle(resolve_progress(progress))
+        tally = await self._run_plan(plan, codec, sink, concurrency, max_usd, rebuy, throttle)
+        return self._summary(plan.kind, plan.rows, tally, throttle, out)
+
+    async def _run_plan(
+        self,
+        plan: Plan,
+        codec: Any,
+        sink: Any,
+        concurrency: int,
+        max_usd: float | None,
+        rebuy: bool,
+        throttle: Throttle,
+    ) -> Tally:
         runner = Runner(
             self._paid,
             self._session.ledger,
@@ -242,10 +333,14 @@ class Batches:
             progress=throttle,
             max_usd=max_usd,
         )
-        tally = await runner.run(sink)
+        return await runner.run(sink)
+
+    def _summary(
+        self, kind: str, rows: int, tally: Tally, throttle: Throttle, out: Path | None
+    ) -> BatchSummary:
         return BatchSummary(
-            kind=plan.kind,
-            rows=plan.rows,
+            kind=kind,
+            rows=rows,
             requests=tally.requests,
             paid_requests=tally.paid_requests,
             counts=dict(tally.counts),
@@ -297,14 +392,16 @@ class Batches:
         unchecked = dict(extra_body or {})
         params = {**params, **unchecked}
         if kind == "chat":
-            inputs = chat_inputs(rows)
+            inputs = chat_frame(rows, column)
             _check_clash(inputs, estimate_schema().names)
             messages = chat_messages(inputs, prompt)
+            inputs = with_prompt(inputs, messages)
             plan = chat_plan(
                 messages, model=model, system=system, max_tokens=max_tokens, params=params
             )
         elif kind == "embed":
-            values, index = embed_texts(rows, column)
+            source = embed_source(rows, column)
+            values, index = _all_texts(source)
             inputs = _index_frame(index, len(values))
             inputs["text"] = values
             plan = embed_plan(values, model=model, per_request=per_request, params=params)
@@ -319,6 +416,14 @@ class Batches:
             _concurrency(concurrency),
             self._session.budget.state().remaining_atomic,
         )
+
+
+def _all_texts(source: Texts) -> tuple[list[str], pd.Index | None]:
+    """Every text of ``source`` in memory (``estimate`` quotes them all at once)."""
+    if source.values is not None:
+        return source.values, source.index
+    assert source.chunks is not None
+    return [text for chunk in source.chunks for text in chunk], None
 
 
 def _index_frame(index: Any, n: int) -> pd.DataFrame:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from x402lab.errors import ConfigError
 from x402lab.gateway.paid import request_key
@@ -99,20 +98,6 @@ def _last_rows(row_items: np.ndarray, items: int) -> np.ndarray:
 
 
 # -- chat ------------------------------------------------------------------------------------
-
-
-def chat_inputs(rows: Any) -> pd.DataFrame:
-    """The input frame of ``batch_chat``: a DataFrame as given, a list/Series as ``prompt``."""
-    if isinstance(rows, pd.DataFrame):
-        return rows
-    if isinstance(rows, pd.Series):
-        return rows.to_frame(name=rows.name if rows.name is not None else "prompt")
-    if isinstance(rows, str) or not isinstance(rows, Sequence):
-        raise ConfigError("rows must be a list of prompts, a pandas Series or a DataFrame")
-    values = list(rows)
-    # Typed even when empty, so an empty batch has the dtypes of a full one.
-    dtype = "str" if all(isinstance(v, str) for v in values) else object
-    return pd.DataFrame({"prompt": pd.Series(values, dtype=dtype)})
 
 
 def chat_messages(inputs: pd.DataFrame, prompt: str | None) -> list[Any]:
@@ -199,40 +184,6 @@ class ChatCodec:
 
 
 # -- embeddings ------------------------------------------------------------------------------
-
-
-def embed_texts(texts: Any, column: str | None = None) -> tuple[list[str], pd.Index | None]:
-    """The texts of ``batch_embed`` and the index to keep (a Series's), from a list, a Series,
-    an Arrow array, or a column of an Arrow table or dataset. Raises ConfigError."""
-    index = None
-    if isinstance(texts, pd.Series):
-        index = texts.index
-        values = texts.tolist()
-    elif isinstance(texts, pa.Array | pa.ChunkedArray):
-        values = texts.to_pylist()
-    elif isinstance(texts, pa.Table) or _is_dataset(texts):
-        name = column or "text"
-        if name not in texts.schema.names:
-            raise ConfigError(f"no column {name!r} in the dataset: pass column='...'")
-        table = texts if isinstance(texts, pa.Table) else texts.to_table(columns=[name])
-        values = table.column(name).to_pylist()
-    elif isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise ConfigError(
-            "texts must be a list of strings, a pandas Series, an Arrow array, or an Arrow"
-            " table/dataset with column='...'"
-        )
-    else:
-        values = list(texts)
-    bad = next((i for i, v in enumerate(values) if not isinstance(v, str)), None)
-    if bad is not None:
-        raise ConfigError(f"text {bad} is not a string: {values[bad]!r}")
-    return values, index
-
-
-def _is_dataset(value: Any) -> bool:
-    import pyarrow.dataset as ds
-
-    return isinstance(value, ds.Dataset)
 
 
 def embed_plan(

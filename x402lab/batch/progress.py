@@ -2,9 +2,9 @@
 
 A progress callback is any ``callable(BatchProgress)``. The batch calls it from the thread
 its event loop runs on (the helper loop thread for the sync ``Lab``), at most ``rate_hz`` times
-a second and once more with ``finished=True``. ``TextProgress`` writes one line per update to
-a terminal. A notebook display (the widgets layer) registers itself with
-``register_notebook_progress`` so ``progress="auto"`` can pick it inside Jupyter.
+a second and once more with ``finished=True``. ``TqdmProgress`` shows it as a tqdm bar: rows
+done, rate, elapsed, ETA, and "spent X of Y USD" as its postfix; ``tqdm.auto`` draws the
+notebook widget inside Jupyter and one terminal line updated in place elsewhere.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol
 
 from x402lab.errors import ConfigError
 from x402lab.money import format_usd
@@ -24,7 +24,7 @@ class BatchProgress:
     """Where a batch stands. Money in atomic units; ``cap_atomic`` None means no cap."""
 
     kind: str
-    total: int
+    total: int | None  # None: a generator that has not said how many rows it holds
     done: int
     counts: Mapping[str, int] = field(default_factory=dict)
     paid_atomic: int = 0
@@ -40,6 +40,8 @@ class BatchProgress:
 
     @property
     def fraction(self) -> float:
+        if self.total is None:
+            return 0.0 if not self.finished else 1.0
         return self.done / self.total if self.total else 1.0
 
     def describe(self) -> str:
@@ -47,7 +49,7 @@ class BatchProgress:
         counts = ", ".join(f"{n} {status}" for status, n in sorted(self.counts.items()) if n)
         cap = format_usd(self.cap_atomic) if self.cap_atomic is not None else "no cap"
         return (
-            f"{self.kind} {self.done}/{self.total} rows"
+            f"{self.kind} {self.done}/{self.total if self.total is not None else '?'} rows"
             + (f" ({counts})" if counts else "")
             + f"; paid {format_usd(self.paid_atomic)}, budget {format_usd(self.spent_atomic)}"
             + f" of {cap}"
@@ -55,34 +57,57 @@ class BatchProgress:
         )
 
 
+def _auto_tqdm() -> Callable[..., Any]:
+    from tqdm.auto import tqdm
+
+    return tqdm  # type: ignore[no-any-return]
+
+
 class ProgressCallback(Protocol):
     def __call__(self, progress: BatchProgress) -> None: ...
 
 
-class TextProgress:
-    """Writes a line per update to ``stream`` (default stderr), at most every ``every_s``."""
+def _amount(atomic: int) -> str:
+    return format_usd(atomic).removesuffix(" USD")
 
-    def __init__(self, stream: TextIO | None = None, *, every_s: float = 1.0) -> None:
-        self.stream = stream
-        self.every_s = every_s
-        self._last = -float("inf")
+
+def spent_text(progress: BatchProgress) -> str:
+    """ "spent 0.12 of 5.00 USD": the budget's committed spend of its cap."""
+    if progress.cap_atomic is None:
+        return f"spent {format_usd(progress.spent_atomic)} (no cap)"
+    return f"spent {_amount(progress.spent_atomic)} of {_amount(progress.cap_atomic)} USD"
+
+
+class TqdmProgress:
+    """A batch's progress on a tqdm bar: ``bar`` when given (any tqdm instance: its total is
+    set to the batch's rows; it is left open for its owner), else one made on the first update
+    with ``tqdm`` (default ``tqdm.auto.tqdm``) and closed when the batch ends."""
+
+    def __init__(self, bar: Any = None, *, make: Callable[..., Any] | None = None) -> None:
+        self.bar = bar
+        self._owned = bar is None
+        self._make = make
 
     def __call__(self, progress: BatchProgress) -> None:
-        now = time.monotonic()
-        if not progress.finished and now - self._last < self.every_s:
-            return
-        self._last = now
-        stream = self.stream or sys.stderr
-        print(("done: " if progress.finished else "") + progress.describe(), file=stream)
-
-
-_notebook_factory: Callable[[], ProgressCallback] | None = None
-
-
-def register_notebook_progress(factory: Callable[[], ProgressCallback]) -> None:
-    """Let ``progress="auto"`` use ``factory()`` when running inside a Jupyter kernel."""
-    global _notebook_factory
-    _notebook_factory = factory
+        bar = self.bar
+        if bar is None:
+            make = self._make or _auto_tqdm()
+            bar = self.bar = make(
+                total=progress.total, desc=f"batch_{progress.kind}", unit="row", leave=True
+            )
+        if bar.total != progress.total:
+            bar.total = progress.total
+        if progress.done > bar.n:
+            bar.update(progress.done - bar.n)
+        postfix = spent_text(progress)
+        if progress.waiting:
+            postfix += f", {progress.waiting} waiting for another run"
+        bar.set_postfix_str(postfix, refresh=progress.finished)
+        if progress.finished:
+            if self._owned:
+                bar.close()
+            else:
+                bar.refresh()
 
 
 def _in_kernel() -> bool:
@@ -94,23 +119,33 @@ def _in_kernel() -> bool:
     return ip is not None and getattr(ip, "kernel", None) is not None
 
 
+def _is_tqdm(value: Any) -> bool:
+    tqdm_module = sys.modules.get("tqdm")
+    return tqdm_module is not None and isinstance(value, tqdm_module.tqdm)
+
+
 def resolve_progress(progress: Any) -> ProgressCallback | None:
-    """The callback for a ``progress=`` argument: a callable, ``"auto"``/True, ``"text"``, or
-    None/False. Auto means the registered notebook display inside Jupyter, text when stderr is
-    a terminal, else nothing. Raises ConfigError for anything else."""
+    """The callback for a ``progress=`` argument: ``"auto"``/True (a ``tqdm.auto`` bar inside
+    Jupyter or when stderr is a terminal, else nothing), ``"text"`` (a terminal tqdm line),
+    a tqdm instance (updated in place), a callable taking BatchProgress, or None/False.
+    Raises ConfigError for anything else."""
     if progress is None or progress is False:
         return None
-    if progress == "text":
-        return TextProgress()
-    if progress is True or progress == "auto":
-        if _in_kernel() and _notebook_factory is not None:
-            return _notebook_factory()
-        if sys.stderr is not None and sys.stderr.isatty():
-            return TextProgress()
+    if _is_tqdm(progress):
+        return TqdmProgress(progress)
+    if isinstance(progress, str) and progress == "text":
+        from tqdm import tqdm
+
+        return TqdmProgress(make=tqdm)
+    if progress is True or (isinstance(progress, str) and progress == "auto"):
+        if _in_kernel() or (sys.stderr is not None and sys.stderr.isatty()):
+            return TqdmProgress()
         return None
     if callable(progress):
         return progress  # type: ignore[no-any-return]
-    raise ConfigError(f"progress must be a callable, 'auto', 'text' or None, got {progress!r}")
+    raise ConfigError(
+        f"progress must be 'auto', 'text', a tqdm bar, a callable or None, got {progress!r}"
+    )
 
 
 class Throttle:

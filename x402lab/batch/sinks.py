@@ -58,6 +58,11 @@ class ColumnSink:
             columns["request_key"].append(result.request_key)
         self.rows += len(rows)
 
+    def use(self, plan: Plan) -> None:
+        """Read the texts of the rows that come next from ``plan`` (the next chunk's)."""
+        if self.plan is not None:
+            self.plan = plan
+
     def take(self) -> dict[str, list[Any]]:
         """The collected columns; the sink starts empty again."""
         taken = self.columns
@@ -91,6 +96,10 @@ class ParquetSink:
         self._pending_rows = 0
         self._writer: Any = None
         self.rows_written = 0
+
+    def use(self, plan: Plan) -> None:
+        """Read the texts of the rows that come next from ``plan`` (the next chunk's)."""
+        self._buffer.use(plan)
 
     def __call__(self, rows: list[Emitted]) -> None:
         self._buffer(rows)

@@ -1,7 +1,8 @@
 """What the person sees in Jupyter. Views only observe; every request lives in the services.
 
 Importing this package inside IPython registers the display of media jobs (``AsyncJob`` and
-its sync twin ``Job``): a live progress bar, then a player. It registers by type name, so
+its sync twin ``Job``): a live progress bar, then a player. Batch progress is a tqdm bar
+(``x402lab.batch.progress``): tqdm draws its own notebook widget. It registers by type name, so
 nothing heavy is imported until a job is shown, and outside IPython it does nothing.
 """
 
@@ -36,8 +37,5 @@ def register(shell: Any = None) -> bool:
 
 
 register()
-
-# The batch progress bar registers itself as the notebook view of batch progress.
-from x402lab.widgets import progress as _batch_progress  # noqa: E402, F401
 
 __all__ = ["register"]
