@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from x402lab.errors import ConfigError
 from x402lab.money import atomic_to_usd, format_usd
+from x402lab.reprs import card, scrolling
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,6 +81,31 @@ class BatchSummary:
         where = f" -> {self.out}" if self.out else ""
         return f"<BatchSummary {self.describe()}{where}>"
 
+    def _repr_html_(self) -> str:
+        """Jupyter: rows by status and the money of the run."""
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(self.counts.items()) if n)
+        left = self.budget_left_atomic
+        rows: list[tuple[str, object]] = [
+            ("rows", f"{self.rows} ({counts or 'none'})"),
+            ("requests", f"{self.requests} sent, {self.paid_requests} paid"),
+            ("paid", format_usd(self.paid_atomic)),
+            ("saved by duplicates", format_usd(self.saved_atomic) if self.duplicates else None),
+            (
+                "from an earlier run",
+                f"{self.from_store} rows (paid then {format_usd(self.cached_atomic)})"
+                if self.from_store
+                else None,
+            ),
+            ("paid, not stored", format_usd(self.lost_atomic) if self.lost_atomic else None),
+            (
+                "settlement unknown",
+                format_usd(self.unknown_atomic) if self.unknown_atomic else None,
+            ),
+            ("budget left", format_usd(left) if left is not None else "no cap"),
+            ("written to", self.out),
+        ]
+        return card(f"BatchSummary · {self.kind}", rows)
+
     def to_arrow(self, columns: list[str] | None = None) -> pa.Table:
         """The rows written to ``out`` as an Arrow table. Raises ConfigError without ``out``."""
         import pyarrow.parquet as pq
@@ -148,8 +173,24 @@ class BatchEstimate:
         return f"<BatchEstimate {self.describe()}>"
 
     def _repr_html_(self) -> str:
-        table = self.rows.head(20)._repr_html_()  # type: ignore[operator]
-        return f"<p>{html.escape(self.describe())}</p>{table}"
+        """Jupyter: the total and whether it fits, then the rows (scrolling)."""
+        local = f"{self.local_total_usd:.6f} USD" if self.local_total_usd is not None else None
+        fits = self.fits_budget
+        left = self.budget_left_atomic
+        rows: list[tuple[str, object]] = [
+            ("exact total", format_usd(self.total_atomic)),
+            ("price list estimate", local),
+            ("rows", f"{len(self.rows)} ({self.requests} requests to pay)"),
+            ("could not be quoted", self.failed or None),
+            (
+                "budget left",
+                None
+                if left is None
+                else f"{format_usd(left)}: {'fits' if fits else 'does NOT fit'}",
+            ),
+        ]
+        table = self.rows.to_html(max_rows=200, notebook=True)
+        return card("BatchEstimate (nothing signed)", rows, below=scrolling(table))
 
     def to_pandas(self) -> pd.DataFrame:
         return self.rows

@@ -15,6 +15,7 @@ from x402lab.gateway.replies import result_of
 from x402lab.gateway.results import Result
 from x402lab.money import atomic_to_usd, format_usd
 from x402lab.pricing import local_estimate_usd
+from x402lab.reprs import card
 from x402lab.routes import GATEWAY
 
 if TYPE_CHECKING:
@@ -56,6 +57,28 @@ class Quote:
             else ""
         )
         return f"<Quote {self.path}: {format_usd(self.amount_atomic)}{upstream}{estimate}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the exact price of the 402 and how it is made; nothing was signed."""
+        upstream = (
+            f"{self.upstream_usd:.6f} USD × {self.price_mult:g}"
+            if self.upstream_usd is not None and self.price_mult is not None
+            else None
+        )
+        estimate = (
+            f"{self.estimate_usd:.6f} USD ({self.accuracy or 'estimate'})"
+            if self.estimate_usd is not None
+            else None
+        )
+        rows: list[tuple[str, object]] = [
+            ("price", format_usd(self.amount_atomic)),
+            ("upstream × mult", upstream),
+            ("price list says", estimate),
+            ("network", self.network),
+            ("pay to", self.pay_to),
+            ("quoted at", self.fetched_at.strftime("%Y-%m-%d %H:%M:%S UTC")),
+        ]
+        return card(f"Quote {self.path} (nothing signed)", rows)
 
 
 def quote_from_challenge(path: str, challenge: PaymentRequired) -> Quote:

@@ -16,6 +16,7 @@ from typing import Any
 
 from x402lab.money import format_usd
 from x402lab.payments import Cost
+from x402lab.reprs import card, text_block
 
 
 @dataclass
@@ -87,6 +88,21 @@ class ChatResult(Result):
             shown = shown[:200] + "…"
         cut = " [cut at max_tokens]" if self.truncated else ""
         return f"<ChatResult {self.model}: {shown!r}{cut} cost {self._cost_text()}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the answer, its tokens and what it cost."""
+        below = text_block(self.text or "(no text: see the reasoning)")
+        if self.reasoning:
+            below += f"<details><summary>reasoning</summary>{text_block(self.reasoning)}</details>"
+        tokens = f"{self.prompt_tokens} in, {self.completion_tokens} out"
+        finish = f"{self.finish_reason} (cut at max_tokens)" if self.truncated else None
+        rows: list[tuple[str, object]] = [
+            ("model", self.model),
+            ("tokens", tokens if self.usage else None),
+            ("finish", finish or self.finish_reason),
+            ("cost", self._cost_text()),
+        ]
+        return card("ChatResult", rows, below=below)
 
     def __str__(self) -> str:
         return self.text

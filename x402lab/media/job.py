@@ -34,6 +34,7 @@ from x402lab.media.status import (
     status_of,
 )
 from x402lab.money import atomic_to_usd, format_usd
+from x402lab.reprs import card
 from x402lab.routes import MEDIA_KINDS, media_route
 from x402lab.sync import sync_twin
 from x402lab.transport import ServiceClient
@@ -177,6 +178,19 @@ class AsyncJob(JobPolling):
             f"<Job {self.kind} {self.model} queue_id={self.queue_id} {self._status.name},"
             f" paid {paid}, {self.elapsed:.0f} s>"
         )
+
+    def _repr_html_(self) -> str:
+        """Where no widget is drawn: the job's state and cost (Jupyter shows the live view)."""
+        progress = self.progress
+        rows: list[tuple[str, object]] = [
+            ("status", self._status.name),
+            ("done", f"{progress:.0%}" if progress is not None else None),
+            ("queue id", self.queue_id),
+            ("paid", format_usd(self._record.paid_atomic)),
+            ("tx hash", self.tx_hash),
+            ("elapsed", f"{self.elapsed:.0f} s"),
+        ]
+        return card(f"Job · {self.kind} · {self.model}", rows)
 
     # -- waiting and results ---------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from x402lab.money import atomic_to_usd, format_usd
+from x402lab.reprs import card
 
 
 @dataclass(frozen=True)
@@ -48,3 +49,25 @@ class Cost:
     def __str__(self) -> str:
         tx = f", tx {self.tx_hash[:10]}…" if self.tx_hash else ""
         return f"{format_usd(self.amount_atomic)} ({self.status}{tx})"
+
+    def rows(self) -> list[tuple[str, object]]:
+        """The figures of this cost as (name, value) rows, for displays."""
+        upstream = (
+            f"{self.upstream_usd:.6f} USD × {self.price_mult:g}"
+            if self.upstream_usd is not None and self.price_mult is not None
+            else None
+        )
+        return [
+            ("paid", format_usd(self.amount_atomic)),
+            ("status", self.status),
+            ("quoted", format_usd(self.quoted_atomic)),
+            ("upstream × mult", upstream),
+            ("tx hash", self.tx_hash),
+            ("network", self.network),
+            ("from", self.payer),
+            ("to", self.pay_to),
+            ("ledger row", self.ledger_id),
+        ]
+
+    def _repr_html_(self) -> str:
+        return card("Cost", self.rows())

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from x402lab.ledger import arrow_to_pandas
 from x402lab.money import atomic_to_usd, format_usd
+from x402lab.reprs import card, scrolling
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -320,6 +321,9 @@ class OwnedReport:
     tx_hash: str | None = None
 
 
+_SHOWN = ("report_id", "created_at", "model", "post_count", "owned_before", "tx_hash")
+
+
 @dataclass(frozen=True)
 class ReportSet:
     """The reports of one ``buy``: the whole selection, owned before and newly bought.
@@ -373,6 +377,15 @@ class ReportSet:
             f" before, {len(self.newly_bought)} newly bought; paid {format_usd(self.paid_atomic)},"
             f" service charged {_usd(self.charged_usd)}>"
         )
+
+    def _repr_html_(self) -> str:
+        """Jupyter: what this buy paid, then one row per report (scrolling)."""
+        counts = f"{len(self.newly_bought)} newly bought, {len(self.already_owned)} owned before"
+        rows = [("reports", f"{len(self)} ({counts})"), ("paid", format_usd(self.paid_atomic))]
+        rows.append(("service charged", _usd(self.charged_usd)))
+        frame = self.to_pandas()
+        shown = frame[[c for c in _SHOWN if c in frame.columns]]
+        return card(f"ReportSet @{self.handle}", rows, below=scrolling(shown.to_html()))
 
     def to_arrow(self) -> pa.Table:
         """One row per report: ``REPORT_SCHEMA`` first, then every other snapshot field with

@@ -1,0 +1,37 @@
+"""Fixtures for the ecosystem tests: a sync Lab on an emulator the test can inspect."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import x402lab as xl
+from x402lab.emulator.server import RunningEmulator
+
+LabFactory = Callable[..., Any]
+
+
+@pytest.fixture
+def lab_factory(tmp_path: Path) -> Iterator[LabFactory]:
+    """``lab_factory(emulator, usd=...)``: a sync Lab on ``emulator`` with a fresh wallet and
+    a ledger in tmp_path; closed after the test."""
+    labs: list[Any] = []
+
+    def factory(emulator: RunningEmulator, *, usd: float = 20.0) -> Any:
+        lab = xl.connect(
+            emulator.gateway_url,
+            emulator.reports_url,
+            wallet=xl.Wallet.from_key("0x" + secrets.token_hex(32)),
+            budget=xl.Budget(usd=usd),
+            ledger=tmp_path / "ledger.sqlite",
+        )
+        labs.append(lab)
+        return lab
+
+    yield factory
+    for lab in labs:
+        lab.close()
