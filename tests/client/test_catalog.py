@@ -117,7 +117,23 @@ def test_models_flatten_every_type(lab):
     embedding = models[models["type"] == "embedding"]
     assert (embedding["embedding_dimensions"] > 0).all()
     image = models.set_index("id").loc["z-image-turbo"]
-    assert image["unit_usd"] > 0 and image["price_unit"] == "generation"
+    assert image["main_unit_usd"] > 0 and image["price_unit"] == "generation"
+
+
+def test_main_unit_usd_ranks_models_by_what_one_use_costs(lab):
+    models = lab.models().set_index("id")
+    # An image model's generation, not its 2x upscale (0.02 USD); a video model's cheapest
+    # second of video, not its audio add-on; the upscaler its 2x upscale.
+    assert models.loc["flux-2-pro", ["main_unit_usd", "price_unit"]].tolist() == [
+        0.03,
+        "generation",
+    ]
+    assert models.loc["nano-banana-pro", "price_unit"] == "resolutions[1K]"
+    assert models.loc["nano-banana-pro", "main_unit_usd"] == 0.18
+    assert models.loc["wan-2-7-text-to-video", "price_unit"] == "per_second[480p]"
+    assert models.loc["upscaler", "price_unit"] == "upscale[2x]"
+    images = models[models["type"] == "image"].sort_values("main_unit_usd")
+    assert images.index[0] == "z-image-turbo" and images.index[-1] == "nano-banana-pro"
 
 
 def test_models_rejects_an_unknown_type(lab):

@@ -28,7 +28,7 @@ MODEL_COLUMNS = (
     "context_tokens",
     "input_usd_per_1m",
     "output_usd_per_1m",
-    "unit_usd",
+    "main_unit_usd",
     "price_unit",
 )
 PRICE_COLUMNS = (

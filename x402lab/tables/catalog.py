@@ -45,7 +45,7 @@ MODELS_SCHEMA = _schema(
     ("input_usd_per_1m", _F64),
     ("output_usd_per_1m", _F64),
     ("cache_input_usd_per_1m", _F64),
-    ("unit_usd", _F64),
+    ("main_unit_usd", _F64),
     ("price_unit", _TEXT),
     ("supports_reasoning", _BOOL),
     ("supports_vision", _BOOL),
@@ -60,9 +60,12 @@ MODELS_SCHEMA = _schema(
     ("pricing", _TEXT),
 )
 """``lab.models()``: one row per catalog model. ``input_usd_per_1m``/``output_usd_per_1m`` are
-per 1M tokens (per 1M characters for tts, see ``price_unit``); ``unit_usd`` is the lowest
-listed unit price of other models, ``price_unit`` names the pricing key it comes from (for
-example ``generation``, ``per_second[480p]``, ``durations[60]``). ``capabilities``,
+per 1M tokens (per 1M characters for tts, see ``price_unit``); ``main_unit_usd`` is the price
+of one use of any other model, its main unit (``main_unit``): an image model's cheapest
+generation, not its 2x upscale; a video model's cheapest second of video, not the audio
+add-on; a music model's shortest duration. Sort by it to rank models of a type by what they
+cost to use; ``price_unit`` names the pricing key it comes from (for example ``generation``,
+``resolutions[1K]``, ``per_second[480p]``, ``durations[60]``). ``capabilities``,
 ``constraints`` and ``pricing`` are the catalog's objects as JSON text."""
 
 TRAITS_SCHEMA = _schema(
@@ -195,10 +198,19 @@ def _usd(entry: Any) -> float | None:
     return _number(entry)
 
 
-def _lowest_unit_price(pricing: Mapping[str, Any]) -> tuple[float | None, str | None]:
-    """The lowest listed unit price of a non-token model and the pricing key it comes from."""
+def _is_add_on(key: str, kind: str) -> bool:
+    """A price of something a model does besides its main use: an image model's upscale, a
+    video model's audio track."""
+    name = key.lower()
+    return ("upscale" in name and kind != "upscale") or name.startswith("audio_")
+
+
+def _main_unit_price(pricing: Mapping[str, Any], kind: str) -> tuple[float | None, str | None]:
+    """The price of one use of a non-token model (its cheapest main unit, add-ons left out
+    when the model lists anything else) and the pricing key it comes from."""
+    main = {k: v for k, v in pricing.items() if not _is_add_on(str(k), kind)}
     found: list[tuple[float, str]] = []
-    for key, entry in pricing.items():
+    for key, entry in (main or pricing).items():
         direct = _usd(entry)
         if direct is not None:
             found.append((direct, key))
@@ -249,7 +261,7 @@ def model_record(raw: Mapping[str, Any]) -> dict[str, Any]:
             record["cache_input_usd_per_1m"] = _usd(pricing.get("cache_input"))
             record["price_unit"] = "per_1m_characters" if kind == "tts" else "per_1m_tokens"
         else:
-            record["unit_usd"], record["price_unit"] = _lowest_unit_price(pricing)
+            record["main_unit_usd"], record["price_unit"] = _main_unit_price(pricing, kind)
     return record
 
 
