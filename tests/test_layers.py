@@ -10,7 +10,9 @@ dependency. Reading of §1 taken here:
 - ``tables`` holds declared schemas and knows nothing of HTTP (§1), so it sits just below
   ``wallet/budget/ledger`` (it reuses ``ledger.arrow_to_pandas``): services, batch and the
   presentation layers all build their results through it, and it imports none of them.
-- ``payments`` (the money side of the handshake) sits between the store and ``transport``;
+- ``payments`` (the money side of the handshake) sits between the store and ``transport``,
+  and ``chain`` (the chain read over JSON-RPC, and reconciliation) between ``payments`` and
+  ``transport``, which asks it about a payment whose answer was lost;
   ``session`` (HTTP clients, payer, store) between ``transport`` and the resources
   (``gateway``, ``media``, ``reports``), which share one layer.
 - ``lab``, ``sync_lab`` and the package ``__init__`` are the composition root and may
@@ -41,12 +43,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "x402lab.sync",
         "x402lab.routes",
         "x402lab.pricing",
-        "x402lab.reprs",
     ),
     ("x402lab.x402",),
     ("x402lab.wallet", "x402lab.budget", "x402lab.ledger"),
     ("x402lab.tables",),
     ("x402lab.payments",),
+    ("x402lab.chain",),
     ("x402lab.transport",),
     ("x402lab.session",),
     ("x402lab.gateway", "x402lab.media", "x402lab.reports"),
@@ -68,6 +70,7 @@ FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
     "x402lab.ledger": HTTP | WIDGETS,  # the ledger exports tables
     "x402lab.tables": HTTP | WIDGETS,
     "x402lab.payments": HTTP | TABLES | WIDGETS,
+    "x402lab.chain": WIDGETS,  # JSON-RPC over httpx; tables through x402lab.tables
     "x402lab.transport": TABLES | WIDGETS,
     "x402lab.session": TABLES | WIDGETS,
     "x402lab.gateway": {"ipywidgets"},

@@ -8,6 +8,7 @@ processes sharing the file, and a named budget keeps its spend across kernel res
 
 from __future__ import annotations
 
+import html
 import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -98,16 +99,60 @@ class Budget:
         remaining = self.state().remaining_atomic
         return None if remaining is None else remaining / 1_000_000
 
+    def figures(self) -> dict[str, int | None]:
+        """What the budget stands at now, in atomic units: ``spent`` (settled), ``held``
+        (signed and not yet known, reserved, or refused by the server and still valid: it
+        may yet be spent, so it counts), ``free`` (what is left to reserve; None without a
+        cap) and ``cap``. ``spent + held`` is ``lab.spend()``'s ``committed``."""
+        state = self.state()
+        return {
+            "spent": state.settled_atomic,
+            "held": state.committed_atomic - state.settled_atomic,
+            "free": state.remaining_atomic,
+            "cap": state.cap_atomic,
+        }
+
     def __repr__(self) -> str:
         cap = format_usd(self.cap_atomic) if self.cap_atomic is not None else "no cap"
         per_call = format_usd(self.per_call_atomic) if self.per_call_atomic is not None else "none"
         text = f"Budget(name={self.name!r}, cap={cap}, per_call={per_call}"
         if self._ledger is not None:
             state = self.state()
+            free = state.remaining_atomic
             text += (
-                f", settled={format_usd(state.settled_atomic)}"
-                f", in_flight={format_usd(state.in_flight_atomic)}"
-                f", unknown={format_usd(state.unknown_atomic)}"
-                f", held={format_usd(state.held_atomic)}"
+                f", spent={format_usd(state.settled_atomic)}"
+                f", held={format_usd(state.committed_atomic - state.settled_atomic)}"
+                f" (in flight {format_usd(state.in_flight_atomic)},"
+                f" unknown {format_usd(state.unknown_atomic)},"
+                f" refused {format_usd(state.held_atomic)})"
+                f", free={format_usd(free) if free is not None else 'no cap'}"
             )
         return text + ")"
+
+    def _repr_html_(self) -> str:
+        """Jupyter: spent, held and free, as a bar and three figures."""
+        name = html.escape(self.name)
+        if self._ledger is None:
+            return f"<div><b>Budget {name}</b>: not bound to a ledger</div>"
+        state = self.state()
+        held = state.committed_atomic - state.settled_atomic
+        free = state.remaining_atomic
+        bar = ""
+        if state.cap_atomic:
+            spent_pct = min(100.0, 100.0 * state.settled_atomic / state.cap_atomic)
+            held_pct = min(100.0 - spent_pct, 100.0 * held / state.cap_atomic)
+            bar = (
+                '<div style="display:flex;width:24em;height:0.8em;background:#e8e8e8">'
+                f'<div style="width:{spent_pct:.2f}%;background:#3b7dd8"></div>'
+                f'<div style="width:{held_pct:.2f}%;background:#f0a030"></div></div>'
+            )
+        parts = (
+            f"held {format_usd(held)} (in flight {format_usd(state.in_flight_atomic)},"
+            f" unknown {format_usd(state.unknown_atomic)}, refused and still valid"
+            f" {format_usd(state.held_atomic)})"
+        )
+        left = format_usd(free) if free is not None else "no cap"
+        return (
+            f"<div><b>Budget {name}</b>: spent {format_usd(state.settled_atomic)}, {parts},"
+            f" free {left}{bar}</div>"
+        )

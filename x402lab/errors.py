@@ -8,6 +8,7 @@
     │   │   └── BudgetExceeded      the budget cannot cover the amount
     │   ├── PaymentRejected         the server refused a signed payment; nothing settled
     │   └── SettlementUnknown       a signed payment left and no clear answer came back
+    │       └── AnswerLost          it settled on an earlier send, and that answer was lost
     ├── ApiError                    the service answered with an error (status, code, body)
     │   ├── ModelNotFound           missing, unknown or unpriced model id
     │   ├── QuoteRejected           a music or video quote was refused
@@ -78,6 +79,16 @@ class SettlementUnknown(PaymentError):
 
     The authorization may or may not have settled: it counts against the budget, the ledger
     row is ``unknown``, and x402lab never signs a new authorization for the same request.
+    """
+
+
+class AnswerLost(SettlementUnknown):
+    """The payment settled (a send of the same signed payload was answered "nonce already
+    used", and the chain confirms it when one is configured), but its answer never arrived.
+
+    ``details["settled"]`` says whether the ledger row is ``settled`` (confirmed on the
+    chain, with ``tx_hash``) or still ``unknown`` (no chain to ask: ``reconcile()`` settles
+    it). Never paid again on its own; buying the request again is a new purchase.
     """
 
 

@@ -7,13 +7,16 @@ flat names an analyst types (``lab.chat``, ``lab.batch_embed``...). The sync ``L
 same facade generated as typed source (``x402lab.sync_lab``).
 
 With no address, ``connect()`` starts the local emulator of both services in a background
-thread, makes a throwaway funded wallet and a throwaway ledger, so everything runs offline.
-No request is sent until one is needed.
+thread, makes a throwaway funded wallet and a throwaway ledger, so everything runs offline;
+the emulator's chain is the chain ``reconcile()`` reads. No request is sent until one is
+needed, except that rows a process that died left in flight are checked against the chain at
+once when a chain RPC address is known (``chain_rpc_url``, ``X402LAB_CHAIN_RPC_URL``).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import operator
 import os
 import tempfile
@@ -26,7 +29,8 @@ import x402lab.widgets  # noqa: F401  (registers the job and batch displays with
 from x402lab.analysis.api import CostAnalysis
 from x402lab.batch.api import Batches
 from x402lab.budget import Budget
-from x402lab.errors import ConfigError
+from x402lab.chain import ChainClient, Reconciler, chain_url_from_env, reconcile
+from x402lab.errors import ConfigError, TransportError
 from x402lab.gateway import Audio, Catalog, Generic, Images, PaidRequests, Text, Tools
 from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 from x402lab.media import Media
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET_USD = 5.0
 DEFAULT_PER_CALL_USD = 1.0
+_log = logging.getLogger("x402lab")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -83,9 +88,11 @@ class AsyncLab:
         max_connections: int = 64,
         retry: RetryPolicy | None = None,
         library_secret: str | None = None,
+        chain_rpc_url: str | None = None,
     ) -> None:
-        # Rows a stopped process left open: expired signed ones become unknown (and keep
-        # counting), stale unsigned reservations are released.
+        # Rows a stopped process left open: signed ones of a process that is gone, or past
+        # their window, become unknown (and keep counting); unsigned reservations of a gone
+        # process, or stale ones, are released.
         ledger.recover_interrupted()
         payer = Payer(
             wallet, budget, ledger, allowed_networks=allowed_networks, pinned_payees=pay_to
@@ -99,7 +106,9 @@ class AsyncLab:
             max_connections=max_connections,
             retry=retry,
             library_secret=library_secret,
+            chain_rpc_url=chain_rpc_url,
         )
+        self.reconciler = Reconciler(ledger, lambda: self.session.chain)
         self.catalog = Catalog(self.session)
         paid = PaidRequests(self.session, self.catalog)
         self.text = Text(paid)
@@ -141,6 +150,12 @@ class AsyncLab:
     def payer(self) -> Payer:
         """The money side of the handshake (checks, reservations, signatures)."""
         return self.session.payer
+
+    @property
+    def chain_rpc_url(self) -> str | None:
+        """The chain's JSON-RPC endpoint ``reconcile()`` reads (None when not given)."""
+        chain = self.session.chain
+        return chain.url if chain is not None else None
 
     @property
     def gateway_url(self) -> str | None:
@@ -215,6 +230,7 @@ class AsyncLab:
     estimate = _to("batches", Batches.estimate)
     spend = _to("costs", CostAnalysis.spend)
     cost_report = _to("costs", CostAnalysis.cost_report)
+    reconcile = _to("reconciler", Reconciler.reconcile)
 
     # -- lifetime ----------------------------------------------------------------------------
 
@@ -251,6 +267,11 @@ def _build(
     options: dict[str, Any],
 ) -> AsyncLab:
     embedded = gateway_url is None and reports_url is None
+    chain_rpc_url = options.pop("chain_rpc_url", None)
+    if chain_rpc_url is None and not embedded:
+        chain_rpc_url = chain_url_from_env()
+    if chain_rpc_url is not None:
+        ChainClient(chain_rpc_url)  # a ConfigError now, before anything starts
     if embedded:
         wallet = wallet if wallet is not None else Wallet.create()
         if ledger is None:
@@ -275,20 +296,51 @@ def _build(
 
         emulator = start_emulator(emulator_settings)
         gateway_url, reports_url = emulator.gateway_url, emulator.reports_url
+        chain_rpc_url = chain_rpc_url or emulator.chain_url or None
     try:
-        return AsyncLab(
+        lab = AsyncLab(
             gateway_url=gateway_url,
             reports_url=reports_url,
             wallet=wallet,
             budget=budget,
             ledger=ledger,
             emulator=emulator,
+            chain_rpc_url=chain_rpc_url,
             **options,
         )
+        if chain_rpc_url is not None:
+            _reconcile_orphans(ledger, chain_rpc_url)
+        return lab
     except BaseException:
         if emulator is not None:
             emulator.stop()
         raise
+
+
+def _reconcile_orphans(ledger: Ledger, chain_rpc_url: str) -> None:
+    """Check the rows a process that died left in flight against the chain, at once (on a
+    client of its own, closed here). A chain that cannot be asked now is logged and left for
+    ``reconcile()``; one for another chain is a ConfigError."""
+    from x402lab._loop import in_helper_thread, run
+
+    if in_helper_thread() or not ledger.unresolved(orphaned=True):
+        return
+
+    async def check() -> int:
+        chain = ChainClient(chain_rpc_url)
+        try:
+            done = await reconcile(ledger, chain, orphaned=True, now=ledger.now)
+        finally:
+            await chain.aclose()
+        return len(done.changed)
+
+    try:
+        changed = run(check())
+    except TransportError as exc:
+        _log.warning("rows left by a stopped process were not reconciled: %s", exc)
+        return
+    if changed:
+        _log.info("reconciled %d ledger rows left by a stopped process", changed)
 
 
 def connect_async(
@@ -305,6 +357,7 @@ def connect_async(
     max_connections: int = 64,
     retry: RetryPolicy | None = None,
     library_secret: str | None = None,
+    chain_rpc_url: str | None = None,
 ) -> AsyncLab:
     """The async twin of ``connect``: returns an ``AsyncLab`` whose methods are coroutines."""
     options = {
@@ -314,6 +367,7 @@ def connect_async(
         "max_connections": max_connections,
         "retry": retry,
         "library_secret": library_secret,
+        "chain_rpc_url": chain_rpc_url,
     }
     return _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, options)
 
@@ -332,6 +386,7 @@ def connect(
     max_connections: int = 64,
     retry: RetryPolicy | None = None,
     library_secret: str | None = None,
+    chain_rpc_url: str | None = None,
 ) -> Lab:
     """A ``Lab`` for the two services; with no address, on the embedded emulator.
 
@@ -339,9 +394,14 @@ def connect(
     5 USD with 1 USD per call; the default ledger is ``~/.x402lab/ledger.sqlite`` (a
     throwaway file for the embedded emulator). ``pay_to`` pins the payee of each service
     (``{"gateway": "0x..."}``), ``allowed_networks`` the networks a challenge may name,
-    ``timeout_s`` and ``max_connections`` shape HTTP, ``retry`` the unpaid phase's retries,
-    ``library_secret`` the report service's first-party access. Sends no request; raises
-    ConfigError for a bad wallet, ledger or budget before anything starts.
+    ``timeout_s`` and ``max_connections`` shape HTTP, ``retry`` the unpaid phase's retries
+    (and the pace of sending a paid request's same payload again), ``library_secret`` the
+    report service's first-party access. ``chain_rpc_url``: a Base JSON-RPC endpoint
+    (default ``X402LAB_CHAIN_RPC_URL``; the embedded emulator's own chain without an
+    address) for ``reconcile()``, for confirming a payment whose answer was lost, and for
+    the rows a stopped process left in flight, which are checked at once. Sends no other
+    request; raises ConfigError for a bad wallet, ledger, budget or chain address before
+    anything starts.
     """
     core = connect_async(
         gateway_url,
@@ -356,6 +416,7 @@ def connect(
         max_connections=max_connections,
         retry=retry,
         library_secret=library_secret,
+        chain_rpc_url=chain_rpc_url,
     )
     lab = Lab(core)
     # A Lab dropped without close() still closes its connections and emulator.

@@ -1,4 +1,5 @@
-"""The session every resource receives: one HTTP client per service, the payer and the store.
+"""The session every resource receives: one HTTP client per service, the payer, the store and
+(when given) the chain's JSON-RPC endpoint.
 
 A resource (gateway routes, media jobs, reports, batches, cost analysis) is built with the
 session it needs and nothing else, so features never reach each other through a shared
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from x402lab.chain import ChainClient
 from x402lab.errors import ConfigError
 from x402lab.routes import GATEWAY, PAYMENT_HEADER, REPORTS
 from x402lab.transport import RetryPolicy, ServiceClient, make_http_client
@@ -36,11 +38,14 @@ class Session:
         max_connections: int = 64,
         retry: RetryPolicy | None = None,
         library_secret: str | None = None,
+        chain_rpc_url: str | None = None,
     ) -> None:
         self.gateway_url = gateway_url.rstrip("/") if gateway_url else None
         self.reports_url = reports_url.rstrip("/") if reports_url else None
         self.payer = payer
         self.library_secret = library_secret
+        # Checked now (an address that is not http(s) is a ConfigError); nothing is sent.
+        self._chain = ChainClient(chain_rpc_url) if chain_rpc_url else None
         self._timeout_s = timeout_s
         self._max_connections = max_connections
         self._retry = retry or RetryPolicy()
@@ -58,6 +63,11 @@ class Session:
     @property
     def ledger(self) -> Ledger:
         return self.payer.ledger
+
+    @property
+    def chain(self) -> ChainClient | None:
+        """The chain's JSON-RPC endpoint (None when no ``chain_rpc_url`` was given)."""
+        return self._chain
 
     @property
     def is_open(self) -> bool:
@@ -88,6 +98,7 @@ class Session:
             payer=self.payer,
             header_name=PAYMENT_HEADER[service],
             retry=self._retry,
+            chain=lambda: self._chain,
         )
         self._clients[service] = client
         return client
@@ -98,3 +109,5 @@ class Session:
             await self._http.aclose()
             self._http = None
         self._clients.clear()
+        if self._chain is not None:
+            await self._chain.aclose()

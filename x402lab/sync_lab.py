@@ -21,10 +21,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    import httpx
     import pandas as pd
     import pyarrow as pa
-    from openai import AsyncOpenAI, OpenAI
 
     from x402lab.analysis.batches import BatchInput
     from x402lab.analysis.report import CostReport
@@ -1069,18 +1067,14 @@ class Lab:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
-        column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> pd.DataFrame:
         """Spends money: one chat completion per distinct row, within the lab's budget.
 
-        ``rows``: a list of prompts, a pandas or polars Series or DataFrame with a ``prompt``
-        (or ``messages``) column (``column=`` names another), an Arrow array, table or
-        dataset, any iterable of strings, or a path to a CSV, Parquet, JSON Lines or text
-        file; ``prompt="... {column} ..."`` builds each prompt from the row's columns.
-        Returns the input columns, ``prompt`` (the text sent, when the input has no such
-        column), and ``response``, ``reasoning``, ``finish_reason``,
+        ``rows``: a list of prompts, a Series, or a DataFrame with a ``prompt`` (or
+        ``messages``) column; ``prompt="... {column} ..."`` builds each prompt from the row's
+        columns. Returns the input columns plus ``response``, ``reasoning``, ``finish_reason``,
         ``prompt_tokens``, ``completion_tokens``, ``quoted_usd``, ``paid_usd`` (what this run
         paid for the row: 0 for a row answered by an identical row or by an earlier run, null
         when unknown), ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget,
@@ -1093,13 +1087,12 @@ class Lab:
         settled without a stored answer shows ``paid_not_stored`` or ``unknown`` and is never
         bought again on its own; rows another run is buying now are waited for. ``rebuy=True``
         buys every row again. When the budget cannot cover a row, it and every row not yet
-        started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto" (a
-        ``tqdm.auto`` bar: rows, rate, elapsed, ETA, "spent X of Y USD"), "text", a tqdm
-        instance, a callable taking BatchProgress, or None. Raises ConfigError or
-        ModelNotFound before anything is paid, TypeError for an unknown keyword (fields the
-        gateway's schema does not list go through ``extra_body=``) and for ``checkpoint=``
-        (removed), BatchInterrupted on Ctrl+C (its message says how to resume); a failing
-        row never raises.
+        started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto",
+        "text", None, or a callable taking BatchProgress. Raises ConfigError or ModelNotFound
+        before anything is paid, TypeError for an unknown keyword (fields the gateway's
+        schema does not list go through ``extra_body=``) and for ``checkpoint=`` (removed),
+        BatchInterrupted on Ctrl+C (its message says how to resume); a failing row never
+        raises.
         """
         return run(
             self._async.batch_chat(
@@ -1112,7 +1105,6 @@ class Lab:
                 max_usd=max_usd,
                 rebuy=rebuy,
                 progress=progress,
-                column=column,
                 extra_body=extra_body,
                 **params,
             )
@@ -1136,12 +1128,8 @@ class Lab:
     ) -> pd.DataFrame | BatchSummary:
         """Spends money: embeddings of every distinct text, within the lab's budget.
 
-        ``texts``: a list of strings, a pandas or polars Series, an Arrow array, a DataFrame
-        or Arrow table or dataset with ``column=`` (default ``"text"``), any iterable or
-        generator of strings, or a path to a CSV, Parquet, JSON Lines or text file
-        (``column=`` as for a table). A generator, a file or a dataset is read lazily, a chunk
-        at a time, so with ``out=`` memory stays bounded however long it is. Without ``out``,
-        returns
+        ``texts``: a list of strings, a Series, an Arrow array, or an Arrow table / dataset
+        (``pyarrow.dataset``) with ``column=`` (default ``"text"``). Without ``out``, returns
         a DataFrame of ``text``, ``vector`` (float32 arrays; Arrow type
         ``fixed_size_list<float32>[dim]``), ``prompt_tokens`` and the cost and status
         columns of ``batch_chat``, with the run's BatchSummary in ``attrs["batch"]``.
@@ -1288,46 +1276,6 @@ class Lab:
         before any row changes.
         """
         return run(self._async.reconcile())
-
-    def openai(self, **openai_options: Any) -> OpenAI:
-        """An ``openai.OpenAI`` client pointed at the gateway, paying through the lab (see
-        ``http_client()``): ``client.chat.completions.create(...)``, streaming,
-        ``client.embeddings.create(...)``. Spends money on every paid call.
-
-        openai-python's own retries (timeouts, 429, 5xx; ``max_retries``) re-send the same
-        signed payment of a request whose first answer was ambiguous, never a new one.
-        ``openai_options`` go to ``openai.OpenAI`` (``max_retries``, ``timeout``...). Raises
-        ImportError naming the extra to install when openai is missing.
-        """
-        return self._async.openai(**openai_options)
-
-    def async_openai(self, **openai_options: Any) -> AsyncOpenAI:
-        """The ``openai.AsyncOpenAI`` twin of ``openai()``, on ``async_http_client()``.
-        Spends money on every paid call.
-        """
-        return self._async.async_openai(**openai_options)
-
-    def http_client(self, *, timeout_s: float = 120.0, **httpx_options: Any) -> httpx.Client:
-        """An ``httpx.Client`` on the gateway (``base_url``) whose paid requests pay through
-        the lab: the same budget, ledger, pinned payee, model-id check and request keys (a
-        retry of the same request sends its unknown payment's same signed payload again;
-        nothing is signed twice). Spends money when a request hits a paid route.
-
-        ``httpx_options`` go to ``httpx.Client`` (``headers``, ``limits``...). Close it (or
-        use it as a context manager) when done. Money errors are x402lab's own exceptions.
-        """
-        return self._async.http_client(timeout_s=timeout_s, **httpx_options)
-
-    def async_http_client(
-        self,
-        *,
-        timeout_s: float = 120.0,
-        **httpx_options: Any,
-    ) -> httpx.AsyncClient:
-        """The ``httpx.AsyncClient`` twin of ``http_client()``: use it on one event loop and
-        ``await client.aclose()`` when done. Spends money when a request hits a paid route.
-        """
-        return self._async.async_http_client(timeout_s=timeout_s, **httpx_options)
 
     def aclose(self) -> None:
         """Close connections and stop the embedded emulator (the ledger stays on disk)."""

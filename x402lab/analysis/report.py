@@ -22,6 +22,7 @@ from x402lab.analysis import batches as batch_tables
 from x402lab.analysis import jobs as job_tables
 from x402lab.analysis import library as report_library
 from x402lab.analysis import plots, pricing, schemas, spend
+from x402lab.analysis.outcomes import payment_outcomes
 from x402lab.money import format_usd
 
 if TYPE_CHECKING:
@@ -95,6 +96,15 @@ SECTIONS = (
         "From the price list (lab.prices()); used models first.",
         "rates",
     ),
+    Section(
+        "outcomes",
+        "Payment outcomes and reconciliation",
+        "Every signed payment by status and what resolved it: receipt (the answer to its first"
+        " send), resend (the answer to the same signed payload sent again after an ambiguous"
+        " failure) or chain (lab.reconcile(), or a lost answer confirmed on the chain). resent"
+        " counts rows sent more than once; rows still signed or unknown show when the first"
+        " of them expires.",
+    ),
     Section("timeline", "Settled payments", "Every settled payment with the running total."),
 )
 
@@ -108,6 +118,7 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
     "padding": schemas.PADDING,
     "savings": schemas.SAVINGS,
     "rates": schemas.RATES,
+    "outcomes": schemas.OUTCOMES,
     "timeline": schemas.TIMELINE,
 }
 
@@ -351,6 +362,7 @@ def build_report(
         "padding": pricing.padding(frame),
         "savings": savings,
         "rates": pricing.rates(prices, frame),
+        "outcomes": payment_outcomes(frame),
         "timeline": spend.timeline(frame),
     }
     tables = {name: schemas.typed(t, TABLE_SCHEMAS[name]) for name, t in tables.items()}

@@ -193,6 +193,21 @@ RATES = pa.schema(
 )
 
 
+# The outcome of signed payments: how each was settled or freed, and what is still open.
+OUTCOMES = pa.schema(
+    [
+        _required("status", TEXT),
+        ("resolved_by", TEXT),
+        _required("payments", INT),
+        _required("amount_atomic", INT),
+        _required("amount_usd", FLOAT),
+        _required("resent", INT),
+        _required("resends", INT),
+        ("first_expiry", TIMESTAMP),
+    ]
+)
+
+
 def to_arrow(frame: pd.DataFrame | None, schema: pa.Schema) -> pa.Table:
     """``frame`` cast to ``schema`` (columns in schema order; None gives an empty table)."""
     if frame is None or len(frame) == 0:

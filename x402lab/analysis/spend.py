@@ -49,6 +49,13 @@ STATUS_GROUPS: dict[str, tuple[PaymentStatus, ...]] = {
 COMMITTED_GROUPS = ("settled", "unknown", "in_flight", "held")
 
 LedgerRows: TypeAlias = "Ledger | pa.Table | pd.DataFrame"
+# Ledger columns added after the first release, and what a table saved before them means.
+_SAVED_BEFORE: dict[str, object] = {
+    "held": False,
+    "expires_at": None,
+    "resends": 0,
+    "resolved_by": None,
+}
 
 
 def ledger_frame(rows: LedgerRows) -> pd.DataFrame:
@@ -62,14 +69,15 @@ def ledger_frame(rows: LedgerRows) -> pd.DataFrame:
         rows = rows.to_arrow()
     schema = ledger_schema()
     if isinstance(rows, pa.Table):
-        if "held" not in rows.schema.names:
-            rows = rows.append_column("held", pa.array([False] * len(rows)))
+        for name, value in _SAVED_BEFORE.items():
+            if name not in rows.schema.names:
+                column = pa.array([value] * len(rows), schema.field(name).type)
+                rows = rows.append_column(name, column)
         table = rows.select(schema.names).cast(schema)
     else:
         frame = pd.DataFrame(rows)
-        if "held" not in frame.columns:
-            # Saved before ``held`` was exported: nothing in it is known to be held.
-            frame = frame.assign(held=False)
+        # Saved before these columns were exported: nothing held, never sent again.
+        frame = frame.assign(**{k: v for k, v in _SAVED_BEFORE.items() if k not in frame})
         if len(frame) == 0:
             table = schema.empty_table()
         else:

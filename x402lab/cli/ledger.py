@@ -1,6 +1,8 @@
-"""``x402lab ledger summary`` and ``x402lab ledger export PATH``: read the payment ledger.
+"""``x402lab ledger summary``, ``export PATH`` and ``reconcile``: the payment ledger.
 
-Both only read the ledger file; nothing is sent anywhere.
+``summary`` and ``export`` only read the ledger file; nothing is sent anywhere.
+``reconcile --chain-rpc-url URL`` asks a Base JSON-RPC endpoint about every ``signed`` or
+``unknown`` row and records what the chain shows (settled, or expired and freed).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-HELP = "summarize the payment ledger or export it to Parquet or CSV"
+HELP = "summarize the payment ledger, export it, or reconcile it with the chain"
 EXPORT_FORMATS = (".parquet", ".csv")
 SUMMARY_COLUMNS = (
     "payments",
@@ -56,6 +58,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=_keys,
         default=None,
         help="export the spend table grouped by these keys instead of the rows",
+    )
+    reconcile = actions.add_parser(
+        "reconcile", help="check signed/unknown rows against the chain and record the outcome"
+    )
+    reconcile.add_argument(
+        "--ledger", default=None, help="ledger file (default ~/.x402lab/ledger.sqlite)"
+    )
+    reconcile.add_argument(
+        "--chain-rpc-url",
+        default=None,
+        help="a Base JSON-RPC endpoint (default: the X402LAB_CHAIN_RPC_URL variable)",
     )
 
 
@@ -126,6 +139,50 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reconcile(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import pandas as pd
+
+    from x402lab.chain import ChainClient, chain_url_from_env, reconcile
+    from x402lab.errors import ConfigError
+    from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
+    from x402lab.money import format_usd
+
+    url = args.chain_rpc_url or chain_url_from_env()
+    if not url:
+        raise ConfigError("give the chain with --chain-rpc-url URL or X402LAB_CHAIN_RPC_URL")
+    chain = ChainClient(url)
+    path = Path(args.ledger or DEFAULT_LEDGER_PATH).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"no ledger at {path} (give one with --ledger PATH)")
+    ledger = Ledger(path)
+
+    async def check() -> Any:
+        try:
+            return await reconcile(ledger, chain)
+        finally:
+            await chain.aclose()
+
+    try:
+        done = asyncio.run(check())
+    finally:
+        ledger.close()
+    frame = done.to_pandas()
+    print(f"checked {done.checked} signed/unknown rows against {url}: {len(frame)} changed")
+    if len(frame):
+        shown = frame[["id", "before", "after", "amount_usd", "tx_hash", "note"]]
+        with pd.option_context("display.width", 200, "display.max_columns", None):
+            print(shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6f}"))
+    for row in done.still_open:
+        expires = row.expires_at.isoformat() if row.expires_at else "unknown"
+        print(
+            f"still open: row {row.id} ({row.status}, {format_usd(row.amount_atomic)}):"
+            f" unused on chain, valid until {expires}"
+        )
+    return 0
+
+
 def write_table(frame: Any, target: Path, schema: Any = None) -> None:
     """Write a DataFrame to ``target``, Parquet or CSV by its extension.
 
@@ -146,7 +203,10 @@ def write_table(frame: Any, target: Path, schema: Any = None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``summary`` or ``export``; returns 0. Raises ConfigError for a missing ledger."""
+    """Run ``summary``, ``export`` or ``reconcile``; returns 0. Raises ConfigError for a
+    missing ledger or chain, TransportError for a chain that cannot be read."""
     if args.ledger_action == "summary":
         return _summary(args)
+    if args.ledger_action == "reconcile":
+        return _reconcile(args)
     return _export(args)

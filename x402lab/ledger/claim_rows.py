@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from x402lab.ledger.database import Row, Tx, chunks, marks
 from x402lab.ledger.records import ClaimRecord, claim_record
-from x402lab.ledger.statuses import BY_WEIGHT, MAYBE_PAID, ClaimStatus, PaymentStatus, in_sql
+from x402lab.ledger.statuses import (
+    BY_WEIGHT,
+    MAYBE_PAID,
+    UNRESOLVED,
+    ClaimStatus,
+    PaymentStatus,
+    in_sql,
+)
+
+#: A payment in one of these never settled and never can: a claim that pointed at it is void.
+NEVER_SETTLED = (
+    PaymentStatus.REJECTED,
+    PaymentStatus.FAILED,
+    PaymentStatus.EXPIRED,
+    PaymentStatus.RELEASED,
+)
 
 LIGHT = "id, key, status, payment_key, ledger_id, ledger_floor, owner, label, updated_us"
 FULL = (
@@ -68,4 +83,57 @@ def records_in(tx: Tx, ids: Sequence[int]) -> dict[int, ClaimRecord]:
     for chunk in chunks(list(dict.fromkeys(ids))):
         for row in tx.all(f"{FULL} WHERE c.id IN ({marks(len(chunk))})", chunk):
             out[row["id"]] = claim_record(row)
+    return out
+
+
+def follow_payments(
+    tx: Tx,
+    maybe: Mapping[str, ClaimRecord],
+    payment_key_of: Callable[[str], str],
+    valid_until: int,
+    gone: Callable[[str | None], bool],
+) -> tuple[list[int], list[tuple[str, str, int | None]]]:
+    """What the payments of claims decided ``MAYBE_PAID`` say now: ``(void, again)``.
+
+    ``void``: claim ids whose payment never settled (rejected, expired...): the claim no
+    longer stands, and its key is paid again. ``again``: ``(key, payment key, floor)`` of the
+    keys to hand back to pay (``floor`` None: the caller's own): the void ones, and those
+    whose payment is ``unknown`` (or ``signed`` by a process that is gone), valid until
+    ``valid_until``, with its signed payload kept, for the very request key the caller pays
+    (``payment_key_of(key)``): the payment that follows sends that same payload again
+    (``Ledger.resume_payment``), so nothing is signed twice.
+    """
+    facts = payment_rows(tx, [r.ledger_id for r in maybe.values() if r.ledger_id is not None])
+    void: list[int] = []
+    again: list[tuple[str, str, int | None]] = []
+    for key, record in maybe.items():
+        fact = facts.get(record.ledger_id or 0)
+        if fact is None:
+            continue
+        if fact["status"] in NEVER_SETTLED:
+            void.append(record.id)
+            again.append((key, record.payment_key, None))
+        elif (
+            fact["status"] in UNRESOLVED
+            and fact["kept"]
+            and fact["request_key"] == payment_key_of(key)
+            and (fact["valid_before"] or 0) >= valid_until
+            and (fact["status"] == PaymentStatus.UNKNOWN or gone(fact["owner"]))
+        ):
+            again.append((key, fact["request_key"], fact["id"] - 1))
+    return void, again
+
+
+def payment_rows(tx: Tx, ids: Sequence[int]) -> dict[int, Row]:
+    """The payments of ``ids`` (what a claim needs to follow its payment): status, request
+    key, owner, window and whether its signed payload is kept."""
+    out: dict[int, Row] = {}
+    for chunk in chunks(list(dict.fromkeys(ids))):
+        for row in tx.all(
+            "SELECT id, status, request_key, owner, valid_before,"
+            " payment_header IS NOT NULL AS kept FROM payments"
+            f" WHERE id IN ({marks(len(chunk))})",
+            chunk,
+        ):
+            out[row["id"]] = row
     return out

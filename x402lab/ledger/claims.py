@@ -26,13 +26,14 @@ it changes nothing). ``Claims.claim`` answers, per key, in one write transaction
 earlier row decides again. An answer, once stored, is kept: ``complete`` on a key whose
 newest row is ``done`` stores nothing.
 
-A pending claim of a process that died must not block forever. A pending row older than
-``stale_after_s`` whose owner is not this process is taken over: if a payment of its payment
-key left since it was written, it becomes ``unknown`` (``MAYBE_PAID``); otherwise nothing was
-signed for it (the signed row is written before any request leaves), so it is marked
-``failed`` and a new pending row is this caller's (``PAY``). A live owner that holds claims
-longer than that before paying calls ``renew`` first and pays only the keys it still holds.
-Issue 12 adds owner liveness (``owner`` is ``host:pid:process-start``).
+A pending claim of a process that died must not block: one whose owner (``host:pid:start``)
+is a process of this host that is gone, or older than ``stale_after_s`` and not this
+process's, is taken over: ``unknown`` if a payment of its payment key left since it was
+written, else ``failed`` (nothing was signed for it) and a new pending row is this caller's
+(``PAY``). A live owner that holds claims longer than that before paying calls ``renew`` first.
+A ``MAYBE_PAID`` key is looked at once more through its payment: one that never settled
+makes the claim void (paid again); an ``unknown`` one whose signed payload can be sent again
+to the same request key is handed back (``PAY``), and that payload is sent, not a new one.
 
 Claims are written with ordinary commits: the durable commit of the payment's write-ahead
 row flushes them too (same WAL), so a claim is on disk before its payment leaves.
@@ -48,11 +49,13 @@ from x402lab.ledger.claim_rows import (
     FULL,
     INSERT,
     deciding,
+    follow_payments,
     history_in,
     payments_in,
     records_in,
 )
 from x402lab.ledger.database import Database, Row, Tx, chunks, marks
+from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S, GoneOwners
 from x402lab.ledger.owner import process_owner
 from x402lab.ledger.records import (
     ClaimAction,
@@ -180,6 +183,7 @@ class Claims:
         """``claim`` inside the open transaction ``tx``."""
         wanted = list(dict.fromkeys(keys))
         history = history_in(tx, scope, wanted)
+        gone = GoneOwners()
         now = self._now_us()
         stale_before = now - int(self.stale_after_s * 1_000_000)
         decided: dict[str, tuple[ClaimAction, int]] = {}
@@ -191,7 +195,11 @@ class Claims:
             if row is None:
                 (to_pay if rebuy else unclaimed).append(key)
             elif row["status"] == C.PENDING:
-                if row["owner"] == self.owner or row["updated_us"] >= stale_before:
+                owner = row["owner"]
+                live = owner == self.owner or (
+                    row["updated_us"] >= stale_before and not gone(owner)
+                )
+                if live:
                     decided[key] = (ClaimAction.WAIT, row["id"])
                 else:
                     abandoned[key] = row
@@ -250,7 +258,46 @@ class Claims:
             action = ClaimAction.PAY if offset >= pay_from else ClaimAction.MAYBE_PAID
             decided[new_rows[offset][1]] = (action, row_id)
         records = records_in(tx, [row_id for _, row_id in decided.values()])
+        self._follow_payments(tx, scope, payment_key, label, floor, decided, records, gone)
         return {key: Claimed(key, decided[key][0], records[decided[key][1]]) for key in wanted}
+
+    def _follow_payments(
+        self,
+        tx: Tx,
+        scope: str,
+        payment_key: str | Mapping[str, str] | None,
+        label: str | None,
+        floor: int,
+        decided: dict[str, tuple[ClaimAction, int]],
+        records: dict[int, ClaimRecord],
+        gone: GoneOwners,
+    ) -> None:
+        """A second look at the keys decided ``MAYBE_PAID``, through their payment now
+        (``claim_rows.follow_payments``): a void claim is ``failed`` and its key paid again;
+        a key whose stored payload can be sent again is handed back to pay."""
+        maybe = {
+            key: records[row_id]
+            for key, (action, row_id) in decided.items()
+            if action is ClaimAction.MAYBE_PAID and records[row_id].ledger_id is not None
+        }
+        if not maybe:
+            return
+        valid_until = int(self._now()) + CLAIM_RESEND_MARGIN_S
+        void, again = follow_payments(
+            tx, maybe, lambda key: self._payment_key(payment_key, key), valid_until, gone
+        )
+        now = self._now_us()
+        tx.executemany(
+            "UPDATE claims SET status = ?, updated_us = ?, error = ? WHERE id = ?",
+            [(str(C.FAILED), now, "its payment never settled", row_id) for row_id in void],
+        )
+        rows = [
+            self._row(scope, key, C.PENDING, pk, None, floor if low is None else low, label)
+            for key, pk, low in again
+        ]
+        for (key, _, _), row_id in zip(again, tx.insert_many(INSERT, rows), strict=True):
+            decided[key] = (ClaimAction.PAY, row_id)
+        records.update(records_in(tx, [decided[key][1] for key, _, _ in again]))
 
     def complete_in(
         self,
@@ -382,23 +429,14 @@ class Claims:
 
     @staticmethod
     def _payment_key(payment_key: str | Mapping[str, str] | None, key: str) -> str:
-        if payment_key is None:
-            return key
-        if isinstance(payment_key, str):
-            return payment_key
+        if payment_key is None or isinstance(payment_key, str):
+            return payment_key or key
         return payment_key[key]
 
     def _row(
-        self,
-        scope: str,
-        key: str,
-        status: ClaimStatus,
-        payment_key: str,
-        ledger_id: int | None,
-        floor: int,
-        label: str | None,
-        answer: bytes | None = None,
-    ) -> tuple[Any, ...]:
+        self, scope: str, key: str, status: ClaimStatus, payment_key: str,
+        ledger_id: int | None, floor: int, label: str | None, answer: bytes | None = None,
+    ) -> tuple[Any, ...]:  # fmt: skip
         now = self._now_us()
         return (
             scope, key, str(status), payment_key, ledger_id, floor, self.owner, label,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -29,11 +29,63 @@ class PaymentMeta:
 
 @dataclass(frozen=True)
 class SignedAuthorization:
-    """What the ledger keeps of a signed authorization: enough to find it on chain."""
+    """What the ledger keeps of a signed authorization: enough to find it on chain, and the
+    signed payload's header value, to send the same authorization again (it holds no secret,
+    but it is kept out of reprs)."""
 
     nonce: str
     payer: str
     valid_before: int
+    header: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class OpenPayment:
+    """A signed payment whose outcome is not known yet (``signed`` or ``unknown``), as the
+    ledger holds it: what re-sending and reconciliation with the chain need."""
+
+    id: int
+    status: str
+    service: str
+    request_key: str | None
+    budget: str
+    amount_atomic: int
+    payer: str | None
+    nonce: str | None
+    valid_before: int | None
+    network: str | None
+    asset: str | None
+    owner: str | None
+    resends: int
+    ts_us: int
+    header: str | None = field(default=None, repr=False)
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the authorization stops being valid (its ``validBefore``), UTC."""
+        if self.valid_before is None:
+            return None
+        return datetime.fromtimestamp(self.valid_before, tz=UTC)
+
+
+def open_payment(row: Row) -> OpenPayment:
+    return OpenPayment(
+        id=row["id"],
+        status=row["status"],
+        service=row["service"],
+        request_key=row["request_key"],
+        budget=row["budget"],
+        amount_atomic=int(row["amount_atomic"]),
+        payer=row["payer"],
+        nonce=row["nonce"],
+        valid_before=row["valid_before"],
+        network=row["network"],
+        asset=row["asset"],
+        owner=row["owner"],
+        resends=int(row["resends"] or 0),
+        ts_us=row["ts_us"],
+        header=row["payment_header"],
+    )
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,11 @@
    so stored jobs and owned reports are kept. Those tables are left as they were; nothing
    here reads them afterwards.
 
+4. The outcome of every signed payment: its ``owner`` (the process that sent it, so a row
+   left by a process that died is found at once), ``payment_header`` (the signed payload
+   itself, to send the same authorization again; it holds no secret), ``resends`` and
+   ``resolved_by`` (``statuses.Resolution``), and an index of the rows still open.
+
 A new step is appended with the next number; a released step is never edited.
 """
 
@@ -18,7 +23,13 @@ import json
 from typing import Any
 
 from x402lab.ledger.database import Migration, Tx
-from x402lab.ledger.statuses import ClaimStatus, counted_sql, in_sql
+from x402lab.ledger.statuses import (
+    IN_FLIGHT,
+    UNRESOLVED,
+    ClaimStatus,
+    counted_sql,
+    in_sql,
+)
 
 PAYMENTS = """
 CREATE TABLE IF NOT EXISTS payments (
@@ -331,10 +342,32 @@ def _report_count(response: str | None) -> int | None:
     )
 
 
+#: Columns of step 4 (name, type); added one by one, so a partly upgraded file is fine.
+OUTCOME_COLUMNS = (
+    ("owner", "TEXT"),
+    ("payment_header", "TEXT"),
+    ("resends", "INTEGER NOT NULL DEFAULT 0"),
+    ("resolved_by", "TEXT"),
+)
+_OPEN = tuple(dict.fromkeys((*IN_FLIGHT, *UNRESOLVED)))
+
+
+def _outcomes(tx: Tx) -> None:
+    present = tx.columns("payments")
+    for name, kind in OUTCOME_COLUMNS:
+        if name not in present:
+            tx.execute(f"ALTER TABLE payments ADD COLUMN {name} {kind}")
+    tx.execute(
+        "CREATE INDEX IF NOT EXISTS payments_open ON payments (status, id)"
+        f" WHERE {in_sql('status', _OPEN)}"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "payments and budgets", _ledger),
     Migration(2, "claims", _claims),
     Migration(3, "media jobs and report purchases", _stores),
+    Migration(4, "payment outcomes: owner, signed payload, re-sends", _outcomes),
 )
 #: The schema version this code writes.
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -7,10 +7,14 @@ Payments (``payments.status``)::
 
     reserved ──> signed ──> settled
         │          ├──> rejected | failed      (refused by the server; ``held`` until expiry)
-        │          ├──> unknown ──> settled | expired
+        │          ├──> unknown ──> settled | expired | rejected | failed
+        │          │       └──> signed         (its same signed payload sent again)
         │          └──> expired                (the chain says unused, and past its window)
         └──> released                          (given back, never signed)
     refused                                    (the client would not sign; written as such)
+
+A settled row stays settled: a later answer that says less (no receipt, a lost answer) does
+not move it (``Ledger`` ignores such moves rather than refusing them).
 
 Claims (``claims.status``, one per attempt to buy a request key)::
 
@@ -55,6 +59,14 @@ class JobStatus(StrEnum):
     FAILED = "failed"
 
 
+class Resolution(StrEnum):
+    """What settled the outcome of a signed payment (``payments.resolved_by``)."""
+
+    RECEIPT = "receipt"  # the answer to its first send
+    RESEND = "resend"  # the answer to a send of the same signed payload again
+    CHAIN = "chain"  # the USDC contract's authorizationState, read on the chain
+
+
 P = PaymentStatus
 
 #: Every payment status, in the order of DESIGN §3.
@@ -78,15 +90,17 @@ FINAL: tuple[PaymentStatus, ...] = (
 )
 #: Not counted (unless ``held``): no money moved and none can.
 FREED: tuple[PaymentStatus, ...] = tuple(s for s in STATUSES if s not in COUNTING)
+#: Signed and not yet known: what re-sending and reconciliation with the chain resolve.
+UNRESOLVED: tuple[PaymentStatus, ...] = (P.SIGNED, P.UNKNOWN)
 #: Preference when one request has several payment rows: the one that says most about money.
 BY_WEIGHT: tuple[PaymentStatus, ...] = (P.SETTLED, P.UNKNOWN, P.SIGNED, P.RESERVED)
 
 #: Allowed moves of a payment row: target -> the statuses it may come from.
 TRANSITIONS: dict[PaymentStatus, tuple[PaymentStatus, ...]] = {
-    P.SIGNED: (P.RESERVED,),
+    P.SIGNED: (P.RESERVED, P.UNKNOWN),
     P.SETTLED: (P.SIGNED, P.UNKNOWN),
-    P.REJECTED: (P.SIGNED,),
-    P.FAILED: (P.SIGNED,),
+    P.REJECTED: (P.SIGNED, P.UNKNOWN),
+    P.FAILED: (P.SIGNED, P.UNKNOWN),
     P.UNKNOWN: (P.SIGNED,),
     P.RELEASED: (P.RESERVED,),
     P.EXPIRED: (P.SIGNED, P.UNKNOWN),

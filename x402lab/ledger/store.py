@@ -20,24 +20,28 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded, ConfigError
+from x402lab.ledger import outcomes
 from x402lab.ledger.database import Database, Tx, open_database
-from x402lab.ledger.records import BudgetState, PaymentMeta, SignedAuthorization
+from x402lab.ledger.owner import process_owner
+from x402lab.ledger.records import BudgetState, OpenPayment, PaymentMeta, SignedAuthorization
 from x402lab.ledger.schema import MIGRATIONS
 from x402lab.ledger.statuses import (
     COUNTING,
     HOLDABLE,
     IN_FLIGHT,
     TRANSITIONS,
+    UNRESOLVED,
     PaymentStatus,
+    Resolution,
     counted_sql,
     counts,
     in_sql,
 )
-from x402lab.ledger.tables import arrow_to_pandas, as_record, ledger_schema
+from x402lab.ledger.tables import arrow_to_pandas, as_record, records_table
 from x402lab.money import format_usd
 
 if TYPE_CHECKING:
@@ -54,6 +58,10 @@ _HELD_NOW = "(held = 1 AND valid_before >= ?)"
 # What counts against a budget at a cutoff: the one definition of committed spend.
 _COUNTED_NOW = f"({in_sql('status', COUNTING)} OR {_HELD_NOW})"
 S = PaymentStatus
+# ``payment_header=_DROP``: forget a row's signed payload (its nonce is known to be used).
+_DROP = object()
+# Moves a settled row ignores: nothing said after a settlement can undo it.
+_SAYS_LESS = (S.SETTLED, S.UNKNOWN, S.REJECTED, S.FAILED)
 
 
 class Ledger:
@@ -77,6 +85,10 @@ class Ledger:
 
     def __repr__(self) -> str:
         return f"Ledger(path={str(self.path)!r})"
+
+    def now(self) -> float:
+        """This ledger's clock (unix seconds; injectable for tests)."""
+        return self._now()
 
     def _now_us(self) -> int:
         return int(self._now() * 1_000_000)
@@ -247,7 +259,8 @@ class Ledger:
         row_id = tx.insert(
             "INSERT INTO payments (ts_us, updated_us, service, method, path, model, request_key,"
             " budget, amount_atomic, upstream_usd, price_mult, status, pay_to, network, asset,"
-            " error, nonce, payer, valid_before) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " error, nonce, payer, valid_before, payment_header, owner)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 now,
                 now,
@@ -268,6 +281,8 @@ class Ledger:
                 signed.nonce if signed else None,
                 signed.payer if signed else None,
                 signed.valid_before if signed else None,
+                signed.header if signed else None,
+                process_owner(),
             ),
         )
         if status in COUNTING:
@@ -276,33 +291,48 @@ class Ledger:
 
     def record_signed(self, row_id: int, *, nonce: str, payer: str, valid_before: int) -> None:
         """Write-ahead: commit the signed authorization's nonce, with an fsync, before the
-        request is sent."""
-        self._move(
-            row_id, S.SIGNED, durable=True, nonce=nonce, payer=payer, valid_before=valid_before
-        )
+        request is sent (``reserve(sign=...)`` does this and keeps the signed payload too)."""
+        fields = {"nonce": nonce, "payer": payer, "valid_before": valid_before}
+        self._move(row_id, S.SIGNED, durable=True, owner=process_owner(), **fields)
 
-    def record_settled(self, row_id: int, *, tx_hash: str | None, payer: str | None) -> None:
-        """The receipt arrived (or the chain shows it): the payment settled."""
-        self._move(row_id, S.SETTLED, tx_hash=tx_hash, payer=payer)
+    def record_settled(
+        self, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
+    ) -> None:
+        """The receipt arrived (or the chain shows it): the payment settled. ``outcome``:
+        ``resolved_by`` (``statuses.Resolution``, default the receipt) and ``error`` (a note:
+        an answer lost)."""
+        outcome.setdefault("resolved_by", Resolution.RECEIPT)
+        self._move(row_id, S.SETTLED, tx_hash=tx_hash, payer=payer, **outcome)
 
-    def record_rejected(self, row_id: int, error: str) -> None:
+    def record_rejected(
+        self, row_id: int, error: str, *, resolved_by: Resolution = Resolution.RECEIPT
+    ) -> None:
         """The server refused the signed payment: nothing settled, but the authorization
         counts against the budget (``held``) until it expires."""
-        self._move(row_id, S.REJECTED, error=error)
+        self._move(row_id, S.REJECTED, error=error, resolved_by=resolved_by)
 
-    def record_failed(self, row_id: int, error: str) -> None:
+    def record_failed(
+        self, row_id: int, error: str, *, resolved_by: Resolution = Resolution.RECEIPT
+    ) -> None:
         """The paid request failed in a way that proves nothing settled (``held`` until the
         authorization expires, like ``record_rejected``)."""
-        self._move(row_id, S.FAILED, error=error)
+        self._move(row_id, S.FAILED, error=error, resolved_by=resolved_by)
 
-    def record_unknown(self, row_id: int, error: str) -> None:
-        """A signed payment left and no clear answer came back; it keeps counting."""
-        self._move(row_id, S.UNKNOWN, error=error)
+    def record_unknown(self, row_id: int, error: str, *, spent: bool = False) -> None:
+        """A signed payment left and no clear answer came back; it keeps counting. A row
+        already settled stays settled. ``spent``: its nonce is known to be used (the server
+        said so), so its signed payload is dropped, never sent again."""
+        self._move(row_id, S.UNKNOWN, error=error, payment_header=_DROP if spent else None)
 
     def record_expired(self, row_id: int, error: str | None = None) -> None:
         """The chain says the authorization was never used and its window has passed: the
         payment can no longer settle, and it stops counting."""
-        self._move(row_id, S.EXPIRED, error=error)
+        self._move(row_id, S.EXPIRED, error=error, resolved_by=Resolution.CHAIN)
+
+    def record_resend(self, row_id: int) -> None:
+        """The same signed payload of row ``row_id`` is being sent again: count it."""
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE payments SET resends = resends + 1 WHERE id = ?", (row_id,))
 
     def release(self, row_id: int, error: str | None = None) -> None:
         """Give back a reservation that was never signed."""
@@ -313,58 +343,74 @@ class Ledger:
     ) -> None:
         """Move one row to ``status`` (allowed moves: ``statuses.TRANSITIONS``); raises
         ConfigError for a move from any other status."""
-        fields = {key: value for key, value in fields.items() if value is not None}
-        assignments = "".join(f", {key} = ?" for key in fields)
         with self.db.transaction(durable=durable) as tx:
-            found = tx.one(
-                "SELECT status, amount_atomic, budget, valid_before, held FROM payments"
-                " WHERE id = ?",
-                (row_id,),
-            )
-            current = found["status"] if found else "missing"
-            if found is None or current not in TRANSITIONS[status]:
-                raise ConfigError(
-                    f"ledger row {row_id} cannot move to {str(status)!r} from {str(current)!r}"
+            self._move_in(tx, row_id, status, fields)
+
+    def _move_in(self, tx: Tx, row_id: int, status: PaymentStatus, fields: dict[str, Any]) -> str:
+        """``_move`` inside the open transaction ``tx``; returns the status it came from."""
+        fields = {key: value for key, value in fields.items() if value is not None}
+        found = tx.one(
+            "SELECT status, amount_atomic, budget, valid_before, held, tx_hash FROM payments"
+            " WHERE id = ?",
+            (row_id,),
+        )
+        current = found["status"] if found else "missing"
+        if found is not None and current == S.SETTLED and status in _SAYS_LESS:
+            # Settled is final: a later answer that says less changes nothing but a missing
+            # transaction hash (reconciliation may have settled a row still in flight).
+            if status == S.SETTLED and fields.get("tx_hash") and not found["tx_hash"]:
+                tx.execute(
+                    "UPDATE payments SET tx_hash = ?, updated_us = ? WHERE id = ?",
+                    (fields["tx_hash"], self._now_us(), row_id),
                 )
-            amount, budget = found["amount_atomic"], found["budget"]
-            # A signed payment the server refused keeps counting until it expires.
-            held = status in HOLDABLE and current == S.SIGNED and found["valid_before"] is not None
-            tx.execute(
-                f"UPDATE payments SET status = ?, updated_us = ?, held = ?{assignments}"
-                " WHERE id = ?",
-                (str(status), self._now_us(), int(held), *fields.values(), row_id),
+            return current
+        if found is None or current not in TRANSITIONS[status]:
+            raise ConfigError(
+                f"ledger row {row_id} cannot move to {str(status)!r} from {str(current)!r}"
             )
-            was_counted = counts(current, bool(found["held"]))
-            if was_counted != counts(status, held):
-                self._count(tx, budget, -amount if was_counted else amount)
+        amount, budget = found["amount_atomic"], found["budget"]
+        # A signed payment the server refused keeps counting until it expires.
+        held = status in HOLDABLE and current in UNRESOLVED and found["valid_before"] is not None
+        if status not in UNRESOLVED or fields.get("payment_header") is _DROP:
+            fields["payment_header"] = None  # its outcome is known: never sent again
+        assignments = "".join(f", {key} = ?" for key in fields)
+        tx.execute(
+            f"UPDATE payments SET status = ?, updated_us = ?, held = ?{assignments} WHERE id = ?",
+            (str(status), self._now_us(), int(held), *fields.values(), row_id),
+        )
+        was_counted = counts(current, bool(found["held"]))
+        if was_counted != counts(status, held):
+            self._count(tx, budget, -amount if was_counted else amount)
+        return current
 
     def recover_interrupted(self, *, reserved_older_than_s: float = 600.0) -> int:
-        """Settle the rows a stopped process left open; returns how many rows moved.
+        """Close the rows a stopped process left open; returns how many rows moved.
 
-        ``signed`` rows whose authorization window has passed become ``unknown`` (whether
-        they settled is not known; they keep counting). ``reserved`` rows older than
-        ``reserved_older_than_s`` were never signed and are released.
+        ``signed`` rows whose sender is gone (a process of this host that no longer runs) or
+        whose authorization window has passed become ``unknown`` (whether they settled is not
+        known; they keep counting; ``reconcile`` asks the chain). ``reserved`` rows of a gone
+        process, or older than ``reserved_older_than_s``, were never signed and are released.
         """
-        now_us = self._now_us()
-        with self.db.transaction() as tx:
-            moved = tx.execute(
-                "UPDATE payments SET status = ?, updated_us = ?, error = COALESCE(error,"
-                " 'the process stopped before an answer arrived') WHERE status = ?"
-                " AND valid_before IS NOT NULL AND valid_before < ?",
-                (str(S.UNKNOWN), now_us, str(S.SIGNED), self._held_cutoff()),
-            ).rowcount
-            stale = tx.all(
-                "SELECT id, amount_atomic, budget FROM payments WHERE status = ? AND ts_us < ?",
-                (str(S.RESERVED), now_us - int(reserved_older_than_s * 1_000_000)),
-            )
-            for row_id, amount, budget in stale:
-                tx.execute(
-                    "UPDATE payments SET status = ?, updated_us = ?, error ="
-                    " 'reserved by a process that stopped before signing' WHERE id = ?",
-                    (str(S.RELEASED), now_us, row_id),
-                )
-                self._count(tx, budget, -amount)
-            return moved + len(stale)
+        return outcomes.recover(self, reserved_older_than_s=reserved_older_than_s)
+
+    # -- signed payments whose outcome is not known (``outcomes``) ---------------------------
+
+    def resume_payment(self, request_key: str, *, valid_until: int) -> OpenPayment | None:
+        """Take up an ``unknown`` (or orphaned ``signed``) payment of ``request_key`` valid
+        until at least ``valid_until`` to send its same signed payload again; None if none."""
+        return outcomes.resume(self, request_key, valid_until=valid_until)
+
+    def unresolved(
+        self, *, ids: Iterable[int] | None = None, orphaned: bool = False
+    ) -> list[OpenPayment]:
+        """The ``signed`` and ``unknown`` rows (of ``ids``; with ``orphaned``, only those
+        whose sender process is gone), oldest first."""
+        return outcomes.unresolved(self, ids=ids, orphaned=orphaned)
+
+    def apply_outcomes(self, moves: Sequence[outcomes.Move]) -> list[outcomes.Applied]:
+        """Make reconciliation's moves (settled, expired) in one transaction; returns the
+        moves made."""
+        return outcomes.apply(self, moves)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -384,21 +430,11 @@ class Ledger:
             f" WHERE {where} ORDER BY id",
             (self._held_cutoff(), *params),
         )
-        out = []
-        for record in records:
-            values = as_record(record)
-            values["held"] = bool(record["held_now"])
-            out.append(values)
-        return out
+        return [as_record(record) for record in records]
 
     def to_arrow(self) -> pa.Table:
         """All ledger rows as an Arrow table with the declared schema."""
-        import pyarrow as pa
-
-        records = self.rows()
-        schema = ledger_schema()
-        columns = {name: [record[name] for record in records] for name in schema.names}
-        return pa.table(columns, schema=schema)
+        return records_table(self.rows())
 
     def to_pandas(self) -> pd.DataFrame:
         """All ledger rows as a DataFrame (dtypes from the declared Arrow schema)."""

@@ -33,6 +33,9 @@ COLUMNS = (
     "asset",
     "nonce",
     "error",
+    "expires_at",
+    "resends",
+    "resolved_by",
 )
 
 
@@ -64,6 +67,9 @@ def ledger_schema() -> pa.Schema:
             ("asset", text),
             ("nonce", text),
             ("error", text),
+            ("expires_at", pa.timestamp("us", tz="UTC")),
+            pa.field("resends", pa.int64(), nullable=False),
+            ("resolved_by", text),
         ]
     )
 
@@ -96,12 +102,26 @@ def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
 
 def as_record(row: sqlite3.Row) -> dict[str, Any]:
     """A ``payments`` row as a dict of the ``ledger_schema`` columns. ``held`` is what the
-    query selected as held *now* (see ``Ledger.rows``)."""
+    query selected as held *now* (``held_now``, see ``Ledger.rows``) when it did."""
     from datetime import UTC, datetime
 
     amount = row["amount_atomic"]
     record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (sqlite3.Row)
     record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
     record["amount_usd"] = atomic_to_usd(amount)
-    record["held"] = bool(record.get("held"))
+    record["held"] = bool(record.get("held_now", record.get("held")))
+    record["resends"] = int(record.get("resends") or 0)
+    valid_before = record.get("valid_before")
+    record["expires_at"] = (
+        datetime.fromtimestamp(valid_before, tz=UTC) if valid_before is not None else None
+    )
     return {name: record.get(name) for name in COLUMNS}
+
+
+def records_table(records: list[dict[str, Any]]) -> pa.Table:
+    """Ledger rows (dicts of ``as_record``) as an Arrow table with the declared schema."""
+    import pyarrow as pa
+
+    schema = ledger_schema()
+    columns = {name: [record[name] for record in records] for name in schema.names}
+    return pa.table(columns, schema=schema)

@@ -1,8 +1,12 @@
 """The money side of the 402 handshake, free of HTTP.
 
 For every challenge: check it (nothing is signed if a check fails, and a ``refused`` row
-says why), reserve the amount in the budget, sign, and commit the signed row before the
-paid request leaves. When the answer comes back: settle, reject, or record ``unknown``.
+says why), reserve the amount in the budget, sign, and commit the signed row (with the signed
+payload itself) before the paid request leaves. A request key whose earlier payment is still
+``unknown`` (or was left in flight by a process that died) gets that same signed payload
+again, never a new signature. When the answer comes back (``payments.outcome``): settle,
+reject, or record ``unknown``; "nonce already used" means an earlier send settled and its
+answer was lost (``answer_lost``). Sending again is the transport's job (``ServiceClient``).
 """
 
 from __future__ import annotations
@@ -13,10 +17,19 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from x402lab.budget import Budget
-from x402lab.errors import PaymentRefused, PaymentRejected, ProtocolError, SettlementUnknown
+from x402lab.errors import (
+    AnswerLost,
+    PaymentRefused,
+    PaymentRejected,
+    ProtocolError,
+    SettlementUnknown,
+)
 from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization
+from x402lab.ledger.outcomes import RESEND_MARGIN_S
+from x402lab.ledger.statuses import Resolution
 from x402lab.money import format_usd
 from x402lab.payments.cost import CallInfo, Cost
+from x402lab.payments.outcome import Kind, Outcome, read_outcome
 from x402lab.payments.ticket import Ticket
 from x402lab.wallet import Wallet
 from x402lab.x402.checks import ChallengePolicy, select_requirements
@@ -127,6 +140,10 @@ class Payer:
             )
             raise
         meta = self._meta(call, requirements, extensions)
+        if call.request_key is not None:
+            resumed = self._resume(call.request_key, meta)
+            if resumed is not None:
+                return resumed
         signed: list[tuple[PaymentPayload, str]] = []
 
         def sign() -> SignedAuthorization:
@@ -139,9 +156,10 @@ class Payer:
                 now=int(self._now()),
                 nonce=self._new_nonce(),
             )
-            signed.append((payload, encode_header(payload.to_wire(copy=False))))
+            header = encode_header(payload.to_wire(copy=False))
+            signed.append((payload, header))
             auth = payload.authorization
-            return SignedAuthorization(auth.nonce, auth.from_address, auth.valid_before)
+            return SignedAuthorization(auth.nonce, auth.from_address, auth.valid_before, header)
 
         row_id = self.budget.reserve(requirements.amount, meta, sign=sign)
         payload, header_value = signed[0]
@@ -150,65 +168,169 @@ class Payer:
             row_id, requirements, payload, header_value, meta.upstream_usd, meta.price_mult
         )
 
+    def _resume(self, request_key: str, meta: PaymentMeta) -> Ticket | None:
+        """A ticket for the stored signed payload of an earlier payment of ``request_key``
+        whose outcome is not known (``Ledger.resume_payment``), or None: sending it again
+        can settle it at most once, where a new signature could pay twice."""
+        valid_until = int(self._now()) + RESEND_MARGIN_S
+        found = self.ledger.resume_payment(request_key, valid_until=valid_until)
+        if found is None or not found.header:
+            return None
+        try:
+            payload = PaymentPayload.from_wire(decode_header(found.header))
+            requirements = PaymentRequirements.from_wire(payload.accepted)
+        except ProtocolError as exc:  # it was written by this toolkit: never expected
+            self.ledger.record_unknown(found.id, f"its stored payload is unreadable: {exc}")
+            raise SettlementUnknown(
+                f"ledger row {found.id}: an earlier payment of this request may have settled"
+                " and its stored payload cannot be sent again; it will not be paid again"
+                " automatically (reconcile() asks the chain)",
+                ledger_id=found.id,
+            ) from None
+        return Ticket(
+            found.id,
+            requirements,
+            payload,
+            found.header,
+            meta.upstream_usd,
+            meta.price_mult,
+            resumed=True,
+        )
+
+    # -- the answer ------------------------------------------------------------------------
+
+    @staticmethod
+    def outcome(
+        status_code: int, receipt_header: str | None, body: Any, retry_after: str | None = None
+    ) -> Outcome:
+        """What an answer to a paid request says about its payment (``payments.outcome``)."""
+        return read_outcome(status_code, receipt_header, body, retry_after)
+
     def conclude(
         self, ticket: Ticket, status_code: int, receipt_header: str | None, body: Any
     ) -> Cost:
         """Record the answer to a paid request; returns the Cost of a settled payment.
 
         Raises PaymentRejected when the server refused the payment (nothing settled) and
-        SettlementUnknown when the answer does not say whether it settled.
+        SettlementUnknown (``AnswerLost`` for "nonce already used") when the answer does
+        not say whether it settled. Nothing is sent again here (``ServiceClient`` does).
         """
-        receipt = self._receipt(receipt_header)
-        if receipt is not None and receipt.success:
+        return self.record(ticket, self.outcome(status_code, receipt_header, body))
+
+    def record(self, ticket: Ticket, outcome: Outcome) -> Cost:
+        """Record ``outcome`` of ``ticket``'s paid request (see ``conclude``); an outcome
+        that asks for a re-send is recorded ``unknown`` here."""
+        by = Resolution.RESEND if ticket.resends or ticket.resumed else Resolution.RECEIPT
+        receipt = outcome.receipt
+        if outcome.kind is Kind.SETTLED:
+            assert receipt is not None
             self.ledger.record_settled(
-                ticket.row_id, tx_hash=receipt.transaction or None, payer=receipt.payer
+                ticket.row_id,
+                tx_hash=receipt.transaction or None,
+                payer=receipt.payer,
+                resolved_by=by,
             )
             return self._cost(ticket, "settled", receipt)
-        reason = _refusal_reason(status_code, receipt, body)
-        if _may_have_settled(status_code, receipt, reason):
-            self._unknown(ticket, f"{reason} (the payment may have settled)", status_code)
-        if receipt is not None or status_code in (400, 401, 402, 403, 404, 413, 422, 429):
-            if status_code == 402 or receipt is not None:
-                self.ledger.record_rejected(ticket.row_id, reason)
-                raise PaymentRejected(
-                    f"payment of {format_usd(ticket.amount_atomic)} refused by the server:"
-                    f" {reason}; nothing settled, and the signed authorization counts against"
-                    " the budget until it expires",
-                    status=status_code,
-                    ledger_id=ticket.row_id,
-                )
-            # Any other 4xx: the request was refused before settlement, so nothing moved.
-            self.ledger.record_failed(ticket.row_id, reason)
+        if outcome.kind is Kind.NONCE_USED:
+            self.answer_lost(ticket, None, outcome)
+        if outcome.kind is Kind.REJECTED:
+            self.ledger.record_rejected(ticket.row_id, outcome.reason, resolved_by=by)
+            raise PaymentRejected(
+                f"payment of {format_usd(ticket.amount_atomic)} refused by the server:"
+                f" {outcome.reason}; nothing settled, and the signed authorization counts"
+                " against the budget until it expires",
+                status=outcome.status_code,
+                ledger_id=ticket.row_id,
+            )
+        if outcome.kind is Kind.FAILED:
+            # Refused before settlement (a bad request): nothing moved.
+            self.ledger.record_failed(ticket.row_id, outcome.reason, resolved_by=by)
             return self._cost(ticket, "failed", None)
-        if 200 <= status_code < 300:
-            reason = "the paid response carried no PAYMENT-RESPONSE receipt"
-        else:
-            reason = f"HTTP {status_code} after the payment was sent"
-        self._unknown(ticket, reason, status_code)
-        raise AssertionError("unreachable")  # pragma: no cover
+        self.give_up(ticket, outcome.reason, outcome.status_code)
 
-    def _unknown(self, ticket: Ticket, reason: str, status_code: int) -> NoReturn:
+    def give_up(self, ticket: Ticket, reason: str, status_code: int | None = None) -> NoReturn:
+        """Record ``ticket``'s row ``unknown`` (``reason``) and raise SettlementUnknown."""
         self.record_ambiguous(ticket, reason)
         raise SettlementUnknown(
             f"payment of {format_usd(ticket.amount_atomic)} may or may not have settled: {reason};"
             f" ledger row {ticket.row_id} is 'unknown' and it will not be paid again automatically",
             ledger_id=ticket.row_id,
-            nonce=ticket.payload.authorization.nonce,
+            nonce=ticket.nonce,
             status=status_code,
         )
 
     def record_ambiguous(self, ticket: Ticket, reason: str) -> None:
         """The paid request left and no clear answer came: the row becomes ``unknown``."""
+        if ticket.resends:
+            reason = f"{reason} (sent {ticket.resends + 1} times)"
         self.ledger.record_unknown(ticket.row_id, reason)
 
-    @staticmethod
-    def _receipt(header: str | None) -> SettlementResponse | None:
-        if not header:
-            return None
-        try:
-            return SettlementResponse.from_wire(decode_header(header))
-        except ProtocolError:
-            return None
+    # -- sending the same payload again ------------------------------------------------------
+
+    def resend_deadline(self, ticket: Ticket) -> float:
+        """The last moment (unix seconds) to send ``ticket``'s payload again: its window's
+        end, less ``RESEND_MARGIN_S``."""
+        return float(ticket.valid_before - RESEND_MARGIN_S)
+
+    def now(self) -> float:
+        return self._now()
+
+    def record_resend(self, ticket: Ticket) -> None:
+        """``ticket``'s same signed payload is about to be sent again: count it."""
+        ticket.resends += 1
+        self.ledger.record_resend(ticket.row_id)
+
+    def answer_lost(
+        self, ticket: Ticket, chain: tuple[bool, str | None] | None, outcome: Outcome
+    ) -> NoReturn:
+        """A send of ``ticket``'s payload was answered "nonce already used" (``outcome``): an
+        earlier send settled it and that answer was lost. ``chain``: what the chain says,
+        ``(used, tx hash)``, or None without one. Used: the row is ``settled`` (the chain's
+        tx hash); no chain: it stays ``unknown`` with a note; both raise AnswerLost. Unused
+        (still settling, or refused meanwhile): ``unknown``, SettlementUnknown. The payload
+        is never sent again."""
+        amount = format_usd(ticket.amount_atomic)
+        said = f"HTTP {outcome.status_code} {outcome.reason}".replace("HTTP None ", "")
+        note = f"nonce already used ({said}): an earlier send settled, its answer was lost"
+        details = {"ledger_id": ticket.row_id, "nonce": ticket.nonce}
+        details["status"] = outcome.status_code
+        if chain is None or not chain[0]:
+            seen = "no chain to confirm it" if chain is None else "the chain shows it unused yet"
+            self.ledger.record_unknown(ticket.row_id, f"{note} ({seen})", spent=True)
+            if chain is not None:
+                raise SettlementUnknown(
+                    f"payment of {amount} may or may not have settled: the server says its"
+                    f" nonce was already used ({said}) but the chain shows it unused yet;"
+                    f" ledger row {ticket.row_id} is 'unknown' (reconcile() reads the chain"
+                    " again) and it will not be paid again automatically",
+                    **details,
+                )
+            raise AnswerLost(
+                f"payment of {amount} most likely settled on an earlier send of the same"
+                f" signed payload (the server says its nonce was already used: {said}), and"
+                " that answer was lost. Without a chain to ask it may or may not have"
+                f" settled: ledger row {ticket.row_id} is 'unknown' until reconcile() reads"
+                " the chain, and it will not be paid again automatically",
+                settled=False,
+                **details,
+            )
+        tx_hash = chain[1]
+        self.ledger.record_settled(
+            ticket.row_id,
+            tx_hash=tx_hash,
+            payer=ticket.payload.authorization.from_address,
+            resolved_by=Resolution.CHAIN,
+            error=note,
+        )
+        tx = f" in tx {tx_hash}" if tx_hash else ""
+        raise AnswerLost(
+            f"payment of {amount} settled{tx} on an earlier send of the same signed payload"
+            f" ({said}), and that answer was lost (ledger row {ticket.row_id} is 'settled')."
+            " It will not be paid again automatically: ask again to buy a new answer",
+            settled=True,
+            tx_hash=tx_hash,
+            **details,
+        )
 
     @staticmethod
     def _cost(ticket: Ticket, status: str, receipt: SettlementResponse | None) -> Cost:
@@ -226,29 +348,3 @@ class Payer:
             ledger_id=ticket.row_id,
             receipt=dict(receipt.raw) if receipt else {},
         )
-
-
-# Answers that mean this authorization's nonce was already used: an earlier send of the same
-# payload (a transport may re-send a request whose connection dropped) may have settled it.
-_NONCE_USED = ("payment_already_used", "nonce_already_used", "authorization_used")
-
-
-def _may_have_settled(status_code: int, receipt: SettlementResponse | None, reason: str) -> bool:
-    """True when a refusal does not prove that nothing settled."""
-    if status_code == 409 or any(marker in reason for marker in _NONCE_USED):
-        return True
-    # A failed receipt that names a transaction was broadcast and may still confirm.
-    return receipt is not None and (
-        bool(receipt.transaction) or receipt.error_reason == "settlement_pending"
-    )
-
-
-def _refusal_reason(status_code: int, receipt: SettlementResponse | None, body: Any) -> str:
-    if receipt is not None and receipt.error_reason:
-        return receipt.error_reason
-    if isinstance(body, Mapping):
-        for key in ("error", "code", "message"):
-            value = body.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return f"HTTP {status_code}"

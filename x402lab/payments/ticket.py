@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from x402lab.x402.models import PaymentPayload, PaymentRequirements
 
 
 @dataclass
 class Ticket:
-    """A signed payment on its way: the ledger row and the header that carries it."""
+    """A signed payment on its way: the ledger row and the header that carries it.
+
+    ``resumed``: the payload was signed by an earlier call (its row was ``unknown``, or left
+    by a process that died) and this call sends it again. ``resends`` counts the sends of
+    this call after the first. The signed payload holds no secret, but it stays out of reprs.
+    """
 
     row_id: int
     requirements: PaymentRequirements
-    payload: PaymentPayload
-    header_value: str
+    payload: PaymentPayload = field(repr=False)
+    header_value: str = field(repr=False)
     upstream_usd: float | None
     price_mult: float | None
+    resumed: bool = False
+    resends: int = 0
 
     @property
     def amount_atomic(self) -> int:
         return self.requirements.amount
+
+    @property
+    def nonce(self) -> str:
+        return self.payload.authorization.nonce
+
+    @property
+    def valid_before(self) -> int:
+        """The end of the authorization's window (unix seconds)."""
+        return self.payload.authorization.valid_before

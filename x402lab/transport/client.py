@@ -1,19 +1,19 @@
 """One HTTP boundary per service: the paid handshake, unpaid-phase retries, error mapping.
 
-Foreign errors (httpx, aiohttp) are translated here and nowhere else. Retries happen only
-while nothing is signed: 429 and 5xx answers (honouring ``Retry-After``) and connection
-failures of the unpaid request. Once a payment is signed the request is never retried.
+Foreign errors (httpx, aiohttp) are translated here and nowhere else. Retries of the unpaid
+request: 429 and 5xx answers (honouring ``Retry-After``) and connection failures. Once a
+payment is signed nothing is ever signed again for the request: an ambiguous answer makes
+``transport.resend`` send the same request with the same signed payload again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -23,37 +23,17 @@ from x402lab.errors import (
     NotFound,
     ProtocolError,
     RateLimited,
-    SettlementUnknown,
     TransportError,
+    X402LabError,
 )
-from x402lab.money import format_usd
 from x402lab.payments import CallInfo, Cost, Payer, read_challenge
 from x402lab.transport.auth import CallState, PaymentAuth
+from x402lab.transport.resend import Resender, no_answer
+from x402lab.transport.retry import DEFAULT_RETRY, RetryPolicy, retry_delay
 from x402lab.x402.models import PaymentRequired
 
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long the unpaid phase retries."""
-
-    attempts: int = 4
-    base_delay_s: float = 0.5
-    max_delay_s: float = 30.0
-    retry_statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})
-
-
-def retry_delay(policy: RetryPolicy, attempt: int, retry_after: str | None, now: float) -> float:
-    """Seconds to wait before try ``attempt + 1``: ``Retry-After`` (seconds or HTTP date)
-    when given, else exponential backoff; never more than ``policy.max_delay_s``."""
-    if retry_after:
-        text = retry_after.strip()
-        try:
-            delay = float(text)
-        except ValueError:
-            parsed = email.utils.parsedate_to_datetime(text) if text else None
-            delay = parsed.timestamp() - now if parsed is not None else policy.base_delay_s
-        return min(max(delay, 0.0), policy.max_delay_s)
-    return min(policy.base_delay_s * (2**attempt), policy.max_delay_s)
+if TYPE_CHECKING:
+    from x402lab.chain import ChainClient
 
 
 @dataclass
@@ -112,9 +92,10 @@ class ServiceClient:
         http: httpx.AsyncClient,
         payer: Payer | None,
         header_name: str = "PAYMENT-SIGNATURE",
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         extra_headers: Mapping[str, str] | None = None,
+        chain: Callable[[], ChainClient | None] = lambda: None,
     ) -> None:
         self.service = service
         self.base_url = base_url.rstrip("/")
@@ -124,6 +105,11 @@ class ServiceClient:
         self.retry = retry
         self._sleep = sleep
         self._headers = dict(extra_headers or {})
+        self._resender = (
+            Resender(http=http, payer=payer, retry=retry, sleep=sleep, chain=chain)
+            if payer is not None
+            else None
+        )
 
     def __repr__(self) -> str:
         return f"ServiceClient({self.service!r}, {self.base_url!r})"
@@ -140,9 +126,11 @@ class ServiceClient:
     ) -> Reply:
         """Send one logical request; with ``call`` set, pay its 402 once.
 
-        Raises ApiError subclasses for error answers, TransportError when the service is
-        unreachable (nothing paid), PaymentRefused/BudgetExceeded (nothing signed),
-        PaymentRejected (signed, refused, nothing settled) and SettlementUnknown.
+        An ambiguous answer to the paid request is sent again with the same signed payload
+        (``transport.resend``). Raises ApiError subclasses for error answers, TransportError
+        when the service is unreachable (nothing paid), PaymentRefused/BudgetExceeded
+        (nothing signed), PaymentRejected (signed, refused, nothing settled),
+        SettlementUnknown and AnswerLost (settled earlier, its answer lost).
         """
         url = f"{self.base_url}{path}"
         headers = {**self._headers, **request_kwargs.pop("headers", {})}
@@ -155,26 +143,31 @@ class ServiceClient:
                 if self.payer is None:
                     raise ApiError(f"{self.service} {path} needs payment and no wallet is set")
                 auth = PaymentAuth(self.payer, call, self.header_name, state)
+                state.resend = True
             try:
                 response = await self.http.send(request, auth=auth, stream=stream)
             except httpx.HTTPError as exc:
-                if state.signed:
-                    ticket = state.ticket
-                    assert ticket is not None
-                    raise SettlementUnknown(
-                        f"payment of {format_usd(ticket.amount_atomic)} may or may not have"
-                        f" settled: {type(exc).__name__} after it was sent; ledger row"
-                        f" {ticket.row_id} is 'unknown' and it will not be paid again"
-                        " automatically",
-                        ledger_id=ticket.row_id,
-                        nonce=ticket.payload.authorization.nonce,
-                    ) from exc
-                if attempt < last:
+                if state.signed and state.cost is None:
+                    state.pending = no_answer(exc)
+                    response = await self._settle(request, state, stream)
+                elif attempt < last:
                     await self._sleep(retry_delay(self.retry, attempt, None, time.time()))
                     continue
-                raise TransportError(
-                    f"cannot reach {self.service} at {url}: {type(exc).__name__}: {exc}"
-                ) from exc
+                else:
+                    raise TransportError(
+                        f"cannot reach {self.service} at {url}: {type(exc).__name__}: {exc}"
+                    ) from exc
+            except BaseException as exc:
+                # Cancelled (or interrupted) with the paid request in flight: never signed
+                # again; the row is unknown (a later call of the same key sends it again).
+                if state.signed and state.cost is None and not isinstance(exc, X402LabError):
+                    assert state.ticket is not None and self.payer is not None
+                    self.payer.record_ambiguous(state.ticket, "cancelled while in flight")
+                raise
+            else:
+                if state.pending is not None:
+                    await response.aclose()
+                    response = await self._settle(request, state, stream)
             status = response.status_code
             if not state.signed and status in self.retry.retry_statuses and attempt < last:
                 await response.aclose()
@@ -191,6 +184,12 @@ class ServiceClient:
                 raise error_from_response(response, self.service)
             return Reply(response, state.cost)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _settle(
+        self, request: httpx.Request, state: CallState, stream: bool
+    ) -> httpx.Response:
+        assert self._resender is not None
+        return await self._resender.settle(request, state, stream=stream)
 
     async def probe(self, method: str, path: str, **request_kwargs: Any) -> PaymentRequired:
         """Send a request unpaid and return its 402 challenge; nothing is signed.

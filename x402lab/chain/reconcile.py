@@ -1,0 +1,202 @@
+"""Reconciliation: every ``signed``/``unknown`` ledger row checked against the chain.
+
+``reconcile`` reads the rows, asks the chain everything it needs first (the chain id, then
+``authorizationState`` of every row, then the logs of the used ones), and only then changes
+the ledger, in one transaction: an endpoint that cannot be reached, is another chain or
+answers nonsense raises before any row changes. What it decides is
+``payments.reconcile.decide``: used -> ``settled`` (with its tx hash), unused and expired ->
+``expired`` (freed), unused and valid -> left open with its expiry.
+
+``Reconciler`` is the resource ``lab.reconcile()`` delegates to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from x402lab.chain.rpc import BASE_BLOCK_TIME_S, ChainClient, word_of_bytes32
+from x402lab.errors import ConfigError
+from x402lab.ledger import Ledger
+from x402lab.ledger.outcomes import Applied
+from x402lab.ledger.records import OpenPayment
+from x402lab.payments.reconcile import UsedLog, decide
+from x402lab.tables.reconcile import reconcile_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Logs are searched from this long before the oldest row was written (clocks differ).
+_LOG_SLACK_S = 600
+
+
+@dataclass
+class Reconciliation:
+    """What one reconciliation did: the rows it changed, the rows still open."""
+
+    changed: list[dict[str, Any]] = field(default_factory=list)
+    still_open: list[OpenPayment] = field(default_factory=list)
+    checked: int = 0
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The rows changed (``tables.reconcile.reconcile_schema``); ``attrs`` holds
+        ``checked`` (rows asked about), ``still_open`` (unused and still valid) and
+        ``next_expiry`` (when the first of those expires, UTC, or None)."""
+        frame = reconcile_frame(self.changed)
+        expiries = [row.expires_at for row in self.still_open if row.expires_at is not None]
+        frame.attrs.update(
+            checked=self.checked,
+            still_open=len(self.still_open),
+            next_expiry=min(expiries) if expiries else None,
+        )
+        return frame
+
+
+def _record(applied: Applied, block: int | None) -> dict[str, Any]:
+    row = applied.before
+    return {
+        "id": row.id,
+        "ts": datetime.fromtimestamp(row.ts_us / 1_000_000, tz=UTC),
+        "service": row.service,
+        "request_key": row.request_key,
+        "budget": row.budget,
+        "before": row.status,
+        "after": str(applied.after),
+        "amount_atomic": row.amount_atomic,
+        "tx_hash": applied.tx_hash,
+        "block": block,
+        "payer": row.payer,
+        "nonce": row.nonce,
+        "expires_at": row.expires_at,
+        "resends": row.resends,
+        "note": applied.note,
+    }
+
+
+async def reconcile(
+    ledger: Ledger,
+    chain: ChainClient,
+    *,
+    ids: Iterable[int] | None = None,
+    orphaned: bool = False,
+    now: Callable[[], float] = time.time,
+) -> Reconciliation:
+    """Check every ``signed``/``unknown`` row (of ``ids``; with ``orphaned`` only those
+    whose sending process is gone) against ``chain``; returns what changed.
+
+    Rows of another network than the chain's, or without payer, nonce or asset, are left
+    open. Raises ConfigError (another chain) or TransportError (unreachable, an HTTP or
+    JSON-RPC error, not JSON-RPC) before any row changes.
+    """
+    await chain.check()  # the endpoint is the right chain, even with nothing to ask
+    rows = await asyncio.to_thread(ledger.unresolved, ids=ids, orphaned=orphaned)
+    result = Reconciliation()
+    asked = [
+        row
+        for row in rows
+        if row.payer and row.nonce and row.asset and row.network in (None, chain.network)
+    ]
+    result.checked = len(asked)
+    if not asked:
+        result.still_open = rows
+        return result
+    by_asset: dict[str, list[OpenPayment]] = {}
+    for row in asked:
+        by_asset.setdefault(str(row.asset), []).append(row)
+    used: dict[int, bool] = {}
+    for asset, group in by_asset.items():
+        states = await chain.authorization_states(
+            asset, [(str(row.payer), str(row.nonce)) for row in group]
+        )
+        used.update((row.id, state) for row, state in zip(group, states, strict=True))
+    logs = await _find_logs(chain, [row for row in asked if used[row.id]], now())
+    moves, open_rows = decide(asked, used, logs, now())
+    applied = await asyncio.to_thread(ledger.apply_outcomes, moves)
+    result.changed = [
+        _record(item, logs[item.before.id].block if item.before.id in logs else None)
+        for item in applied
+    ]
+    asked_ids = {row.id for row in asked}
+    result.still_open = [row for row in rows if row.id not in asked_ids] + open_rows
+    return result
+
+
+async def _find_logs(chain: ChainClient, used: list[OpenPayment], now: float) -> dict[int, UsedLog]:
+    """Per used row, the transaction that used it (searched from a block before the oldest
+    row: Base makes one block every ``BASE_BLOCK_TIME_S`` seconds)."""
+    if not used:
+        return {}
+    latest = await chain.block_number()
+    oldest_s = min(row.ts_us for row in used) / 1_000_000
+    back = math.ceil((now - oldest_s + _LOG_SLACK_S) / BASE_BLOCK_TIME_S)
+    first = max(0, latest - back)
+    groups: dict[tuple[str, str], list[OpenPayment]] = {}
+    for row in used:
+        groups.setdefault((str(row.asset), str(row.payer).lower()), []).append(row)
+    out: dict[int, UsedLog] = {}
+    for (asset, payer), group in groups.items():
+        found = await chain.used_logs(asset, payer, [str(r.nonce) for r in group], first, latest)
+        for row in group:
+            log = found.get(word_of_bytes32(str(row.nonce)))
+            if log is not None:
+                out[row.id] = log
+    return out
+
+
+async def used_on_chain(
+    chain: ChainClient, *, asset: str, payer: str, nonce: str, since_s: float, now: float
+) -> tuple[bool, str | None]:
+    """Whether ``payer``'s authorization ``nonce`` on ``asset`` is used on ``chain``, and the
+    hash of the transaction that used it (None when not found in the blocks since
+    ``since_s``). Raises what ``ChainClient`` raises."""
+    [used] = await chain.authorization_states(asset, [(payer, nonce)])
+    if not used:
+        return False, None
+    latest = await chain.block_number()
+    first = max(0, latest - math.ceil((now - since_s + _LOG_SLACK_S) / BASE_BLOCK_TIME_S))
+    found = await chain.used_logs(asset, payer, [nonce], first, latest)
+    log = found.get(word_of_bytes32(nonce))
+    return True, log.tx_hash if log else None
+
+
+class Reconciler:
+    """``lab.reconcile()``: the ledger checked against the chain of ``chain()`` (None when no
+    chain RPC address was given)."""
+
+    def __init__(self, ledger: Ledger, chain: Callable[[], ChainClient | None]) -> None:
+        self._ledger = ledger
+        self._chain = chain
+
+    def _client(self) -> ChainClient:
+        client = self._chain()
+        if client is None:
+            raise ConfigError(
+                "no chain to reconcile with: connect(..., chain_rpc_url=URL) or set"
+                " X402LAB_CHAIN_RPC_URL to a Base JSON-RPC endpoint"
+            )
+        return client
+
+    async def reconcile(self) -> pd.DataFrame:
+        """Free (reads the chain, pays nothing): check every ``signed``/``unknown`` ledger
+        row against the chain and record what it shows.
+
+        Used on chain -> ``settled`` (with its tx hash); never used and its authorization
+        expired -> ``expired`` (it stops counting against its budget); never used and still
+        valid -> unchanged. Returns a DataFrame of the rows it changed (``id``, ``before``,
+        ``after``, ``amount_atomic``/``amount_usd``, ``tx_hash``, ...); ``df.attrs`` holds
+        ``checked``, ``still_open`` and ``next_expiry``. Budgets, batches, media jobs and
+        the report library read the ledger, so they follow at once. Raises ConfigError (no
+        chain given, or another chain) or TransportError (unreachable, malformed answers)
+        before any row changes.
+        """
+        result = await reconcile(self._ledger, self._client(), now=self._ledger.now)
+        return result.to_pandas()
+
+    async def orphans(self) -> Reconciliation:
+        """Reconcile the rows whose sending process is gone (what ``connect()`` does)."""
+        return await reconcile(self._ledger, self._client(), orphaned=True, now=self._ledger.now)

@@ -1,0 +1,194 @@
+"""Signed payments whose outcome is not known yet: finding them, taking one up again to send
+its same signed payload, rows left by a process that died, and the moves reconciliation makes.
+
+A row is *taken up* when a later call for the same request key sends its stored payload again
+(``resume``): an ``unknown`` row, or a ``signed`` row whose owner process is gone, becomes
+``signed`` by this process (so no other caller sends it at the same time). Its nonce can
+settle only once, so sending it again never pays twice. Nothing here signs anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from x402lab.ledger.database import chunks, marks
+from x402lab.ledger.owner import owner_gone, process_owner
+from x402lab.ledger.records import OpenPayment, open_payment
+from x402lab.ledger.statuses import UNRESOLVED, PaymentStatus, Resolution, in_sql
+
+if TYPE_CHECKING:
+    from x402lab.ledger.store import Ledger
+
+S = PaymentStatus
+#: A stored payload is sent again only while this much of its window is left (a server
+#: refuses an authorization about to expire; clocks differ).
+RESEND_MARGIN_S = 20
+#: A claim hands a key back to pay (its stored payload sent again) only with this much left:
+#: room for the time between the claim and the payment.
+CLAIM_RESEND_MARGIN_S = RESEND_MARGIN_S + 60
+_OPEN_SQL = in_sql("status", UNRESOLVED)
+_SELECT = (
+    "SELECT id, status, service, request_key, budget, amount_atomic, payer, nonce,"
+    " valid_before, network, asset, owner, resends, ts_us, payment_header FROM payments"
+)
+#: What the error column says of a row whose sender died with it in flight.
+ORPHANED = "the process that sent it ({owner}) stopped before an answer arrived"
+
+
+@dataclass(frozen=True)
+class Move:
+    """One change reconciliation makes: row ``row_id`` to ``status`` (settled or expired)."""
+
+    row_id: int
+    status: PaymentStatus
+    tx_hash: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A move that was made: the row as it was, and the status it has now."""
+
+    before: OpenPayment
+    after: PaymentStatus
+    tx_hash: str | None
+    note: str | None
+
+
+class GoneOwners:
+    """``owner_gone`` remembered per owner for one pass (a pass reads /proc once each)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str | None, bool] = {}
+
+    def __call__(self, owner: str | None) -> bool:
+        found = self._seen.get(owner)
+        if found is None:
+            found = self._seen[owner] = owner_gone(owner)
+        return found
+
+
+def resumable(row: OpenPayment, gone: GoneOwners) -> bool:
+    """Whether ``row`` may be sent again by a caller that is not its sender: it is
+    ``unknown`` (its sender gave up on it), or ``signed`` by a process that is gone."""
+    if not row.header:
+        return False
+    return row.status == S.UNKNOWN or (row.status == S.SIGNED and gone(row.owner))
+
+
+def resume(ledger: Ledger, request_key: str, *, valid_until: int) -> OpenPayment | None:
+    """Take up a signed payment of ``request_key`` to send its same payload again: an
+    ``unknown`` one, or a ``signed`` one whose sender is gone, whose authorization is valid
+    at least until ``valid_until``. It becomes ``signed`` by this process; returns it (as it
+    was), or None when there is none."""
+    where = (
+        f" WHERE request_key = ? AND {_OPEN_SQL} AND payment_header IS NOT NULL"
+        " AND valid_before >= ? ORDER BY id"
+    )
+    found = ledger.db.read(_SELECT + where, (request_key, valid_until))
+    if not found:  # the common case: one indexed read, no write
+        return None
+    gone = GoneOwners()
+    with ledger.db.transaction() as tx:
+        for row in tx.all(_SELECT + where, (request_key, valid_until)):
+            payment = open_payment(row)
+            if not resumable(payment, gone):
+                continue
+            if payment.status == S.UNKNOWN:
+                ledger._move_in(tx, payment.id, S.SIGNED, {"owner": process_owner()})
+            else:
+                tx.execute(
+                    "UPDATE payments SET owner = ?, updated_us = ? WHERE id = ?",
+                    (process_owner(), ledger._now_us(), payment.id),
+                )
+            return payment
+    return None
+
+
+def unresolved(
+    ledger: Ledger, *, ids: Iterable[int] | None = None, orphaned: bool = False
+) -> list[OpenPayment]:
+    """The ``signed`` and ``unknown`` rows with a nonce (of ``ids`` when given), oldest
+    first; with ``orphaned``, only those whose sender is a process of this host that is
+    gone."""
+    base = f"{_SELECT} WHERE {_OPEN_SQL} AND nonce IS NOT NULL"
+    if ids is None:
+        rows = [open_payment(row) for row in ledger.db.read(base + " ORDER BY id")]
+    else:
+        rows = []
+        for chunk in chunks(sorted(set(ids))):
+            rows += [
+                open_payment(row)
+                for row in ledger.db.read(
+                    f"{base} AND id IN ({marks(len(chunk))}) ORDER BY id", chunk
+                )
+            ]
+    if orphaned:
+        gone = GoneOwners()
+        rows = [row for row in rows if gone(row.owner)]
+    return rows
+
+
+def recover(ledger: Ledger, *, reserved_older_than_s: float) -> int:
+    """Close the rows a stopped process left open; returns how many moved (see
+    ``Ledger.recover_interrupted``)."""
+    now_us = ledger._now_us()
+    cutoff = ledger._held_cutoff()
+    stale_us = now_us - int(reserved_older_than_s * 1_000_000)
+    gone = GoneOwners()
+    moved = 0
+    with ledger.db.transaction() as tx:
+        rows = tx.all(
+            "SELECT id, status, amount_atomic, budget, valid_before, owner, ts_us FROM payments"
+            f" WHERE {in_sql('status', (S.RESERVED, S.SIGNED))}"
+        )
+        for row in rows:
+            owner = row["owner"]
+            if row["status"] == S.SIGNED:
+                expired = row["valid_before"] is not None and row["valid_before"] < cutoff
+                if not (expired or gone(owner)):
+                    continue
+                note = ORPHANED.format(owner=owner) if owner else ORPHANED.format(owner="?")
+                tx.execute(
+                    "UPDATE payments SET status = ?, updated_us = ?, error = COALESCE(error, ?)"
+                    " WHERE id = ?",
+                    (str(S.UNKNOWN), now_us, note, row["id"]),
+                )
+            else:
+                if not (row["ts_us"] < stale_us or gone(owner)):
+                    continue
+                tx.execute(
+                    "UPDATE payments SET status = ?, updated_us = ?, error ="
+                    " 'reserved by a process that stopped before signing' WHERE id = ?",
+                    (str(S.RELEASED), now_us, row["id"]),
+                )
+                ledger._count(tx, row["budget"], -int(row["amount_atomic"]))
+            moved += 1
+    return moved
+
+
+def apply(ledger: Ledger, moves: Sequence[Move]) -> list[Applied]:
+    """Make reconciliation's moves in one transaction; returns those made (a row that is no
+    longer ``signed`` or ``unknown`` by now, concluded meanwhile, is left as it is)."""
+    if not moves:
+        return []
+    by_id = {move.row_id: move for move in moves}
+    applied: list[Applied] = []
+    with ledger.db.transaction() as tx:
+        for chunk in chunks(sorted(by_id)):
+            rows = tx.all(f"{_SELECT} WHERE id IN ({marks(len(chunk))}) ORDER BY id", chunk)
+            for row in rows:
+                before = open_payment(row)
+                if before.status not in UNRESOLVED:
+                    continue
+                move = by_id[before.id]
+                fields: dict[str, object] = {"resolved_by": Resolution.CHAIN}
+                if move.tx_hash:
+                    fields["tx_hash"] = move.tx_hash
+                if move.note:
+                    fields["error"] = move.note
+                ledger._move_in(tx, before.id, move.status, fields)
+                applied.append(Applied(before, move.status, move.tx_hash, move.note))
+    return applied
