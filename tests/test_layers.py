@@ -43,6 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "x402lab.sync",
         "x402lab.routes",
         "x402lab.pricing",
+        "x402lab.reprs",
     ),
     ("x402lab.x402",),
     ("x402lab.wallet", "x402lab.budget", "x402lab.ledger"),

@@ -1067,14 +1067,18 @@ class Lab:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> pd.DataFrame:
         """Spends money: one chat completion per distinct row, within the lab's budget.
 
-        ``rows``: a list of prompts, a Series, or a DataFrame with a ``prompt`` (or
-        ``messages``) column; ``prompt="... {column} ..."`` builds each prompt from the row's
-        columns. Returns the input columns plus ``response``, ``reasoning``, ``finish_reason``,
+        ``rows``: a list of prompts, a pandas or polars Series or DataFrame with a ``prompt``
+        (or ``messages``) column (``column=`` names another), an Arrow array, table or
+        dataset, any iterable of strings, or a path to a CSV, Parquet, JSON Lines or text
+        file; ``prompt="... {column} ..."`` builds each prompt from the row's columns.
+        Returns the input columns, ``prompt`` (the text sent, when the input has no such
+        column), and ``response``, ``reasoning``, ``finish_reason``,
         ``prompt_tokens``, ``completion_tokens``, ``quoted_usd``, ``paid_usd`` (what this run
         paid for the row: 0 for a row answered by an identical row or by an earlier run, null
         when unknown), ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget,
@@ -1087,12 +1091,13 @@ class Lab:
         settled without a stored answer shows ``paid_not_stored`` or ``unknown`` and is never
         bought again on its own; rows another run is buying now are waited for. ``rebuy=True``
         buys every row again. When the budget cannot cover a row, it and every row not yet
-        started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto",
-        "text", None, or a callable taking BatchProgress. Raises ConfigError or ModelNotFound
-        before anything is paid, TypeError for an unknown keyword (fields the gateway's
-        schema does not list go through ``extra_body=``) and for ``checkpoint=`` (removed),
-        BatchInterrupted on Ctrl+C (its message says how to resume); a failing row never
-        raises.
+        started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto" (a
+        ``tqdm.auto`` bar: rows, rate, elapsed, ETA, "spent X of Y USD"), "text", a tqdm
+        instance, a callable taking BatchProgress, or None. Raises ConfigError or
+        ModelNotFound before anything is paid, TypeError for an unknown keyword (fields the
+        gateway's schema does not list go through ``extra_body=``) and for ``checkpoint=``
+        (removed), BatchInterrupted on Ctrl+C (its message says how to resume); a failing
+        row never raises.
         """
         return run(
             self._async.batch_chat(
@@ -1105,6 +1110,7 @@ class Lab:
                 max_usd=max_usd,
                 rebuy=rebuy,
                 progress=progress,
+                column=column,
                 extra_body=extra_body,
                 **params,
             )
@@ -1128,8 +1134,12 @@ class Lab:
     ) -> pd.DataFrame | BatchSummary:
         """Spends money: embeddings of every distinct text, within the lab's budget.
 
-        ``texts``: a list of strings, a Series, an Arrow array, or an Arrow table / dataset
-        (``pyarrow.dataset``) with ``column=`` (default ``"text"``). Without ``out``, returns
+        ``texts``: a list of strings, a pandas or polars Series, an Arrow array, a DataFrame
+        or Arrow table or dataset with ``column=`` (default ``"text"``), any iterable or
+        generator of strings, or a path to a CSV, Parquet, JSON Lines or text file
+        (``column=`` as for a table). A generator, a file or a dataset is read lazily, a chunk
+        at a time, so with ``out=`` memory stays bounded however long it is. Without ``out``,
+        returns
         a DataFrame of ``text``, ``vector`` (float32 arrays; Arrow type
         ``fixed_size_list<float32>[dim]``), ``prompt_tokens`` and the cost and status
         columns of ``batch_chat``, with the run's BatchSummary in ``attrs["batch"]``.
