@@ -113,8 +113,12 @@ def test_demo_writes_the_cost_report(tmp_path):
     out = tmp_path / "demo"
     done = x402lab("demo", "--out", out, "--job-seconds", "0.2", timeout=300)
     assert done.returncode == 0, done.stderr
-    page = Path(done.stdout.splitlines()[-1])
+    lines = done.stdout.splitlines()
+    page = Path(next(line for line in lines if line.endswith("cost_report.html")))
     assert page == out.resolve() / "cost_report.html"
+    # It ends by saying how to read its ledger, with a command that works (run below).
+    ledger_path = out.resolve() / "ledger.sqlite"
+    assert f"x402lab ledger summary --ledger {ledger_path}" in lines[-2]
     html = page.read_text()
     for figure in ("spend_over_time", "by_route", "unit_costs", "drift", "padding", "rates"):
         assert (out / f"{figure}.png").stat().st_size > 1000

@@ -18,17 +18,44 @@ from x402lab.errors import X402LabError
 COMMANDS: tuple[str, ...] = ("serve", "ledger", "models", "prices", "demo")
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """``--help`` that shows each option's default (when it has a meaningful one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        meaningless = default is None or default is False or default == argparse.SUPPRESS
+        if meaningless or "%(default)" in text or "default" in text:
+            return text
+        if action.option_strings or action.nargs in ("?", "*"):
+            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+            text += f" (default: {shown})".replace("%", "%%")
+        return text
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = DefaultsFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _show_defaults(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command of COMMANDS registered."""
+    from x402lab import __version__
+
     parser = argparse.ArgumentParser(
         prog="x402lab", description="x402lab: paid x402 services as tables, and their emulator."
     )
+    parser.add_argument("--version", action="version", version=f"x402lab {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"x402lab.cli.{name}")
         sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
         module.configure(sub)
         sub.set_defaults(_run=module.run)
+    _show_defaults(parser)
     return parser
 
 

@@ -117,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
             lab.close()
             lab.ledger.close()
     print(page)
+    ledger = out / "ledger.sqlite"
+    print(f"ledger: {ledger}")
+    print(f"  read it with: x402lab ledger summary --ledger {ledger}")
+    print(f"  or in Python: x402lab.Ledger({str(ledger)!r}).to_pandas()")
     return 0
 
 

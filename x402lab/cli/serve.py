@@ -50,6 +50,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def connect_snippet(gateway_url: str, reports_url: str) -> str:
+    """Python that connects to this emulator: a fresh wallet it funds, a ledger of its own
+    (so emulated payments stay out of the real ledger)."""
+    return (
+        "connect from Python:\n"
+        "    import x402lab as xl\n"
+        f"    lab = xl.connect({gateway_url!r}, {reports_url!r},\n"
+        '                     wallet=xl.Wallet.create(), ledger="emulated-ledger.sqlite")'
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; returns 0 on a clean stop, 1 if a server died, 2 if a
     port cannot be bound.
@@ -93,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"gateway: {emulator.gateway_url}", flush=True)
             print(f"reports: {emulator.reports_url}", flush=True)
             print(f"chain: {emulator.chain_url}", flush=True)
+            print(connect_snippet(emulator.gateway_url, emulator.reports_url), file=sys.stderr)
             print("x402lab serve: running; press Ctrl+C to stop", file=sys.stderr, flush=True)
             while not stop.wait(0.25):
                 if not emulator.running:
