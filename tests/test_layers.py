@@ -53,7 +53,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("x402lab.transport",),
     ("x402lab.session",),
     ("x402lab.gateway", "x402lab.media", "x402lab.reports"),
-    ("x402lab.batch",),
+    ("x402lab.batch", "x402lab.integrations"),
     ("x402lab.widgets", "x402lab.plots", "x402lab.analysis", "x402lab.cli"),
 )
 ROOT = ("x402lab", "x402lab.lab", "x402lab.sync_lab", "x402lab.__main__")
@@ -78,6 +78,7 @@ FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
     "x402lab.media": {"ipywidgets"},
     "x402lab.reports": {"ipywidgets"},
     "x402lab.batch": {"ipywidgets"},  # progress goes out through a callback
+    "x402lab.integrations": TABLES | WIDGETS,  # paying httpx clients for other libraries
     EMULATOR: {"pandas", "pyarrow", "ipywidgets", "IPython", "matplotlib"},
 }
 

@@ -32,6 +32,7 @@ from x402lab.budget import Budget
 from x402lab.chain import ChainClient, Reconciler, chain_url_from_env, reconcile
 from x402lab.errors import ConfigError, TransportError
 from x402lab.gateway import Audio, Catalog, Generic, Images, PaidRequests, Text, Tools
+from x402lab.integrations import PayingClients
 from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 from x402lab.media import Media
 from x402lab.payments import Payer
@@ -120,6 +121,7 @@ class AsyncLab:
         self.reports = AsyncReports(self.session)
         self.batches = Batches(self.session, self.catalog, paid, self.generic)
         self.costs = CostAnalysis(self.session, self.catalog, self.media, self.reports)
+        self._clients = PayingClients(self.session, self.catalog)
 
     def __repr__(self) -> str:
         where = "embedded emulator" if self.emulator is not None else "remote services"
@@ -231,6 +233,13 @@ class AsyncLab:
     spend = _to("costs", CostAnalysis.spend)
     cost_report = _to("costs", CostAnalysis.cost_report)
     reconcile = _to("reconciler", Reconciler.reconcile)
+
+    # -- other libraries through the same budget and ledger ----------------------------------
+
+    openai = _to("_clients", PayingClients.openai)
+    async_openai = _to("_clients", PayingClients.async_openai)
+    http_client = _to("_clients", PayingClients.http_client)
+    async_http_client = _to("_clients", PayingClients.async_http_client)
 
     # -- lifetime ----------------------------------------------------------------------------
 

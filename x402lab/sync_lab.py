@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    import httpx
     import pandas as pd
     import pyarrow as pa
+    from openai import AsyncOpenAI, OpenAI
 
     from x402lab.analysis.batches import BatchInput
     from x402lab.analysis.report import CostReport
@@ -1286,6 +1288,46 @@ class Lab:
         before any row changes.
         """
         return run(self._async.reconcile())
+
+    def openai(self, **openai_options: Any) -> OpenAI:
+        """An ``openai.OpenAI`` client pointed at the gateway, paying through the lab (see
+        ``http_client()``): ``client.chat.completions.create(...)``, streaming,
+        ``client.embeddings.create(...)``. Spends money on every paid call.
+
+        openai-python's own retries (timeouts, 429, 5xx; ``max_retries``) re-send the same
+        signed payment of a request whose first answer was ambiguous, never a new one.
+        ``openai_options`` go to ``openai.OpenAI`` (``max_retries``, ``timeout``...). Raises
+        ImportError naming the extra to install when openai is missing.
+        """
+        return self._async.openai(**openai_options)
+
+    def async_openai(self, **openai_options: Any) -> AsyncOpenAI:
+        """The ``openai.AsyncOpenAI`` twin of ``openai()``, on ``async_http_client()``.
+        Spends money on every paid call.
+        """
+        return self._async.async_openai(**openai_options)
+
+    def http_client(self, *, timeout_s: float = 120.0, **httpx_options: Any) -> httpx.Client:
+        """An ``httpx.Client`` on the gateway (``base_url``) whose paid requests pay through
+        the lab: the same budget, ledger, pinned payee, model-id check and request keys (a
+        retry of the same request sends its unknown payment's same signed payload again;
+        nothing is signed twice). Spends money when a request hits a paid route.
+
+        ``httpx_options`` go to ``httpx.Client`` (``headers``, ``limits``...). Close it (or
+        use it as a context manager) when done. Money errors are x402lab's own exceptions.
+        """
+        return self._async.http_client(timeout_s=timeout_s, **httpx_options)
+
+    def async_http_client(
+        self,
+        *,
+        timeout_s: float = 120.0,
+        **httpx_options: Any,
+    ) -> httpx.AsyncClient:
+        """The ``httpx.AsyncClient`` twin of ``http_client()``: use it on one event loop and
+        ``await client.aclose()`` when done. Spends money when a request hits a paid route.
+        """
+        return self._async.async_http_client(timeout_s=timeout_s, **httpx_options)
 
     def aclose(self) -> None:
         """Close connections and stop the embedded emulator (the ledger stays on disk)."""
