@@ -9,8 +9,8 @@ polled until it is decided) or ``PAY`` (this run buys it, then stores the answer
 the claim). ``rebuy=True`` is the store's one override: buy again what was stored or may
 have been paid.
 
-Answers are stored off the paying path: kept as they arrive and committed in groups (one
-transaction per ``GROUP`` answers or per ``COMMIT_EVERY_S``) by the run's maintenance task,
+Answers are stored off the paying path: kept as they arrive and committed in groups (every
+``COMMIT_EVERY_S``, one transaction per ``GROUP`` answers) by the run's maintenance task,
 and flushed before the batch returns or unwinds. (A writer thread, as the old checkpoint
 file had, measured slower here: answers trickle in one by one, so it committed nearly one
 transaction per answer, and its GIL and lock hand-offs stalled the paying loop.) Claims and
@@ -37,10 +37,10 @@ from x402lab.ledger import ClaimAction, Claimed, ClaimRecord, Claims, ClaimStatu
 #: Pending batch claims older than this, of another process, are taken over. The holder renews
 #: them four times as often, so only a run that stopped without releasing them goes stale.
 STALE_AFTER_S = 60.0
-#: Answers kept in memory before they are committed in one transaction (the payment path
-#: waits while one commits), and the longest an answer waits for its commit.
+#: Answers committed per transaction at most (the payment path waits while one commits), and
+#: how often the answers kept are committed.
 GROUP = 1024
-COMMIT_EVERY_S = 0.25
+COMMIT_EVERY_S = 0.2
 #: The batch stores of this process that may hold claims (a claim of this process that none
 #: of them holds was left by a run that could not give it back, and may be released).
 _LIVE: weakref.WeakSet[BatchStore] = weakref.WeakSet()
@@ -63,7 +63,6 @@ class BatchStore:
         self._renewed_at = time.monotonic()
         self._waiting: dict[str, asyncio.Future[Claimed]] = {}
         self._fresh_waits = False
-        self._poke = asyncio.Event()
         self._answers: list[tuple[str, bytes]] = []  # not committed yet
         self._payment_keys: dict[str, str] = {}
         self._error: BaseException | None = None
@@ -133,8 +132,7 @@ class BatchStore:
             if future is None or future.done():
                 future = self._waiting[key] = loop.create_future()
             futures[key] = future
-        self._fresh_waits = True
-        self._poke.set()
+        self._fresh_waits = True  # polled at the next tick
         return {key: await future for key, future in futures.items()}
 
     @property
@@ -143,16 +141,17 @@ class BatchStore:
         return sum(1 for future in self._waiting.values() if not future.done())
 
     async def maintain(self, poll_s: float = 0.2, max_poll_s: float = 2.0) -> None:
-        """Commit the answers kept, poll the keys waited for and renew the held claims, until
-        cancelled. Raises StoreError when answers cannot be stored."""
+        """Commit the answers kept, poll the keys waited for and renew the held claims, every
+        ``COMMIT_EVERY_S``, until cancelled. Raises StoreError when answers cannot be stored.
+
+        A plain sleep, not ``wait_for`` on an event: in Python 3.11 ``wait_for`` swallows a
+        cancellation that arrives as its event is set, and the batch would wait for this task
+        forever.
+        """
         delay, polled = poll_s, time.monotonic()
         renew_every = self.claims.stale_after_s / 4
         while True:
-            try:
-                await asyncio.wait_for(self._poke.wait(), timeout=min(delay, COMMIT_EVERY_S))
-            except TimeoutError:
-                pass
-            self._poke.clear()
+            await asyncio.sleep(COMMIT_EVERY_S)
             self.commit()
             now = time.monotonic()
             if now - self._renewed_at >= renew_every:
@@ -211,8 +210,6 @@ class BatchStore:
         self._answers += answers
         for key, _ in answers:
             self._payment_keys[key] = payment_key
-        if len(self._answers) >= GROUP:
-            self._poke.set()
 
     def commit(self) -> None:
         """Store the answers kept (one transaction per ``GROUP``). Raises StoreError."""
