@@ -1,8 +1,10 @@
-"""Notebook 04 in a real browser: JupyterLab on 127.0.0.1 and Debian's Chromium via Playwright.
+"""Notebooks 04 and 02 in a real browser: JupyterLab on 127.0.0.1 and Debian's Chromium via
+Playwright.
 
-The notebook runs top to bottom on its embedded emulator; the test waits until every job's
-progress bar is full and the audio and video players are on the page, then keeps a
-screenshot in ``tests/browser/artifacts/`` (not committed). Chromium is the system one
+Each notebook runs top to bottom on its embedded emulator. For 04 the test waits until every
+job's progress bar is full and the audio and video players are on the page; for 02, that the
+batch's tqdm bar moved while the batch ran and ended at 100%. Screenshots are kept in
+``tests/browser/artifacts/`` (CI keeps them as artifacts; not committed). Chromium is the system one
 (``/usr/bin/chromium``); Playwright never downloads a browser here. The server runs on a
 free port with a token, isolated config dirs, and is stopped by its own PID.
 """
@@ -27,6 +29,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "04_media_jobs.ipynb"
+BATCH_NOTEBOOK = REPO / "notebooks" / "02_batch_chat.ipynb"
 ARTIFACTS = Path(__file__).parent / "artifacts"
 
 # On a developer's machine without the browser stack the test is skipped with a reason; in CI
@@ -76,10 +79,13 @@ def _free_port() -> int:
 
 @pytest.fixture
 def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """(base URL, token) of a JupyterLab serving a copy of notebook 04 from ``tmp_path``."""
+    """(base URL, token) of a JupyterLab serving copies of notebooks 04 and 02 (and the data
+    they read) from ``tmp_path``."""
     root = tmp_path / "root"
     root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    for notebook in (NOTEBOOK, BATCH_NOTEBOOK):
+        shutil.copy(notebook, root / notebook.name)
+    shutil.copytree(REPO / "data", root / "data")
     config = tmp_path / "config"
     config.mkdir()
     # No news feed, update check or extension index: the server makes no outside request.
@@ -181,5 +187,83 @@ def test_notebook_04_progress_reaches_full_and_players_appear(jupyterlab):
             last.scroll_into_view_if_needed()
             last.screenshot(path=str(ARTIFACTS / "notebook04-video-job.png"))
             assert last.locator(".x402lab-job-player video").count() == 1
+        finally:
+            browser.close()
+
+
+# Every code cell run, the kernel idle, and a progress bar on the page.
+BATCH_DONE = """
+() => {
+  const app = window.jupyterapp;
+  const panel = app && app.shell.currentWidget;
+  const kernel = panel && panel.sessionContext && panel.sessionContext.session
+    && panel.sessionContext.session.kernel;
+  if (!kernel || kernel.status !== 'idle') return false;
+  const cells = panel.content.widgets.filter(c => c.model.type === 'code');
+  return cells.every(c => c.model.executionCount !== null)
+    && document.querySelector('.jp-OutputArea-output .progress-bar') !== null;
+}
+"""
+# Records every width a progress bar shows, however briefly (a batch on the emulator is fast).
+WATCH_BARS = """
+() => {
+  window.x402labWidths = [];
+  const note = () => document.querySelectorAll('.jp-OutputArea-output .progress-bar')
+    .forEach(b => { const w = b.style.width;
+      if (w && window.x402labWidths[window.x402labWidths.length - 1] !== w)
+        window.x402labWidths.push(w); });
+  new MutationObserver(note).observe(document.body,
+    {subtree: true, childList: true, attributes: true, attributeFilter: ['style']});
+}
+"""
+# The width of every tqdm bar on the page (the batch's), as shown now.
+BAR_WIDTHS = (
+    "() => [...document.querySelectorAll('.jp-OutputArea-output .progress-bar')]"
+    ".map(b => b.style.width)"
+)
+
+
+def test_notebook_02_batch_bar_moves_and_ends_at_100(jupyterlab):
+    from playwright.sync_api import sync_playwright
+
+    url, token = jupyterlab
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(f"{url}/lab/tree/{BATCH_NOTEBOOK.name}?token={token}")
+            page.wait_for_function(
+                "() => { const p = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+                " const s = p && p.sessionContext && p.sessionContext.session;"
+                " return !!(s && s.kernel && s.kernel.status === 'idle'); }",
+                timeout=90_000,
+            )
+            page.evaluate(WATCH_BARS)
+            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            seen: list[str] = []
+            deadline = time.monotonic() + 120
+            try:
+                while time.monotonic() < deadline:
+                    seen += [w for w in page.evaluate(BAR_WIDTHS) if w and w not in seen]
+                    if page.evaluate(BATCH_DONE):
+                        break
+                    time.sleep(0.05)
+                else:
+                    pytest.fail(f"notebook 02 did not finish; bar widths seen: {seen}")
+            finally:
+                bar = page.locator(".jp-OutputArea-output .progress-bar").first
+                if bar.count():
+                    bar.scroll_into_view_if_needed()
+                page.screenshot(path=str(ARTIFACTS / "notebook02.png"))
+            assert page.evaluate(ERRORS) == 0
+            assert page.evaluate(BAR_WIDTHS)[-1] == "100%"
+            widths = page.evaluate("() => window.x402labWidths")
+            assert len(set(widths)) >= 2, widths  # it moved: it showed more than one width
+            output = page.locator(".jp-OutputArea-output", has=page.locator(".progress-bar"))
+            row = output.last
+            row.screenshot(path=str(ARTIFACTS / "notebook02-batch-bar.png"))
+            text = row.inner_text()
+            assert "batch_chat" in text and "row/s" in text and "spent" in text and "USD" in text
         finally:
             browser.close()
