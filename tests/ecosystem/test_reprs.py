@@ -34,6 +34,8 @@ def test_html_reprs_of_the_objects_an_analyst_looks_at(emulator_factory, lab_fac
     job = lab.music(model="ace-step-15", prompt="calm piano", duration_seconds=60)
     job.wait()
     assert "Job · music" in job._repr_html_() and "100%" in job._repr_html_()
+    budget = lab.budget._repr_html_()  # spent, held and free, as a bar
+    assert "spent" in budget and "held" in budget and "free" in budget
 
 
 def test_help_of_the_lab_is_readable():
