@@ -64,6 +64,7 @@ class Figures:
     cap_atomic: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     batch_statuses: dict[str, int] = field(default_factory=dict)
+    unknown_rows: list[str] = field(default_factory=list)  # batch rows shown unknown: why
     signed: int = 0
     resent_rows: int = 0
     resends: int = 0
@@ -96,6 +97,7 @@ class Figures:
             f" (worker 0 SIGKILLed and resumed: {'yes' if self.killed else 'no'});"
             f" every fault at 5%",
             f"  batch rows:  {dict(sorted(self.batch_statuses.items()))}",
+            *(f"    shown unknown then: {note[:160]}" for note in self.unknown_rows[:5]),
             f"  ledger rows: {dict(sorted(self.statuses.items()))}; {self.signed} signed",
             f"  ambiguous outcomes resolved: {self.resent_rows} payments sent again"
             f" ({self.resends} re-sends): {self.resolved_by_resend} settled or refused by a"
@@ -179,7 +181,9 @@ def worker(args: argparse.Namespace) -> None:
         frame = lab.batch_chat(
             prompts, model=MODEL, max_tokens=8, concurrency=args.concurrency, progress=None
         )
-        print(json.dumps(dict(Counter(frame["status"]))), flush=True)
+        unclear = frame[frame["status"] == "unknown"]
+        notes = [f"{k}: {e}" for k, e in zip(unclear["request_key"], unclear["error"], strict=True)]
+        print(json.dumps({"counts": dict(Counter(frame["status"])), "unknown": notes}), flush=True)
     finally:
         lab.close()
 
@@ -197,11 +201,13 @@ def _spawn(index: int, common: list[str]) -> subprocess.Popen[str]:
     )
 
 
-def _finish(process: subprocess.Popen[str], counts: Counter[str]) -> None:
+def _finish(process: subprocess.Popen[str], counts: Counter[str], notes: list[str]) -> None:
     out, err = process.communicate(timeout=3600)
     if process.returncode != 0:
         raise RuntimeError(f"a worker failed ({process.returncode}):\n{err[-3000:]}")
-    counts.update(json.loads(out.strip().splitlines()[-1]))
+    found = json.loads(out.strip().splitlines()[-1])
+    counts.update(found["counts"])
+    notes.extend(found["unknown"])
 
 
 def run_chaos(
@@ -243,7 +249,7 @@ def run_chaos(
             break
         time.sleep(0.05)
     for process in running:
-        _finish(process, counts)
+        _finish(process, counts, figures.unknown_rows)
     if watch is not None:
         watch.close()
     figures.batch_statuses = dict(counts)

@@ -5,6 +5,7 @@ Budgets and claims follow the ledger. Bad endpoints change no row."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -16,6 +17,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 import x402lab as xl
+from x402lab.chain.rpc import AUTHORIZATION_USED
 from x402lab.cli import main
 from x402lab.emulator.serving import BackgroundServers
 from x402lab.errors import AnswerLost
@@ -198,3 +200,46 @@ def test_the_embedded_default_reconciles_with_its_own_chain(tmp_path):
         assert lab.reconcile().empty
     finally:
         lab.close()
+
+
+def test_a_transaction_older_than_the_base_block_estimate_is_still_found(mixed, lab_for):
+    # A chain that makes blocks faster than Base (2 s) puts the transaction further back
+    # than the estimate: the search widens until it finds it.
+    emulator, lab, _, _ = mixed
+    [row] = [r for r in lab.ledger.rows() if r["status"] == "unknown" and r["resends"]]
+    tx = "0x" + "ab" * 32
+    seen: list[tuple[int, int]] = []
+
+    def answer(request):
+        method, params = request["method"], request.get("params")
+        if method == "eth_chainId":
+            result = "0x2105"
+        elif method == "eth_blockNumber":
+            result = hex(100_000)
+        elif method == "eth_call":
+            result = "0x" + "0" * 63 + "1"  # every authorization is used
+        else:
+            start, end = int(params[0]["fromBlock"], 16), int(params[0]["toBlock"], 16)
+            seen.append((start, end))
+            used = {
+                "topics": [AUTHORIZATION_USED, params[0]["topics"][1], row["nonce"].lower()],
+                "transactionHash": tx,
+                "blockNumber": hex(5),
+                "data": "0x",
+            }
+            result = [used] if start <= 5 <= end else []
+        return JSONResponse({"jsonrpc": "2.0", "id": request["id"], "result": result})
+
+    def batch_or_one(request):
+        if isinstance(request, list):
+            return JSONResponse([json.loads(answer(item).body) for item in request])
+        return answer(request)
+
+    servers = BackgroundServers([(_rpc_app(batch_or_one), 0)]).start()
+    try:
+        done = lab_for(emulator, chain=servers.urls[0]).reconcile()
+    finally:
+        servers.stop()
+    settled = done.set_index("id").loc[row["id"]]
+    assert settled["after"] == "settled" and settled["tx_hash"] == tx and settled["block"] == 5
+    assert seen[0][0] > 5 and min(start for start, _ in seen) == 0

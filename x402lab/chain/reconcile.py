@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 # Logs are searched from this long before the oldest row was written (clocks differ).
 _LOG_SLACK_S = 600
+# How many more blocks are searched for a used authorization whose log was not found.
+_WIDEN_BLOCKS = 200_000
 
 
 @dataclass
@@ -133,19 +135,39 @@ async def _find_logs(chain: ChainClient, used: list[OpenPayment], now: float) ->
         return {}
     latest = await chain.block_number()
     oldest_s = min(row.ts_us for row in used) / 1_000_000
-    back = math.ceil((now - oldest_s + _LOG_SLACK_S) / BASE_BLOCK_TIME_S)
-    first = max(0, latest - back)
+    first = _first_block(latest, now - oldest_s)
     groups: dict[tuple[str, str], list[OpenPayment]] = {}
     for row in used:
         groups.setdefault((str(row.asset), str(row.payer).lower()), []).append(row)
     out: dict[int, UsedLog] = {}
     for (asset, payer), group in groups.items():
-        found = await chain.used_logs(asset, payer, [str(r.nonce) for r in group], first, latest)
+        nonces = [str(r.nonce) for r in group]
+        found = await _search(chain, asset, payer, nonces, first, latest)
         for row in group:
             log = found.get(word_of_bytes32(str(row.nonce)))
             if log is not None:
                 out[row.id] = log
     return out
+
+
+def _first_block(latest: int, age_s: float) -> int:
+    """The first block to search for a transaction at most ``age_s`` old: Base makes one
+    block every ``BASE_BLOCK_TIME_S`` seconds, so no earlier block can hold it there."""
+    return max(0, latest - math.ceil((age_s + _LOG_SLACK_S) / BASE_BLOCK_TIME_S))
+
+
+async def _search(
+    chain: ChainClient, asset: str, payer: str, nonces: list[str], first: int, latest: int
+) -> dict[str, UsedLog]:
+    """``chain.used_logs`` from ``first``; what is not found there is looked for in up to
+    ``_WIDEN_BLOCKS`` earlier blocks (a chain faster than Base, such as the emulator's, makes
+    more blocks per second than the estimate assumes)."""
+    found = await chain.used_logs(asset, payer, nonces, first, latest)
+    missing = [n for n in nonces if word_of_bytes32(n) not in found]
+    if missing and first > 0:
+        start = max(0, first - _WIDEN_BLOCKS)
+        found.update(await chain.used_logs(asset, payer, missing, start, first - 1))
+    return found
 
 
 async def used_on_chain(
@@ -158,8 +180,7 @@ async def used_on_chain(
     if not used:
         return False, None
     latest = await chain.block_number()
-    first = max(0, latest - math.ceil((now - since_s + _LOG_SLACK_S) / BASE_BLOCK_TIME_S))
-    found = await chain.used_logs(asset, payer, [nonce], first, latest)
+    found = await _search(chain, asset, payer, [nonce], _first_block(latest, now - since_s), latest)
     log = found.get(word_of_bytes32(nonce))
     return True, log.tx_hash if log else None
 
