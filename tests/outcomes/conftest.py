@@ -15,11 +15,9 @@ from x402lab.emulator.server import RunningEmulator, start_emulator
 from x402lab.emulator.settings import EmulatorSettings, Faults
 
 sys.path.append(str(Path(__file__).parent))
-from outcomes_support import CHAT_MODEL, KEY  # noqa: E402
+from outcomes_support import CHAT_MODEL, FAST, KEY  # noqa: E402
 
-__all__ = ["CHAT_MODEL", "KEY"]
-
-FAST = xl.lab.RetryPolicy(attempts=8, base_delay_s=0.02, max_delay_s=0.5)
+__all__ = ["CHAT_MODEL", "FAST", "KEY"]
 
 
 @pytest.fixture

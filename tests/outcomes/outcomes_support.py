@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from x402lab.transport import RetryPolicy
+
 KEY = "0x" + "6b" * 32
 CHAT_MODEL = "zai-org-glm-4.7-flash"
 CHAT = "/api/v1/chat/completions"
@@ -126,3 +128,7 @@ if __name__ == "__main__":
         "pay_slowly": pay_slowly,
     }
     steps[sys.argv[1]](*sys.argv[2:])
+
+
+# Quick re-sends for tests (the defaults wait seconds between tries).
+FAST = RetryPolicy(attempts=8, base_delay_s=0.02, max_delay_s=0.5)
