@@ -7,7 +7,9 @@ lab = xl.connect()            # the embedded emulator, a throwaway funded wallet
 from x402lab._loop import run
 from x402lab.budget import Budget
 from x402lab.errors import (
+    AnswerLost,
     ApiError,
+    BatchInterrupted,
     BudgetExceeded,
     ConfigError,
     JobError,
@@ -20,6 +22,7 @@ from x402lab.errors import (
     QuoteRejected,
     RateLimited,
     SettlementUnknown,
+    StoreError,
     TransportError,
     X402LabError,
 )
@@ -30,8 +33,10 @@ from x402lab.wallet import Wallet
 __version__ = "0.2.0"
 
 __all__ = [
+    "AnswerLost",
     "ApiError",
     "AsyncLab",
+    "BatchInterrupted",
     "Budget",
     "BudgetExceeded",
     "ConfigError",
@@ -47,6 +52,7 @@ __all__ = [
     "QuoteRejected",
     "RateLimited",
     "SettlementUnknown",
+    "StoreError",
     "TransportError",
     "Wallet",
     "X402LabError",

@@ -34,8 +34,11 @@ def test_failed_stream_raises_its_error_again_and_signs_nothing_new(unlucky_lab)
             pass
     assert again.value is first.value
     assert stream.done and stream.error is first.value
-    assert "failed (SettlementUnknown)" in repr(stream)
-    assert [row["status"] for row in lab.ledger.rows()] == ["unknown"]
+    # The same signed payload was sent again and answered "already used": the chain says it
+    # settled once, and the answer is lost (never paid again).
+    assert isinstance(first.value, xl.AnswerLost)
+    assert "failed (AnswerLost)" in repr(stream)
+    assert [row["status"] for row in lab.ledger.rows()] == ["settled"]
     assert len(lab.emulator.chain.transfers()) == 1
 
 
@@ -61,7 +64,8 @@ def test_failed_async_stream_keeps_its_error(tmp_path):
 
     errors, statuses, transfers = asyncio.run(main())
     assert len(errors) == 3 and errors[0] is errors[1] is errors[2]
-    assert statuses == ["unknown"] and transfers == 1
+    assert isinstance(errors[0], xl.AnswerLost)
+    assert statuses == ["settled"] and transfers == 1  # settled once, answer lost
 
 
 def test_refused_stream_is_not_tried_again(tmp_path):
