@@ -321,6 +321,9 @@ def _measure(figures: Figures, rows: list[dict[str, Any]], chain: dict[str, int]
     figures.resolved_by_resend = sum(r["resolved_by"] == "resend" for r in resent)
     figures.answers_lost = sum("answer was lost" in (r["error"] or "") for r in rows)
     figures.orphaned = sum("stopped before an answer arrived" in (r["error"] or "") for r in rows)
+    figures.unknown_rows += [
+        f"row {r['id']}: {r['error']}" for r in rows if "could not be asked" in (r["error"] or "")
+    ]
     keys = Counter(by_nonce[n]["request_key"] if n in by_nonce else f"?{n}" for n in chain)
     figures.settled_twice = sum(1 for count in keys.values() if count > 1)
     figures.chain_not_settled_in_ledger = sum(

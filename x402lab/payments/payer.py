@@ -281,21 +281,25 @@ class Payer:
         self.ledger.record_resend(ticket.row_id)
 
     def answer_lost(
-        self, ticket: Ticket, chain: tuple[bool, str | None] | None, outcome: Outcome
+        self,
+        ticket: Ticket,
+        chain: tuple[bool, str | None] | None,
+        outcome: Outcome,
+        unasked: str = "no chain to confirm it",
     ) -> NoReturn:
         """A send of ``ticket``'s payload was answered "nonce already used" (``outcome``): an
         earlier send settled it and that answer was lost. ``chain``: what the chain says,
         ``(used, tx hash)``, or None without one. Used: the row is ``settled`` (the chain's
         tx hash); no chain: it stays ``unknown`` with a note; both raise AnswerLost. Unused
         (still settling, or refused meanwhile): ``unknown``, SettlementUnknown. The payload
-        is never sent again."""
+        is never sent again. ``unasked``: why the chain was not asked (for the row's note)."""
         amount = format_usd(ticket.amount_atomic)
         said = f"HTTP {outcome.status_code} {outcome.reason}".replace("HTTP None ", "")
         note = f"nonce already used ({said}): an earlier send settled, its answer was lost"
         details = {"ledger_id": ticket.row_id, "nonce": ticket.nonce}
         details["status"] = outcome.status_code
         if chain is None or not chain[0]:
-            seen = "no chain to confirm it" if chain is None else "the chain shows it unused yet"
+            seen = unasked if chain is None else "the chain shows it unused yet"
             self.ledger.record_unknown(ticket.row_id, f"{note} ({seen})", spent=True)
             if chain is not None:
                 raise SettlementUnknown(

@@ -116,6 +116,7 @@ class Resender:
         auth = ticket.payload.authorization
         since = ticket.valid_before - ticket.requirements.max_timeout_seconds
         found: tuple[bool, str | None] | None = None
+        unasked = "no chain to confirm it"
         try:
             for look in range(CHAIN_LOOKS):
                 found = await used_on_chain(
@@ -130,10 +131,10 @@ class Resender:
                     break
                 # The send that settled it may still be confirming.
                 await asyncio.sleep(CHAIN_LOOK_S)
-        except X402LabError:
-            found = None  # the chain cannot be asked now: reconcile() will
+        except X402LabError as exc:  # the chain cannot be asked now: reconcile() will
+            found, unasked = None, f"the chain could not be asked: {exc}"
         state.pending = None
-        self.payer.answer_lost(ticket, found, outcome)
+        self.payer.answer_lost(ticket, found, outcome, unasked)
 
 
 def no_answer(exc: httpx.HTTPError) -> Outcome:
