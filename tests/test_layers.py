@@ -7,9 +7,9 @@ dependency. Reading of §1 taken here:
 - ``_loop`` and ``sync`` (the helper loop and the sync twins) sit with ``errors`` and
   ``money`` at the top, and so do ``routes`` (service names and paths) and ``pricing`` (pure
   price arithmetic): every layer below may need them.
-- ``tables`` holds declared schemas and knows nothing of HTTP (§1), so it sits just below
-  ``wallet/budget/ledger`` (it reuses ``ledger.arrow_to_pandas``): services, batch and the
-  presentation layers all build their results through it, and it imports none of them.
+- ``tables`` holds every declared schema (the ledger's and the spend tables' too) and knows
+  nothing of HTTP (§1), so it sits just below the protocol: the store, services, batch and
+  the presentation layers all build their results through it, and it imports none of them.
 - ``payments`` (the money side of the handshake) sits between the store and ``transport``,
   and ``chain`` (the chain read over JSON-RPC, and reconciliation) between ``payments`` and
   ``transport``, which asks it about a payment whose answer was lost;
@@ -46,8 +46,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "x402lab.reprs",
     ),
     ("x402lab.x402",),
-    ("x402lab.wallet", "x402lab.budget", "x402lab.ledger"),
     ("x402lab.tables",),
+    ("x402lab.wallet", "x402lab.budget", "x402lab.ledger"),
     ("x402lab.payments",),
     ("x402lab.chain",),
     ("x402lab.transport",),

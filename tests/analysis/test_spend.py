@@ -7,10 +7,10 @@ import itertools
 import pandas as pd
 import pytest
 
-from x402lab.analysis.schemas import SPEND_KEYS, spend_schema
 from x402lab.analysis.spend import spend
 from x402lab.errors import ConfigError
 from x402lab.ledger import Ledger
+from x402lab.tables.spend import SPEND_KEYS, spend_schema
 
 ALL_GROUPINGS = [
     keys for n in range(len(SPEND_KEYS) + 1) for keys in itertools.combinations(SPEND_KEYS, n)

@@ -9,9 +9,9 @@ import pytest
 from outcomes_support import CHAT_MODEL
 
 import x402lab as xl
-from x402lab.analysis.schemas import OUTCOMES
 from x402lab.errors import AnswerLost
 from x402lab.money import format_usd
+from x402lab.tables.spend import OUTCOMES
 
 
 def test_budget_shows_spent_held_free_and_spend_agrees(start, lab_for):

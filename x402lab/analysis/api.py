@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from x402lab.analysis.schemas import DEFAULT_SPEND_BY
 from x402lab.analysis.spend import ledger_frame, spend
 from x402lab.errors import X402LabError
+from x402lab.tables.spend import DEFAULT_SPEND_BY
 
 if TYPE_CHECKING:
     from x402lab.analysis.batches import BatchInput

@@ -17,7 +17,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from x402lab.analysis.schemas import (
+from x402lab.analysis.spend import LedgerRows, by_route, ledger_frame
+from x402lab.errors import ConfigError
+from x402lab.money import ATOMIC_PER_USD
+from x402lab.tables.spend import (
     BATCH_STATUS,
     SAVINGS,
     UNIT_COSTS,
@@ -25,9 +28,6 @@ from x402lab.analysis.schemas import (
     drift_table,
     typed,
 )
-from x402lab.analysis.spend import LedgerRows, by_route, ledger_frame
-from x402lab.errors import ConfigError
-from x402lab.money import ATOMIC_PER_USD
 
 COST_COLUMNS = ("status", "quoted_usd", "paid_usd", "request_key")
 SKIPPED = ("skipped_budget",)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from x402lab.analysis.schemas import DRIFT, drift_record, drift_table, typed
 from x402lab.routes import QUEUE_PATHS
+from x402lab.tables.spend import DRIFT, drift_record, drift_table, typed
 
 
 def job_drift(jobs: pd.DataFrame | None) -> pd.DataFrame:

@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from x402lab.analysis.schemas import DRIFT, SAVINGS, typed
 from x402lab.money import ATOMIC_PER_USD, format_usd, usd_to_atomic
 from x402lab.routes import REPORTS_BUY
+from x402lab.tables.spend import DRIFT, SAVINGS, typed
 
 
 def library_savings(library: pd.DataFrame | None, purchases: Iterable[Any] | None) -> pd.DataFrame:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from x402lab.analysis.schemas import OUTCOMES, typed
 from x402lab.money import ATOMIC_PER_USD
+from x402lab.tables.spend import OUTCOMES, typed
 
 
 def payment_outcomes(frame: pd.DataFrame) -> pd.DataFrame:
     """Signed payments of ``frame`` (ledger rows with a nonce) grouped by status and
-    ``resolved_by`` (columns of ``schemas.OUTCOMES``); an empty table when none was signed."""
+    ``resolved_by`` (columns of ``x402lab.tables.spend.OUTCOMES``); an empty table when none
+    was signed."""
     signed = frame[frame["nonce"].notna()]
     if len(signed) == 0:
         return typed(None, OUTCOMES)

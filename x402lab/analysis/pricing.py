@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from x402lab.analysis.schemas import PADDING, RATES, typed
 from x402lab.analysis.spend import LedgerRows, by_route, settled_rows
 from x402lab.money import ATOMIC_PER_USD, usd_to_atomic
 from x402lab.pricing import fair_usd
+from x402lab.tables.spend import PADDING, RATES, typed
 
 ROUTE_KEYS = ["service", "path", "model"]
 

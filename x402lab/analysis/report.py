@@ -21,9 +21,10 @@ import pyarrow as pa
 from x402lab.analysis import batches as batch_tables
 from x402lab.analysis import jobs as job_tables
 from x402lab.analysis import library as report_library
-from x402lab.analysis import plots, pricing, schemas, spend
+from x402lab.analysis import plots, pricing, spend
 from x402lab.analysis.outcomes import payment_outcomes
 from x402lab.money import format_usd
+from x402lab.tables import spend as schemas
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, TypeAlias
 import pandas as pd
 import pyarrow as pa
 
-from x402lab.analysis.schemas import (
+from x402lab.ledger import arrow_to_pandas, ledger_schema
+from x402lab.ledger.statuses import IN_FLIGHT, PaymentStatus
+from x402lab.money import ATOMIC_PER_USD
+from x402lab.tables.spend import (
     DEFAULT_SPEND_BY,
     SPEND_VALUES,
     TIMELINE,
@@ -28,9 +31,6 @@ from x402lab.analysis.schemas import (
     spend_schema,
     typed,
 )
-from x402lab.ledger import arrow_to_pandas, ledger_schema
-from x402lab.ledger.statuses import IN_FLIGHT, PaymentStatus
-from x402lab.money import ATOMIC_PER_USD
 
 if TYPE_CHECKING:
     from x402lab.ledger import Ledger

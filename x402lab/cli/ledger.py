@@ -125,8 +125,8 @@ def _export(args: argparse.Namespace) -> int:
     suffix = target.suffix.lower()
     if suffix not in EXPORT_FORMATS:
         raise ConfigError(f"cannot tell the format of {target}: use a .parquet or .csv name")
-    from x402lab.analysis.schemas import spend_schema
     from x402lab.ledger import ledger_schema
+    from x402lab.tables.spend import spend_schema
 
     rows = _open_rows(args)
     if args.by is None:
@@ -192,7 +192,7 @@ def write_table(frame: Any, target: Path, schema: Any = None) -> None:
     if target.suffix.lower() == ".parquet":
         import pyarrow.parquet as pq
 
-        from x402lab.analysis.schemas import to_arrow
+        from x402lab.tables.spend import to_arrow
 
         if schema is not None:
             pq.write_table(to_arrow(frame, schema), target)

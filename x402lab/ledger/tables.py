@@ -1,4 +1,4 @@
-"""The ledger's rows as tables: the declared Arrow schema and the pandas conversion."""
+"""A ``payments`` row as a record of the ledger table (its schema is ``x402lab.tables.ledger``)."""
 
 from __future__ import annotations
 
@@ -6,98 +6,10 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from x402lab.money import atomic_to_usd
+from x402lab.tables.ledger import COLUMNS, arrow_to_pandas, ledger_schema
 
 if TYPE_CHECKING:
-    import pandas as pd
     import pyarrow as pa
-
-COLUMNS = (
-    "id",
-    "ts",
-    "service",
-    "method",
-    "path",
-    "model",
-    "request_key",
-    "budget",
-    "amount_atomic",
-    "amount_usd",
-    "upstream_usd",
-    "price_mult",
-    "status",
-    "held",
-    "tx_hash",
-    "payer",
-    "pay_to",
-    "network",
-    "asset",
-    "nonce",
-    "error",
-    "expires_at",
-    "resends",
-    "resolved_by",
-)
-
-
-def ledger_schema() -> pa.Schema:
-    """The declared Arrow schema of ledger rows."""
-    import pyarrow as pa
-
-    text = pa.string()
-    return pa.schema(
-        [
-            pa.field("id", pa.int64(), nullable=False),
-            pa.field("ts", pa.timestamp("us", tz="UTC"), nullable=False),
-            pa.field("service", text, nullable=False),
-            ("method", text),
-            ("path", text),
-            ("model", text),
-            ("request_key", text),
-            pa.field("budget", text, nullable=False),
-            pa.field("amount_atomic", pa.int64(), nullable=False),
-            pa.field("amount_usd", pa.float64(), nullable=False),
-            ("upstream_usd", pa.float64()),
-            ("price_mult", pa.float64()),
-            pa.field("status", text, nullable=False),
-            pa.field("held", pa.bool_(), nullable=False),
-            ("tx_hash", text),
-            ("payer", text),
-            ("pay_to", text),
-            ("network", text),
-            ("asset", text),
-            ("nonce", text),
-            ("error", text),
-            ("expires_at", pa.timestamp("us", tz="UTC")),
-            pa.field("resends", pa.int64(), nullable=False),
-            ("resolved_by", text),
-        ]
-    )
-
-
-def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
-    """Arrow to pandas keeping the declared dtypes: int64 stays int64 (nullable when needed),
-    timestamps stay tz-aware UTC, and an empty table keeps its columns and dtypes."""
-    import pandas as pd
-    import pyarrow as pa
-
-    def mapper(arrow_type: pa.DataType) -> Any:
-        if pa.types.is_integer(arrow_type):
-            return pd.Int64Dtype()
-        if pa.types.is_boolean(arrow_type):
-            return pd.BooleanDtype()
-        return None
-
-    # Dtypes follow the schema, not the data: a non-nullable integer field is int64, a
-    # nullable one Int64, whether or not this table happens to hold a null.
-    required_ints = [
-        field.name
-        for field in table.schema
-        if pa.types.is_integer(field.type) and not field.nullable
-    ]
-    frame = table.to_pandas(types_mapper=mapper)
-    for name in required_ints:
-        frame[name] = frame[name].astype("int64")
-    return frame
 
 
 def as_record(row: sqlite3.Row) -> dict[str, Any]:
@@ -125,3 +37,6 @@ def records_table(records: list[dict[str, Any]]) -> pa.Table:
     schema = ledger_schema()
     columns = {name: [record[name] for record in records] for name in schema.names}
     return pa.table(columns, schema=schema)
+
+
+__all__ = ["COLUMNS", "arrow_to_pandas", "as_record", "ledger_schema", "records_table"]

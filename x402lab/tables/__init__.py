@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from x402lab.ledger import arrow_to_pandas
+from x402lab.tables.ledger import arrow_to_pandas
 
 FETCHED_AT = "fetched_at"
 _META_PREFIX = "x402lab."

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from x402lab.errors import ConfigError
-from x402lab.ledger import arrow_to_pandas
 from x402lab.money import ATOMIC_PER_USD
+from x402lab.tables.ledger import arrow_to_pandas
 
 # Row statuses. ``cached``: the result came from an earlier payment (a duplicate in the batch
 # or an answer an earlier run stored in the ledger). ``paid_not_stored``: an earlier payment

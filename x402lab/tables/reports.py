@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from x402lab.ledger import arrow_to_pandas
 from x402lab.money import atomic_to_usd, format_usd
 from x402lab.reprs import card, scrolling
+from x402lab.tables.ledger import arrow_to_pandas
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,4 +1,4 @@
-"""Declared Arrow schemas of the cost-analysis tables.
+"""Declared Arrow schemas of the spend and cost-analysis tables.
 
 Every table of ``lab.spend()`` and ``lab.cost_report()`` is cast to one of these, so an empty
 table has the same columns and dtypes as a full one. ``*_atomic`` columns are int64 USDC base
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from x402lab.errors import ConfigError
-from x402lab.ledger import arrow_to_pandas
 from x402lab.money import ATOMIC_PER_USD
+from x402lab.tables.ledger import arrow_to_pandas
 
 if TYPE_CHECKING:
     import pandas as pd
