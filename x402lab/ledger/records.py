@@ -25,6 +25,8 @@ class PaymentMeta:
     asset: str | None = None
     upstream_usd: float | None = None
     price_mult: float | None = None
+    #: Paid with the first request, for a predicted challenge (``payments.prediction``).
+    prepaid: bool = False
 
 
 @dataclass(frozen=True)

@@ -259,8 +259,8 @@ class Ledger:
         row_id = tx.insert(
             "INSERT INTO payments (ts_us, updated_us, service, method, path, model, request_key,"
             " budget, amount_atomic, upstream_usd, price_mult, status, pay_to, network, asset,"
-            " error, nonce, payer, valid_before, payment_header, owner)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " error, nonce, payer, valid_before, payment_header, owner, prepaid)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 now,
                 now,
@@ -283,6 +283,7 @@ class Ledger:
                 signed.valid_before if signed else None,
                 signed.header if signed else None,
                 process_owner(),
+                int(meta.prepaid),
             ),
         )
         if status in COUNTING:

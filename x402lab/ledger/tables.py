@@ -23,6 +23,7 @@ def as_record(row: sqlite3.Row) -> dict[str, Any]:
     record["amount_usd"] = atomic_to_usd(amount)
     record["held"] = bool(record.get("held_now", record.get("held")))
     record["resends"] = int(record.get("resends") or 0)
+    record["prepaid"] = bool(record.get("prepaid"))
     valid_before = record.get("valid_before")
     record["expires_at"] = (
         datetime.fromtimestamp(valid_before, tz=UTC) if valid_before is not None else None

@@ -34,6 +34,7 @@ COLUMNS = (
     "expires_at",
     "resends",
     "resolved_by",
+    "prepaid",
 )
 
 
@@ -68,6 +69,7 @@ def ledger_schema() -> pa.Schema:
             ("expires_at", pa.timestamp("us", tz="UTC")),
             pa.field("resends", pa.int64(), nullable=False),
             ("resolved_by", text),
+            pa.field("prepaid", pa.bool_(), nullable=False),
         ]
     )
 
