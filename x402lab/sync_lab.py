@@ -1232,20 +1232,23 @@ class Lab:
         by: str | Sequence[str] | None = ("service", "path", "model"),
         *,
         budget: str | None = None,
+        atomic: bool = False,
     ) -> pd.DataFrame:
-        """Free: spend from the ledger, grouped by ``by``.
+        """Free: what was spent, from the ledger, in USD, grouped by ``by``.
 
         ``by`` is any subset of ``("service", "path", "model", "day", "budget")`` (``day`` is
         midnight UTC of the payment; ``()`` gives one line of totals). Columns: ``payments``;
-        count, atomic and USD of ``settled``, ``unknown`` (exposure), ``in_flight``, ``held``
-        (signed payments the server refused, counted until they expire) and ``committed``
-        (what the budget's cap is measured against: equal to ``budget.state()``'s);
-        ``refused_count``/``refused_atomic``, ``rejected_count``, ``failed_count``.
+        the count and USD of ``settled``, ``unknown`` (exposure), ``in_flight``, ``held``
+        (signed payments the server refused, counted until they expire) and ``refused``;
+        ``committed_usd`` (what the budget's cap is measured against: equal to
+        ``budget.state()``'s); ``rejected_count`` and ``failed_count``. USD columns are floats
+        for reading; ``atomic=True`` adds the exact integer columns in USDC base units
+        (``settled_atomic``, ``committed_atomic``...), the ones to compare money with.
         ``budget=`` keeps one budget's rows (``lab.budget.name`` for this session). An empty
         ledger gives an empty table with the same columns. Raises ConfigError for an unknown
         key.
         """
-        return run(self._async.spend(by, budget=budget))
+        return run(self._async.spend(by, budget=budget, atomic=atomic))
 
     def cost_report(
         self,

@@ -72,6 +72,13 @@ def test_ledger_export_parquet_and_csv_read_back(workload, tmp_path):
     done = x402lab("ledger", "export", spend_csv, "--ledger", workload.ledger_path, "--by", "model")
     assert done.returncode == 0, done.stderr
     spend = pd.read_csv(spend_csv)
+    # USD by default; --atomic adds the exact integer columns.
+    assert not [name for name in spend.columns if name.endswith("_atomic")]
+    assert spend["settled_usd"].sum() == pytest.approx(settled_atomic(rows) / 1e6)
+    args = ("--ledger", workload.ledger_path, "--by", "model", "--atomic")
+    done = x402lab("ledger", "export", spend_csv, *args)
+    assert done.returncode == 0, done.stderr
+    spend = pd.read_csv(spend_csv)
     assert int(spend["settled_atomic"].sum()) == settled_atomic(rows)
     assert int(spend["unknown_atomic"].sum()) == workload.received(workload.faulty)
 

@@ -1,4 +1,5 @@
-"""``lab.spend()``: exact sums from the ledger, any grouping, same schema empty or full."""
+"""``lab.spend()``: exact sums from the ledger, any grouping, same schema empty or full; USD
+by default, the exact integer columns with ``atomic=True``."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def ledger_sum(lab, status: str, **where: str) -> int:
 
 def test_totals_equal_the_ledger_and_the_chain(workload):
     lab = workload.lab
-    totals = lab.spend(by=())
+    totals = lab.spend(by=(), atomic=True)
     assert len(totals) == 1
     row = totals.iloc[0]
     settled = ledger_sum(lab, "settled")
@@ -47,9 +48,9 @@ def test_totals_equal_the_ledger_and_the_chain(workload):
 
 @pytest.mark.parametrize("keys", ALL_GROUPINGS, ids=lambda keys: ",".join(keys) or "totals")
 def test_every_grouping_sums_to_the_totals(workload, keys):
-    table = workload.lab.spend(by=keys)
-    totals = workload.lab.spend(by=())
-    assert list(table.columns) == spend_schema(keys).names
+    table = workload.lab.spend(by=keys, atomic=True)
+    totals = workload.lab.spend(by=(), atomic=True)
+    assert list(table.columns) == spend_schema(keys, atomic=True).names
     for column in ("payments", "settled_atomic", "unknown_atomic", "refused_count"):
         assert table[column].dtype == "int64"
         assert int(table[column].sum()) == int(totals[column].iloc[0])
@@ -59,7 +60,7 @@ def test_every_grouping_sums_to_the_totals(workload, keys):
 
 def test_groups_by_route_model_budget_and_day(workload):
     lab = workload.lab
-    by_route = lab.spend(by=("service", "path", "model"))
+    by_route = lab.spend(by=("service", "path", "model"), atomic=True)
     reports = by_route[by_route["service"] == "reports"]
     # Report purchases carry their selection in the query; the route is one path.
     assert list(reports["path"]) == ["/api/intel/reports"]
@@ -69,7 +70,7 @@ def test_groups_by_route_model_budget_and_day(workload):
         & (by_route["model"] == workload.text_model)
     ]
     assert int(chat["settled_count"].sum()) == 2
-    by_budget = lab.spend(by="budget").set_index("budget")
+    by_budget = lab.spend(by="budget", atomic=True).set_index("budget")
     assert int(by_budget.loc[workload.main_budget, "unknown_count"]) == 0
     assert int(by_budget.loc[workload.faulty_budget, "unknown_count"]) == 1
     assert int(by_budget.loc[workload.faulty_budget, "settled_atomic"]) == 0
@@ -81,7 +82,7 @@ def test_groups_by_route_model_budget_and_day(workload):
 
 
 def test_refused_rows_keep_the_amount_asked_but_spend_nothing(workload):
-    by_route = workload.lab.spend(by=("path", "model"))
+    by_route = workload.lab.spend(by=("path", "model"), atomic=True)
     refused = by_route[by_route["refused_count"] > 0]
     assert len(refused) == 1
     assert int(refused["refused_atomic"].iloc[0]) > 1000  # above the 0.001 USD cap
@@ -93,14 +94,15 @@ def test_refused_rows_keep_the_amount_asked_but_spend_nothing(workload):
 @pytest.mark.parametrize("keys", ALL_GROUPINGS, ids=lambda keys: ",".join(keys) or "totals")
 def test_an_empty_ledger_gives_an_empty_table_with_the_same_columns(workload, tmp_path, keys):
     empty = Ledger(tmp_path / "empty.sqlite")
-    blank = spend(empty, keys)
-    full = workload.lab.spend(by=keys)
-    assert len(blank) == 0
-    assert list(blank.columns) == list(full.columns)
-    assert blank.dtypes.equals(full.dtypes)
-    # Arrow tables and DataFrames of the ledger give the same answer as the Ledger itself.
-    assert spend(empty.to_arrow(), keys).dtypes.equals(full.dtypes)
-    assert spend(workload.lab.ledger.to_arrow(), keys).equals(full)
+    for atomic in (False, True):
+        blank = spend(empty, keys, atomic=atomic)
+        full = workload.lab.spend(by=keys, atomic=atomic)
+        assert len(blank) == 0
+        assert list(blank.columns) == list(full.columns)
+        assert blank.dtypes.equals(full.dtypes)
+        # Arrow tables and DataFrames of the ledger give the same answer as the Ledger itself.
+        assert spend(empty.to_arrow(), keys, atomic=atomic).dtypes.equals(full.dtypes)
+        assert spend(workload.lab.ledger.to_arrow(), keys, atomic=atomic).equals(full)
 
 
 def test_unknown_or_repeated_keys_are_refused(workload):
@@ -114,3 +116,20 @@ def test_spend_is_free(workload):
     before = workload.lab.ledger.to_pandas()
     workload.lab.spend(by=("service", "day"))
     pd.testing.assert_frame_equal(workload.lab.ledger.to_pandas(), before)
+
+
+def test_usd_by_default_and_the_exact_integers_with_atomic(workload):
+    keys = ("service", "model")
+    shown = workload.lab.spend(by=keys)
+    exact = workload.lab.spend(by=keys, atomic=True)
+    assert not [name for name in shown.columns if name.endswith("_atomic")]
+    assert {"settled_usd", "unknown_usd", "held_usd", "committed_usd", "refused_usd"} <= set(
+        shown.columns
+    )
+    # atomic=True adds the integer columns; every other column is the same.
+    added = [name for name in exact.columns if name not in shown.columns]
+    assert added and all(name.endswith("_atomic") for name in added)
+    pd.testing.assert_frame_equal(exact[list(shown.columns)], shown)
+    for name in ("settled", "unknown", "in_flight", "held", "committed", "refused"):
+        assert exact[f"{name}_atomic"].dtype == "int64"
+        assert (exact[f"{name}_usd"] == exact[f"{name}_atomic"] / 1_000_000).all(), name

@@ -16,7 +16,7 @@ from x402lab.ledger import EXPIRY_SLACK_S, PaymentStatus
 
 
 def committed_in_spend(ledger, budget: str) -> int:
-    table = spend(ledger, by="budget").set_index("budget")
+    table = spend(ledger, by="budget", atomic=True).set_index("budget")
     return int(table.loc[budget, "committed_atomic"])
 
 
@@ -70,11 +70,9 @@ def test_spend_counts_held_rows_in_their_own_columns(world):
     _, ledger, _ = world
     row = signed(ledger, "rejected", 20_000, valid_before=1_300)
     ledger.record_rejected(row, "refused")
-    totals = spend(ledger, by=())
-    # ``held_*`` are always computed; the spend schema keeps them once it declares them.
-    if "held_atomic" in totals.columns:
-        assert int(totals["held_atomic"].iloc[0]) == 20_000
-        assert int(totals["held_count"].iloc[0]) == 1
+    totals = spend(ledger, by=(), atomic=True)
+    assert int(totals["held_atomic"].iloc[0]) == 20_000
+    assert int(totals["held_count"].iloc[0]) == 1
     assert int(totals["rejected_count"].iloc[0]) == 1
     assert int(totals["committed_atomic"].iloc[0]) == 20_000
 
@@ -99,5 +97,6 @@ def test_an_export_without_held_reads_as_nothing_held(world):
     _, ledger, _ = world
     settled(ledger, "k", 10)
     old_export = ledger.to_pandas().drop(columns=["held"])
-    assert int(spend(old_export, by=())["committed_atomic"].iloc[0]) == 10
-    assert int(spend(ledger.to_arrow().drop(["held"]), by=())["settled_atomic"].iloc[0]) == 10
+    assert int(spend(old_export, by=(), atomic=True)["committed_atomic"].iloc[0]) == 10
+    old_arrow = ledger.to_arrow().drop(["held"])
+    assert int(spend(old_arrow, by=(), atomic=True)["settled_atomic"].iloc[0]) == 10

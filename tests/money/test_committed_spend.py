@@ -14,7 +14,7 @@ PROMPT = "Say something short about ledgers."
 
 def committed(lab) -> tuple[int, int]:
     """(spend()'s committed_atomic of the lab's budget, budget.state()'s)."""
-    table = lab.spend(by="budget").set_index("budget")
+    table = lab.spend(by="budget", atomic=True).set_index("budget")
     name = lab.budget.name
     from_spend = int(table.loc[name, "committed_atomic"]) if name in table.index else 0
     return from_spend, lab.budget.state().committed_atomic
@@ -33,7 +33,7 @@ def test_spend_and_budget_agree_after_every_outcome(start, lab_for):
     state = refusing.budget.state()
     assert state.held_atomic > 0  # signed and refused: it counts until it expires
     assert committed(refusing) == (state.committed_atomic, state.committed_atomic)
-    held = refusing.spend(by=())
+    held = refusing.spend(by=(), atomic=True)
     assert int(held["held_count"].iloc[0]) == 1
     assert int(held["held_atomic"].iloc[0]) == state.held_atomic
 

@@ -38,7 +38,7 @@ def test_budget_shows_spent_held_free_and_spend_agrees(start, lab_for):
     html = ok.budget._repr_html_()
     assert f"spent {format_usd(figures['spent'])}" in html and "free" in html
 
-    [line] = ok.spend(by="budget").to_dict("records")
+    [line] = ok.spend(by="budget", atomic=True).to_dict("records")
     assert line["settled_atomic"] == figures["spent"]
     assert line["committed_atomic"] - line["settled_atomic"] == figures["held"]
     pending = line["unknown_atomic"] + line["held_atomic"] + line["in_flight_atomic"]

@@ -110,9 +110,9 @@ SECTIONS = (
 )
 
 TABLE_SCHEMAS: dict[str, pa.Schema] = {
-    "totals": schemas.spend_schema(()),
-    "by_day": schemas.spend_schema(("day", "service")),
-    "by_route": schemas.spend_schema(("service", "path", "model")),
+    "totals": schemas.spend_schema((), atomic=True),
+    "by_day": schemas.spend_schema(("day", "service"), atomic=True),
+    "by_route": schemas.spend_schema(("service", "path", "model"), atomic=True),
     "unit_costs": schemas.UNIT_COSTS,
     "batch_status": schemas.BATCH_STATUS,
     "drift": schemas.DRIFT,
@@ -336,7 +336,7 @@ def build_report(
     """
     frame = spend.ledger_frame(rows)
     notes = list(notes or [])
-    by_route = spend.spend(frame, ("service", "path", "model"))
+    by_route = spend.spend(frame, ("service", "path", "model"), atomic=True)
     unit_costs = _concat(
         [spend.route_unit_costs(frame), batch_tables.unit_costs(batches, frame)],
         schemas.UNIT_COSTS,
@@ -354,8 +354,8 @@ def build_report(
         schemas.DRIFT,
     )
     tables: dict[str, Any] = {
-        "totals": spend.spend(frame, ()),
-        "by_day": spend.spend(frame, ("day", "service")),
+        "totals": spend.spend(frame, (), atomic=True),
+        "by_day": spend.spend(frame, ("day", "service"), atomic=True),
         "by_route": by_route,
         "unit_costs": unit_costs,
         "batch_status": batch_tables.status_counts(batches),

@@ -117,19 +117,26 @@ def _with_groups(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def spend(rows: LedgerRows, by: str | Sequence[str] | None = DEFAULT_SPEND_BY) -> pd.DataFrame:
-    """Spend grouped by ``by`` (any of service, path, model, day, budget; ``()`` for totals).
+def spend(
+    rows: LedgerRows,
+    by: str | Sequence[str] | None = DEFAULT_SPEND_BY,
+    *,
+    atomic: bool = False,
+) -> pd.DataFrame:
+    """Spend grouped by ``by`` (any of service, path, model, day, budget; ``()`` for
+    totals).
 
     One row per group, sorted by the keys; a null path or model is a group of its own, and
-    ``path`` is the route without its query string. The
-    columns are ``spend_schema(by)``: counts, settled, unknown exposure, in flight, committed
-    (settled + unknown + in flight + held), refused, rejected and failed; ``held_count``,
-    ``held_atomic`` and ``held_usd`` are computed too and kept where the schema declares
-    them. Sums are exact integers of atomic units. An empty ledger gives an empty table with
-    the same columns. Raises ConfigError for an unknown key.
+    ``path`` is the route without its query string. The columns are
+    ``spend_schema(by, atomic=atomic)``: counts and USD of settled, unknown exposure, in
+    flight, held, committed (settled + unknown + in flight + held) and refused, and the counts
+    of rejected and failed. The USD columns are floats for reading; ``atomic=True`` adds the
+    exact integer sums of USDC base units (``settled_atomic``...), the ones to compare money
+    with. An empty ledger gives an empty table with the same columns. Raises ConfigError for
+    an unknown key.
     """
     keys = spend_keys(by)
-    schema = spend_schema(keys)
+    schema = spend_schema(keys, atomic=atomic)
     frame = ledger_frame(rows)
     if len(frame) == 0:
         return typed(None, schema)
@@ -144,7 +151,7 @@ def spend(rows: LedgerRows, by: str | Sequence[str] | None = DEFAULT_SPEND_BY) -
         # One row of totals, summed column by column so integers never pass through float.
         grouped = pd.DataFrame({column: [parts[column].sum()] for column in sums})
     grouped["committed_atomic"] = sum(grouped[f"{name}_atomic"] for name in COMMITTED_GROUPS)
-    for name in (*COMMITTED_GROUPS, "committed"):
+    for name in (*COMMITTED_GROUPS, "committed", "refused"):
         grouped[f"{name}_usd"] = _usd(grouped[f"{name}_atomic"])
     for field in SPEND_VALUES:
         if pa.types.is_integer(field.type):

@@ -59,6 +59,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="export the spend table grouped by these keys instead of the rows",
     )
+    export.add_argument(
+        "--atomic",
+        action="store_true",
+        help="with --by: add the exact integer columns in USDC base units (*_atomic)",
+    )
     reconcile = actions.add_parser(
         "reconcile", help="check signed/unknown rows against the chain and record the outcome"
     )
@@ -99,7 +104,7 @@ def _summary(args: argparse.Namespace) -> int:
 
     rows = _open_rows(args)
     table = spend(rows, args.by)
-    totals = spend(rows, ())
+    totals = spend(rows, (), atomic=True)
     if len(totals) == 0:
         print("the ledger holds no payments")
         return 0
@@ -132,7 +137,8 @@ def _export(args: argparse.Namespace) -> int:
     if args.by is None:
         table, schema = rows, ledger_schema()
     else:
-        table, schema = spend(rows, args.by), spend_schema(args.by)
+        table = spend(rows, args.by, atomic=args.atomic)
+        schema = spend_schema(args.by, atomic=args.atomic)
     write_table(table, target, schema)
     what = "ledger rows" if args.by is None else f"spend rows by {','.join(args.by)}"
     print(f"wrote {len(table)} {what} to {target}")

@@ -2,7 +2,9 @@
 
 Every table of ``lab.spend()`` and ``lab.cost_report()`` is cast to one of these, so an empty
 table has the same columns and dtypes as a full one. ``*_atomic`` columns are int64 USDC base
-units; ``*_usd`` columns are float64 for display, derived from the atomic values.
+units, exact; ``*_usd`` columns are float64, derived from them (a float cannot hold every sum of
+base units exactly, so compare money with the integers). ``lab.spend()`` shows USD by default
+and adds the integer columns with ``atomic=True``; the cost report's tables carry both.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ SPEND_VALUES = pa.schema(
         _required("committed_usd", FLOAT),
         _required("refused_count", INT),
         _required("refused_atomic", INT),
+        _required("refused_usd", FLOAT),
         _required("rejected_count", INT),
         _required("failed_count", INT),
     ]
@@ -78,10 +81,16 @@ def spend_keys(by: str | Sequence[str] | None) -> tuple[str, ...]:
     return keys
 
 
-def spend_schema(by: str | Sequence[str] | None = DEFAULT_SPEND_BY) -> pa.Schema:
-    """The schema of a spend table grouped by ``by`` (keys first, then the value columns)."""
+def spend_schema(
+    by: str | Sequence[str] | None = DEFAULT_SPEND_BY, *, atomic: bool = False
+) -> pa.Schema:
+    """The schema of a spend table grouped by ``by`` (keys first, then the value columns).
+
+    Counts and USD columns always; the exact ``*_atomic`` integer columns with ``atomic=True``.
+    """
     keys = [pa.field(key, _KEY_TYPES[key]) for key in spend_keys(by)]
-    return pa.schema(keys + list(SPEND_VALUES))
+    values = [f for f in SPEND_VALUES if atomic or not f.name.endswith("_atomic")]
+    return pa.schema(keys + values)
 
 
 TIMELINE = pa.schema(
