@@ -1,9 +1,13 @@
 """Paid calls per second at concurrency 32: x402lab batch_chat, the x402 SDK, bare aiohttp.
 
 Run with ``python benchmarks/batch_throughput.py`` (``--calls N``, ``--rounds R``,
-``--concurrency C``, ``--in-process``). The emulator runs as a subprocess (``python -m
-x402lab serve``) so the server does not share the clients' GIL; on a 2-core machine it gets
-one core and the client the other. Each client pays for the same number of distinct short
+``--concurrency C``, ``--latency S``, ``--in-process``). The emulator runs as a subprocess
+(``python -m x402lab serve``) so the server does not share the clients' GIL; on a 2-core
+machine it gets one core and the client the other. ``--latency S`` makes the emulator wait
+S seconds before every answer (both trips of a two-trip call pay it), as a real network
+would. Every client runs in this process, so the process CPU time spent during a client's
+timed calls (``time.process_time``) is that client's CPU alone: the emulator's is in the
+subprocess. Each client pays for the same number of distinct short
 chat completions (one 402 and one paid request each) with its own fresh wallet, in rounds
 that alternate between the clients so a change in machine load hits all three alike (the
 load average is printed: other work on the machine moves these figures):
@@ -16,7 +20,9 @@ load average is printed: other work on the machine moves these figures):
 - bare: an aiohttp session that reads the challenge and signs with eth-account's
   ``Account.sign_typed_data``; no budget, no ledger, no checks.
 
-Prints calls/s for each and the ratios (goal: x402lab >= 3x the SDK and >= half of bare).
+Prints calls/s and client CPU per paid call for each, and the ratios (goals, issue 16: on
+loopback x402lab >= 3x the SDK and >= 0.8x bare in calls/s with CPU per call <= bare's; at
+50 ms of latency >= 1.6x bare and >= 2.5x the SDK).
 """
 
 from __future__ import annotations
@@ -51,15 +57,17 @@ def body(client: str, i: int) -> dict:
 # -- the emulator ----------------------------------------------------------------------------
 
 
-def start_server(in_process: bool) -> tuple[str, Callable[[], None]]:
+def start_server(in_process: bool, latency_s: float) -> tuple[str, Callable[[], None]]:
     if in_process:
         from x402lab.emulator.server import start_emulator
-        from x402lab.emulator.settings import EmulatorSettings
+        from x402lab.emulator.settings import EmulatorSettings, Faults
 
-        emulator = start_emulator(EmulatorSettings(balance_usd=10_000))
+        settings = EmulatorSettings(balance_usd=10_000, faults=Faults(latency_s=latency_s))
+        emulator = start_emulator(settings)
         return emulator.gateway_url, emulator.stop
     process = subprocess.Popen(
-        [sys.executable, "-m", "x402lab", "serve", "--balance-usd", "10000"],
+        [sys.executable, "-m", "x402lab", "serve", "--balance-usd", "10000"]
+        + ["--latency", str(latency_s)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -82,7 +90,7 @@ def start_server(in_process: bool) -> tuple[str, Callable[[], None]]:
 
 async def run_x402lab(
     gateway: str, calls: int, concurrency: int, round_: int, sync: str = "FULL"
-) -> float:
+) -> tuple[float, float]:
     import x402lab as xl
 
     folder = Path(tempfile.mkdtemp(prefix="x402lab-bench-"))
@@ -108,19 +116,31 @@ async def run_x402lab(
             progress=None,
         )
         prompts = [f"x402lab round {round_} question {i}" for i in range(calls)]
-        start = time.perf_counter()
+        clock = Clock()
         frame = await lab.batch_chat(
             prompts, model=MODEL, max_tokens=16, concurrency=concurrency, progress=None
         )
-        elapsed = time.perf_counter() - start
+        spent = clock.stop()
         assert (frame["status"] == "ok").all(), frame["status"].value_counts()
-        return elapsed
+        return spent
     finally:
         await lab.aclose()
 
 
-async def bounded(calls: int, concurrency: int, one: Callable[[int], Awaitable[None]]) -> float:
-    """Seconds for ``calls`` calls of ``one``, at most ``concurrency`` at a time."""
+class Clock:
+    """Wall and process CPU seconds since it was made (``stop()``: both, as a pair)."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def stop(self) -> tuple[float, float]:
+        return time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+async def bounded(
+    calls: int, concurrency: int, one: Callable[[int], Awaitable[None]]
+) -> tuple[float, float]:
+    """Wall and CPU seconds for ``calls`` calls of ``one``, at most ``concurrency`` at a time."""
     semaphore = asyncio.Semaphore(concurrency)
 
     async def task(i: int) -> None:
@@ -128,12 +148,12 @@ async def bounded(calls: int, concurrency: int, one: Callable[[int], Awaitable[N
             await one(i)
 
     await asyncio.gather(*(task(-1 - i) for i in range(concurrency)))  # warm-up
-    start = time.perf_counter()
+    clock = Clock()
     await asyncio.gather(*(task(i) for i in range(calls)))
-    return time.perf_counter() - start
+    return clock.stop()
 
 
-async def run_sdk(gateway: str, calls: int, concurrency: int, round_: int) -> float:
+async def run_sdk(gateway: str, calls: int, concurrency: int, round_: int) -> tuple[float, float]:
     import httpx
     from eth_account import Account
     from x402 import x402Client
@@ -154,7 +174,7 @@ async def run_sdk(gateway: str, calls: int, concurrency: int, round_: int) -> fl
         return await bounded(calls, concurrency, one)
 
 
-async def run_bare(gateway: str, calls: int, concurrency: int, round_: int) -> float:
+async def run_bare(gateway: str, calls: int, concurrency: int, round_: int) -> tuple[float, float]:
     import aiohttp
     from eth_account import Account
 
@@ -232,50 +252,84 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500, help="paid calls per client per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--in-process", action="store_true", help="emulator in this process")
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="the emulator's delay before every answer (s)"
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="emulator in this process (its CPU then counts as the clients')",
+    )
     parser.add_argument(
         "--diagnose",
         action="store_true",
         help="also run x402lab with the ledger's fsync off (a measurement, not a setting)",
     )
     args = parser.parse_args()
-    gateway, stop = start_server(args.in_process)
+    gateway, stop = start_server(args.in_process, args.latency)
     where = "in this process" if args.in_process else "in a subprocess"
     print(
         f"python {platform.python_version()}, {os.cpu_count()} cores, load average"
-        f" {os.getloadavg()[0]:.1f}; emulator {where}; {args.rounds} rounds of {args.calls}"
-        f" paid chat calls per client at concurrency {args.concurrency}"
+        f" {os.getloadavg()[0]:.1f}; emulator {where}, latency {args.latency * 1000:.0f} ms;"
+        f" {args.rounds} rounds of {args.calls} paid chat calls per client at concurrency"
+        f" {args.concurrency}"
     )
-    clients: list[tuple[str, Callable[..., Awaitable[float]]]] = [
+    clients: list[tuple[str, Callable[..., Awaitable[tuple[float, float]]]]] = [
         ("x402lab", run_x402lab),
         ("x402 SDK", run_sdk),
         ("bare", run_bare),
     ]
     if args.diagnose:
 
-        async def no_fsync(*run_args: Any) -> float:
+        async def no_fsync(*run_args: Any) -> tuple[float, float]:
             return await run_x402lab(*run_args, sync="NORMAL")
 
         clients.append(("x402lab, ledger fsync off (diagnostic)", no_fsync))
-    seconds = dict.fromkeys((name for name, _ in clients), 0.0)
+    wall = dict.fromkeys((name for name, _ in clients), 0.0)
+    cpu = dict(wall)
     try:
         for round_ in range(args.rounds):
             for name, run in clients:
-                seconds[name] += asyncio.run(run(gateway, args.calls, args.concurrency, round_))
+                spent_wall, spent_cpu = asyncio.run(
+                    run(gateway, args.calls, args.concurrency, round_)
+                )
+                wall[name] += spent_wall
+                cpu[name] += spent_cpu
     finally:
         stop()
-    rates = {name: args.calls * args.rounds / spent for name, spent in seconds.items()}
+    calls = args.calls * args.rounds
+    rates = {name: calls / spent for name, spent in wall.items()}
+    per_call_ms = {name: 1000 * spent / calls for name, spent in cpu.items()}
     for name, rate in rates.items():
-        print(f"{name:>9}: {rate:8.1f} paid calls/s")
+        print(
+            f"{name:>9}: {rate:8.1f} paid calls/s, client CPU {per_call_ms[name]:5.2f} ms"
+            " per paid call"
+        )
+    if args.in_process:
+        print("(emulator in this process: the CPU figures include the server's)")
     if args.diagnose:
         print("(the diagnostic row is not a configuration x402lab offers)")
-    to_sdk = rates["x402lab"] / rates["x402 SDK"]
-    to_bare = rates["x402lab"] / rates["bare"]
-    print(f"x402lab / SDK : {to_sdk:5.2f}x (goal >= 3x: {'met' if to_sdk >= 3 else 'NOT met'})")
+    lab, sdk, bare = (rates[n] for n in ("x402lab", "x402 SDK", "bare"))
+    goal_sdk, goal_bare = (3.0, 0.8) if args.latency == 0 else (2.5, 1.6)
+    cpu_to_bare = per_call_ms["x402lab"] / per_call_ms["bare"]
+    cpu_to_sdk = per_call_ms["x402lab"] / per_call_ms["x402 SDK"]
     print(
-        f"x402lab / bare: {to_bare:5.2f}x (goal >= 0.5x: {'met' if to_bare >= 0.5 else 'NOT met'})"
+        f"x402lab / SDK : {lab / sdk:5.2f}x calls/s"
+        f" (goal >= {goal_sdk}x: {_met(lab / sdk >= goal_sdk)})"
+    )
+    print(
+        f"x402lab / bare: {lab / bare:5.2f}x calls/s"
+        f" (goal >= {goal_bare}x: {_met(lab / bare >= goal_bare)})"
+    )
+    print(f"x402lab / SDK : {cpu_to_sdk:5.2f}x CPU per call")
+    print(
+        f"x402lab / bare: {cpu_to_bare:5.2f}x CPU per call (goal <= 1x: {_met(cpu_to_bare <= 1)})"
     )
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
 
 
 if __name__ == "__main__":

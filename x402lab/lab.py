@@ -90,13 +90,15 @@ class AsyncLab:
         retry: RetryPolicy | None = None,
         library_secret: str | None = None,
         chain_rpc_url: str | None = None,
+        prepay: bool = True,
     ) -> None:
         # Rows a stopped process left open: signed ones of a process that is gone, or past
         # their window, become unknown (and keep counting); unsigned reservations of a gone
         # process, or stale ones, are released.
         ledger.recover_interrupted()
         payer = Payer(
-            wallet, budget, ledger, allowed_networks=allowed_networks, pinned_payees=pay_to
+            wallet, budget, ledger, allowed_networks=allowed_networks, pinned_payees=pay_to,
+            prepay=prepay,
         )
         self.emulator = emulator
         self.session = Session(
@@ -367,6 +369,7 @@ def connect_async(
     retry: RetryPolicy | None = None,
     library_secret: str | None = None,
     chain_rpc_url: str | None = None,
+    prepay: bool = True,
 ) -> AsyncLab:
     """The async twin of ``connect``: returns an ``AsyncLab`` whose methods are coroutines."""
     options = {
@@ -377,6 +380,7 @@ def connect_async(
         "retry": retry,
         "library_secret": library_secret,
         "chain_rpc_url": chain_rpc_url,
+        "prepay": prepay,
     }
     return _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, options)
 
@@ -396,6 +400,7 @@ def connect(
     retry: RetryPolicy | None = None,
     library_secret: str | None = None,
     chain_rpc_url: str | None = None,
+    prepay: bool = True,
 ) -> Lab:
     """A ``Lab`` for the two services; with no address, on the embedded emulator.
 
@@ -404,13 +409,13 @@ def connect(
     throwaway file for the embedded emulator). ``pay_to`` pins the payee of each service
     (``{"gateway": "0x..."}``), ``allowed_networks`` the networks a challenge may name,
     ``timeout_s`` and ``max_connections`` shape HTTP, ``retry`` the unpaid phase's retries
-    (and the pace of sending a paid request's same payload again), ``library_secret`` the
-    report service's first-party access. ``chain_rpc_url``: a Base JSON-RPC endpoint
-    (default ``X402LAB_CHAIN_RPC_URL``; the embedded emulator's own chain without an
-    address) for ``reconcile()``, for confirming a payment whose answer was lost, and for
-    the rows a stopped process left in flight, which are checked at once. Sends no other
-    request; raises ConfigError for a bad wallet, ledger, budget or chain address before
-    anything starts.
+    (and the pace of re-sending a paid payload), ``library_secret`` the report service's
+    first-party access. ``chain_rpc_url``: a Base JSON-RPC endpoint (default
+    ``X402LAB_CHAIN_RPC_URL``, else the embedded emulator's chain) for ``reconcile()``, for
+    confirming a payment whose answer was lost, and for rows a stopped process left in
+    flight. ``prepay=False`` always asks for the 402 first (default: a known challenge is
+    paid with the first request, ``payments.prediction``). Sends nothing else; raises
+    ConfigError for a bad wallet, ledger, budget or chain address before anything starts.
     """
     core = connect_async(
         gateway_url,
@@ -426,6 +431,7 @@ def connect(
         retry=retry,
         library_secret=library_secret,
         chain_rpc_url=chain_rpc_url,
+        prepay=prepay,
     )
     lab = Lab(core)
     # A Lab dropped without close() still closes its connections and emulator.
