@@ -169,6 +169,16 @@ def _raw_estimate(path: str, body: Mapping[str, Any], pricing: Mapping[str, Any]
     return None
 
 
+def raw_estimate_usd(
+    path: str, body: Mapping[str, Any] | None, pricing: Mapping[str, Any]
+) -> Decimal | None:
+    """The exact price of a request from the published price list *before* the minimum
+    charge and rounding, or None when the list cannot price it (see ``local_estimate_usd``)."""
+    if not isinstance(body, Mapping):
+        return None
+    return _raw_estimate(path, body, pricing)
+
+
 def local_estimate_usd(
     path: str, body: Mapping[str, Any] | None, pricing: Mapping[str, Any]
 ) -> float | None:

@@ -17,10 +17,11 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from x402lab import routes
-from x402lab.errors import ConfigError
+from x402lab.errors import ConfigError, X402LabError
 from x402lab.gateway.params import with_extra_body
 from x402lab.money import usd_to_atomic
 from x402lab.payments import CallInfo
+from x402lab.payments.prediction import PriceClass, price_class
 from x402lab.pricing import CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 from x402lab.routes import GATEWAY
 
@@ -191,6 +192,19 @@ class PaidRequests:
                     others = await self._catalog.model_ids(path)
                     raise context_error(name, overflow, limits, others)
 
+    async def _price_class(
+        self, method: str, path: str, model: str | None, body: Any
+    ) -> PriceClass | None:
+        """The requests that get the same challenge as this one (``payments.prediction``),
+        from the published price list; None when prediction is off or the list is missing."""
+        if body is None or not self._session.payer.prediction.enabled:
+            return None
+        try:
+            prices = await self._catalog.price_list()
+        except X402LabError:
+            return None
+        return price_class(method, path, model, body, prices)
+
     async def send(
         self,
         method: str,
@@ -232,6 +246,7 @@ class PaidRequests:
             model=model,
             request_key=key or request_key(method, path, json_body),
             max_atomic=_max_atomic(max_usd),
+            price_class=await self._price_class(method, path, model, json_body),
         )
         return await self._session.client(GATEWAY).send(
             method.upper(), path, call=call, stream=stream, **request_kwargs

@@ -12,7 +12,12 @@ from x402lab.reprs import card
 
 @dataclass(frozen=True)
 class CallInfo:
-    """What a paid call is, for the ledger and the per-call limits."""
+    """What a paid call is, for the ledger and the per-call limits.
+
+    ``price_class``: the requests that always get the same challenge as this one
+    (``prediction.price_class``), None when unknown; ``prepay``: whether its payment may go
+    with the first request when the challenge can be predicted (``payments.prediction``).
+    """
 
     service: str
     method: str
@@ -20,6 +25,8 @@ class CallInfo:
     model: str | None = None
     request_key: str | None = None
     max_atomic: int | None = None
+    price_class: tuple[str, ...] | None = None
+    prepay: bool = True
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,8 @@ class Cost:
     price_mult: float | None = None
     ledger_id: int | None = None
     receipt: Mapping[str, Any] = field(default_factory=dict)
+    #: Paid with the first request (a predicted challenge the server took).
+    prepaid: bool = False
 
     @property
     def amount_usd(self) -> float | None:

@@ -30,6 +30,7 @@ from x402lab.ledger.statuses import Resolution
 from x402lab.money import format_usd
 from x402lab.payments.cost import CallInfo, Cost
 from x402lab.payments.outcome import Kind, Outcome, read_outcome
+from x402lab.payments.prediction import PREPAY_REFUSED, Prediction
 from x402lab.payments.ticket import Ticket
 from x402lab.wallet import Wallet
 from x402lab.x402.checks import ChallengePolicy, select_requirements
@@ -57,6 +58,13 @@ def read_challenge(header: str | None, body: Any) -> PaymentRequired:
     raise ProtocolError("402 without a payment challenge (no Payment-Required header or body)")
 
 
+def is_prepay_refusal(outcome: Outcome) -> bool:
+    """Whether an answer to a prepaid request refuses its predicted requirements: a 402
+    with no settlement receipt (the payment was refused before anything was settled; a
+    failed settlement carries a receipt and is an ordinary rejection)."""
+    return outcome.kind is Kind.REJECTED and outcome.status_code == 402 and outcome.receipt is None
+
+
 def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -75,6 +83,7 @@ class Payer:
         pinned_payees: Mapping[str, str] | None = None,
         now: Callable[[], float] = time.time,
         new_nonce: Callable[[], str] = random_nonce,
+        prepay: bool = True,
     ) -> None:
         self.wallet = wallet
         self.budget = budget.bind(ledger)
@@ -85,6 +94,8 @@ class Payer:
         self._pins: dict[str, str] = dict(pinned_payees or {})
         self._now = now
         self._new_nonce = new_nonce
+        #: Challenges known before a request is sent, to pay with its first request.
+        self.prediction = Prediction(enabled=prepay, now=now)
 
     def pinned_payee(self, service: str) -> str | None:
         return self._pins.get(service)
@@ -98,7 +109,11 @@ class Payer:
         )
 
     def _meta(
-        self, call: CallInfo, req: PaymentRequirements | None, ext: Mapping[str, Any]
+        self,
+        call: CallInfo,
+        req: PaymentRequirements | None,
+        ext: Mapping[str, Any],
+        prepaid: bool = False,
     ) -> PaymentMeta:
         return PaymentMeta(
             service=call.service,
@@ -111,6 +126,7 @@ class Payer:
             asset=req.asset if req else None,
             upstream_usd=_float(ext.get("upstreamUsd")),
             price_mult=_float(ext.get("priceMult")),
+            prepaid=prepaid,
         )
 
     def refuse(self, call: CallInfo, reason: str, amount_atomic: int = 0) -> None:
@@ -122,10 +138,15 @@ class Payer:
             error=reason,
         )
 
-    def prepare(self, challenge: PaymentRequired, call: CallInfo) -> Ticket:
+    def prepare(
+        self, challenge: PaymentRequired, call: CallInfo, *, prepaid: bool = False
+    ) -> Ticket:
         """Check, reserve, sign, and durably record a payment for ``challenge``.
 
-        Raises PaymentRefused (or BudgetExceeded) with a ``refused`` row; nothing is signed.
+        ``prepaid``: ``challenge`` is predicted (``payments.prediction``) and the payment goes
+        with the first request; it is checked, reserved and signed like any other, its
+        window starting now. Raises PaymentRefused (or BudgetExceeded) with a ``refused``
+        row; nothing is signed.
         """
         extensions = challenge.extensions or {}
         try:
@@ -135,11 +156,11 @@ class Payer:
             self.ledger.record_refused(
                 budget=self.budget.name,
                 amount_atomic=first.amount,
-                meta=self._meta(call, first, extensions),
+                meta=self._meta(call, first, extensions, prepaid),
                 error=exc.reason,
             )
             raise
-        meta = self._meta(call, requirements, extensions)
+        meta = self._meta(call, requirements, extensions, prepaid)
         if call.request_key is not None:
             resumed = self._resume(call.request_key, meta)
             if resumed is not None:
@@ -165,7 +186,13 @@ class Payer:
         payload, header_value = signed[0]
         self._pins.setdefault(call.service, requirements.pay_to)
         return Ticket(
-            row_id, requirements, payload, header_value, meta.upstream_usd, meta.price_mult
+            row_id,
+            requirements,
+            payload,
+            header_value,
+            meta.upstream_usd,
+            meta.price_mult,
+            prepaid=prepaid,
         )
 
     def _resume(self, request_key: str, meta: PaymentMeta) -> Ticket | None:
@@ -234,7 +261,10 @@ class Payer:
         if outcome.kind is Kind.NONCE_USED:
             self.answer_lost(ticket, None, outcome)
         if outcome.kind is Kind.REJECTED:
-            self.ledger.record_rejected(ticket.row_id, outcome.reason, resolved_by=by)
+            reason = outcome.reason
+            if ticket.prepaid and is_prepay_refusal(outcome):
+                reason = f"{PREPAY_REFUSED}: {reason}"
+            self.ledger.record_rejected(ticket.row_id, reason, resolved_by=by)
             raise PaymentRejected(
                 f"payment of {format_usd(ticket.amount_atomic)} refused by the server:"
                 f" {outcome.reason}; nothing settled, and the signed authorization counts"
@@ -247,6 +277,14 @@ class Payer:
             self.ledger.record_failed(ticket.row_id, outcome.reason, resolved_by=by)
             return self._cost(ticket, "failed", None)
         self.give_up(ticket, outcome.reason, outcome.status_code)
+
+    def record_prepay_refused(self, ticket: Ticket, outcome: Outcome) -> None:
+        """The server answered ``ticket``'s prepaid first request with a 402 (a stale
+        prediction): an explicit refusal, nothing settled. The row is ``rejected`` with
+        reason ``PREPAY_REFUSED`` and keeps counting (``held``) until its authorization
+        expires; the caller pays the fresh challenge normally."""
+        reason = f"{PREPAY_REFUSED}: {outcome.reason}"
+        self.ledger.record_rejected(ticket.row_id, reason, resolved_by=Resolution.RECEIPT)
 
     def give_up(self, ticket: Ticket, reason: str, status_code: int | None = None) -> NoReturn:
         """Record ``ticket``'s row ``unknown`` (``reason``) and raise SettlementUnknown."""
@@ -351,4 +389,5 @@ class Payer:
             price_mult=ticket.price_mult,
             ledger_id=ticket.row_id,
             receipt=dict(receipt.raw) if receipt else {},
+            prepaid=ticket.prepaid and status == "settled",
         )

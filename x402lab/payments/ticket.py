@@ -13,7 +13,8 @@ class Ticket:
 
     ``resumed``: the payload was signed by an earlier call (its row was ``unknown``, or left
     by a process that died) and this call sends it again. ``resends`` counts the sends of
-    this call after the first. The signed payload holds no secret, but it stays out of reprs.
+    this call after the first. ``prepaid``: signed for a predicted challenge, sent with the
+    first request. The signed payload holds no secret, but it stays out of reprs.
     """
 
     row_id: int
@@ -24,6 +25,8 @@ class Ticket:
     price_mult: float | None
     resumed: bool = False
     resends: int = 0
+    #: Signed for a predicted challenge, to go with the first request.
+    prepaid: bool = False
 
     @property
     def amount_atomic(self) -> int:

@@ -8,6 +8,12 @@ left, no answer at all) is ambiguous. Driven by a ``ServiceClient`` (``resend=Tr
 leaves it to the client, which sends the *same* request with the *same* signed payload again
 (its nonce settles at most once) while the authorization is valid. Driven by a bare httpx
 client, it records the row ``unknown`` itself: it cannot wait between sends.
+
+When the challenge can be predicted (``payments.prediction``: a fresh probe of this exact
+request, or a confirmed price class) the payment goes with the *first* request: one round
+trip. A 402 to that prepaid request is a refusal (the prediction was stale): its row is
+``rejected`` (``prepay_refused``, held until it expires), and the fresh challenge of that
+402 is paid as usual: at most one extra signature, never an extra settlement.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import httpx
 
 from x402lab.errors import ProtocolError
 from x402lab.payments import CallInfo, Cost, Kind, Outcome, Payer, Ticket, read_challenge
+from x402lab.payments.payer import is_prepay_refusal
+from x402lab.payments.prediction import Predicted, fingerprint
 
 
 @dataclass
@@ -43,6 +51,15 @@ def json_or_none(response: httpx.Response) -> Any:
         return json.loads(response.content)
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+def request_id(request: httpx.Request) -> bytes | None:
+    """The ``prediction.fingerprint`` of ``request`` (None while its body is a stream)."""
+    try:
+        content = request.content
+    except httpx.RequestNotRead:
+        return None
+    return fingerprint(request.method, str(request.url), content)
 
 
 def outcome_of(payer: Payer, response: httpx.Response) -> Outcome:
@@ -72,8 +89,23 @@ class PaymentAuth(httpx.Auth):
         self.state = state
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        response = yield request
-        if response.status_code != 402:
+        payer, call = self.payer, self.call
+        predicted = payer.prediction.predict(call, lambda: request_id(request))
+        ticket = self._prepay(request, predicted) if predicted is not None else None
+        response = yield from self._send(request, ticket)
+        if ticket is not None:
+            assert predicted is not None
+            outcome = outcome_of(payer, response)
+            if not is_prepay_refusal(outcome):
+                if outcome.kind is Kind.SETTLED:
+                    payer.prediction.hit(predicted)
+                self._conclude(ticket, outcome)
+                return
+            # A stale prediction: refused, nothing settled. Pay the 402's fresh challenge.
+            payer.record_prepay_refused(ticket, outcome)
+            payer.prediction.missed(predicted)
+            self.state.ticket = None
+        elif response.status_code != 402:
             return
         header = response.headers.get("payment-required")
         # The body is read only when the header is missing (the report service's shape).
@@ -81,18 +113,41 @@ class PaymentAuth(httpx.Auth):
         try:
             challenge = read_challenge(header, body)
         except ProtocolError as exc:
-            self.payer.refuse(self.call, f"unreadable challenge: {exc}")
+            payer.refuse(call, f"unreadable challenge: {exc}")
             raise
-        ticket = self.payer.prepare(challenge, self.call)
+        payer.prediction.observe(call, challenge)
+        fresh = payer.prepare(challenge, call)
+        if ticket is not None:
+            payer.prediction.extra_signature()
+        self.state.ticket = fresh
+        request.headers[self.header_name] = fresh.header_value
+        response = yield from self._send(request, fresh)
+        self._conclude(fresh, outcome_of(payer, response))
+
+    def _prepay(self, request: httpx.Request, predicted: Predicted) -> Ticket:
+        """Sign ``predicted``'s challenge for the first request (checked and written ahead
+        like any other; a refusal raises here and nothing is sent)."""
+        ticket = self.payer.prepare(predicted.challenge, self.call, prepaid=True)
+        if ticket.resumed:
+            ticket.prepaid = False  # an earlier payment's own payload, sent again
+        self.payer.prediction.sent()
         self.state.ticket = ticket
         request.headers[self.header_name] = ticket.header_value
+        return ticket
+
+    def _send(
+        self, request: httpx.Request, ticket: Ticket | None
+    ) -> Generator[httpx.Request, httpx.Response, httpx.Response]:
+        """Send ``request``; with ``ticket`` (paid), an unanswered send is recorded unknown
+        unless the driver sends it again itself."""
         try:
-            response = yield request
+            return (yield request)
         except GeneratorExit:
-            if not self.state.resend:
+            if ticket is not None and not self.state.resend:
                 self.payer.record_ambiguous(ticket, "the paid request got no answer")
             raise
-        outcome = outcome_of(self.payer, response)
+
+    def _conclude(self, ticket: Ticket, outcome: Outcome) -> None:
         if self.state.resend and outcome.kind in (Kind.RESEND, Kind.NONCE_USED):
             self.state.pending = outcome  # the client sends it again, or asks the chain
             return

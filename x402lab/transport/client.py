@@ -21,13 +21,12 @@ from x402lab.errors import (
     ApiError,
     ModelNotFound,
     NotFound,
-    ProtocolError,
     RateLimited,
     TransportError,
     X402LabError,
 )
 from x402lab.payments import CallInfo, Cost, Payer, read_challenge
-from x402lab.transport.auth import CallState, PaymentAuth
+from x402lab.transport.auth import CallState, PaymentAuth, request_id
 from x402lab.transport.resend import Resender, no_answer
 from x402lab.transport.retry import DEFAULT_RETRY, RetryPolicy, retry_delay
 from x402lab.x402.models import PaymentRequired
@@ -209,10 +208,13 @@ class ServiceClient:
             body = response.json()
         except ValueError:
             body = None
-        try:
-            return read_challenge(response.headers.get("payment-required"), body)
-        except ProtocolError:
-            raise
+        challenge = read_challenge(response.headers.get("payment-required"), body)
+        if self.payer is not None:
+            # The same request paid soon after pays this challenge with its first send.
+            found = request_id(response.request)
+            if found is not None:
+                self.payer.prediction.remember_quote(found, challenge)
+        return challenge
 
 
 # aiohttp warns (a ResourceWarning, "Sending a large body directly with raw bytes might lock
