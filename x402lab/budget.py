@@ -51,8 +51,8 @@ class Budget:
 
     def bind(self, ledger: Ledger) -> Budget:
         """Attach to the ledger that keeps this budget's reservations; returns self."""
-        if self._ledger is not None and self._ledger.path != ledger.path:
-            raise ConfigError(f"budget {self.name!r} is already bound to {self._ledger.path}")
+        if self._ledger is not None and self._ledger.db.url != ledger.db.url:
+            raise ConfigError(f"budget {self.name!r} is already bound to {self._ledger.db.url}")
         ledger.register_budget(self.name, self.cap_atomic, self.per_call_atomic)
         self._ledger = ledger
         return self

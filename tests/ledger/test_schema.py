@@ -17,9 +17,9 @@ from x402lab.ledger import (
     ClaimStatus,
     Ledger,
     job_scope,
+    open_database,
     report_scope,
 )
-from x402lab.ledger.database import open_database
 
 
 def user_version(path) -> int:
@@ -65,12 +65,11 @@ def test_migrations_are_numbered_without_gaps(tmp_path):
         db.migrate([MIGRATIONS[0], MIGRATIONS[2]])
 
 
-def test_other_engines_are_refused_with_a_clear_error(tmp_path):
-    with pytest.raises(xl.ConfigError, match="'postgresql' backend is not available"):
-        open_database("postgresql://user:secret@db.example:5432/team")
-    with pytest.raises(xl.ConfigError) as info:
-        Ledger("postgresql://user:secret@db.example:5432/team")
+def test_a_url_of_an_unknown_scheme_is_refused_naming_the_supported_ones(tmp_path):
+    with pytest.raises(xl.ConfigError, match="'mysql' is not a supported ledger scheme") as info:
+        Ledger("mysql://user:secret@127.0.0.1:1/team")
     assert "secret" not in str(info.value)
+    assert "SQLite file path" in str(info.value) and "postgresql://" in str(info.value)
     assert open_database(f"sqlite://{tmp_path / 'u.sqlite'}").path == tmp_path / "u.sqlite"
 
 

@@ -1,13 +1,15 @@
-"""The store: one database (``database``) holding payments (``store``), claims of request
-keys (``claims``), media job rows (``jobs``) and owned reports (``library``), with one status
-vocabulary (``statuses``), the record types (``records``) and numbered schema migrations
-(``schema``)."""
+"""The store: one database (``database``: SQLite, or PostgreSQL in ``postgres``, picked by
+``backends``) holding payments (``store``), claims of request keys (``claims``), media job
+rows (``jobs``) and owned reports (``library``), with one status vocabulary (``statuses``),
+the record types (``records``) and numbered schema migrations (``schema``)."""
 
+from x402lab.ledger.backends import open_database
 from x402lab.ledger.claims import Claims
-from x402lab.ledger.database import Database, Migration, SQLiteDatabase, Tx, open_database
+from x402lab.ledger.database import Database, Migration, SQLiteDatabase, Tx
 from x402lab.ledger.jobs import JobRecord, Jobs
 from x402lab.ledger.library import Order, ReportLibrary
-from x402lab.ledger.owner import process_owner
+from x402lab.ledger.owner import process_owner, user_label
+from x402lab.ledger.postgres import PostgresDatabase
 from x402lab.ledger.records import (
     BudgetState,
     ClaimAction,
@@ -63,6 +65,7 @@ __all__ = [
     "Order",
     "PaymentMeta",
     "PaymentStatus",
+    "PostgresDatabase",
     "ReportLibrary",
     "SQLiteDatabase",
     "SignedAuthorization",
@@ -73,4 +76,5 @@ __all__ = [
     "open_database",
     "process_owner",
     "report_scope",
+    "user_label",
 ]

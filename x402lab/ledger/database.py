@@ -14,8 +14,8 @@ PostgreSQL share, and leaves the differences to a few methods here:
 - the schema version: ``PRAGMA user_version`` here (a one-row table on PostgreSQL);
 - rows: readable by index and by column name (``sqlite3.Row``; a backend supplies the same).
 
-A PostgreSQL backend (issue 13) is a second ``Database`` subclass; this module ships SQLite
-only (``open_database`` refuses other URLs with a ConfigError).
+``PostgresDatabase`` (``postgres.py``) is the second subclass; ``backends.open_database``
+picks one from the URL's scheme.
 
 SQLite runs in WAL mode. A write transaction is ``BEGIN IMMEDIATE``: it takes the write lock
 up front, so a read-then-write inside it is atomic across threads, tasks and processes that
@@ -34,12 +34,30 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from x402lab.errors import ConfigError
 
-#: Rows come back as ``sqlite3.Row``: by index and by column name, ``dict(row)`` works.
-Row = sqlite3.Row
+
+class Row(Protocol):
+    """A result row: by index and by column name (``sqlite3.Row``, ``postgres.PgRow``);
+    ``dict(row)`` and ``row.keys()`` work, iterating gives the values."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+    def keys(self) -> list[str]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+    def __len__(self) -> int: ...
+
+
+class Cursor(Protocol):
+    """What ``Tx.execute`` returns: ``rowcount`` and the rows of a query."""
+
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> Any: ...
+
+
 #: Most values one statement binds (SQLite's historical limit is 999): bulk reads go in chunks.
 CHUNK = 500
 
@@ -78,7 +96,7 @@ class Tx:
         self.connection = connection
         self.dialect = dialect
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         """Run one statement; returns its cursor (``rowcount``, ``fetchone``...)."""
         return self.connection.execute(sql, params)
 
@@ -109,7 +127,7 @@ class Tx:
         """Run one ``INSERT`` per parameter row; returns the new ids in order.
 
         SQLite inserts them one by one inside this transaction (cheap: no round trip);
-        PostgreSQL would use ``executemany(..., returning=True)``.
+        PostgreSQL uses ``executemany(..., returning=True)`` (one pipeline).
         """
         execute = self.connection.execute
         return [int(execute(sql, params).lastrowid or 0) for params in rows]
@@ -122,8 +140,8 @@ class Tx:
 class Database(ABC):
     """The interface every backend implements: transactions, reads, schema versions.
 
-    ``SQLiteDatabase`` is the one shipped; a PostgreSQL backend (issue 13) implements the
-    abstract methods (and a ``Tx`` subclass) and inherits ``migrate``.
+    ``SQLiteDatabase`` and ``postgres.PostgresDatabase`` implement the abstract methods (the
+    latter with a ``Tx`` subclass) and inherit ``migrate``.
     """
 
     dialect: str
@@ -284,23 +302,3 @@ class SQLiteDatabase(Database):
 
     def _record_version(self, tx: Tx, version: int) -> None:
         tx.execute(f"PRAGMA user_version = {int(version)}")
-
-
-def open_database(target: str | os.PathLike[str] | Database) -> Database:
-    """The database at ``target``: a ``Database`` as is, a SQLite file path or
-    ``sqlite://`` URL.
-
-    Raises ConfigError for a URL of another engine (PostgreSQL support is issue 13).
-    """
-    if isinstance(target, Database):
-        return target
-    text = os.fspath(target)
-    scheme = text.split("://", 1)[0].lower() if "://" in text else None
-    if scheme is not None and scheme != "sqlite":
-        raise ConfigError(
-            f"ledger {text.split('@')[-1]!r}: the {scheme!r} backend is not available in this"
-            " version; give a SQLite file path"
-        )
-    if scheme == "sqlite":
-        text = text.split("://", 1)[1]
-    return SQLiteDatabase(text)

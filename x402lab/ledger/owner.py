@@ -27,6 +27,21 @@ def process_owner() -> str:
     return _OWNER[1]
 
 
+def user_label() -> str:
+    """Who is paying, as the ledger's ``user_label`` says it: ``X402LAB_USER`` when set, else
+    ``login@host`` (what a team reads in ``lab.spend(by="user")``)."""
+    given = os.environ.get("X402LAB_USER", "").strip()
+    if given:
+        return given
+    import getpass
+
+    try:
+        login = getpass.getuser()
+    except (OSError, KeyError):  # no login name (a container without a passwd entry)
+        login = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return f"{login}@{_hostname()}"
+
+
 def _hostname() -> str:
     global _HOST
     if _HOST is None:

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded, ConfigError
 from x402lab.ledger import outcomes
-from x402lab.ledger.database import Database, Tx, open_database
-from x402lab.ledger.owner import process_owner
+from x402lab.ledger.backends import open_database
+from x402lab.ledger.database import Database, Row, Tx
+from x402lab.ledger.owner import process_owner, user_label
 from x402lab.ledger.records import BudgetState, OpenPayment, PaymentMeta, SignedAuthorization
 from x402lab.ledger.schema import MIGRATIONS
 from x402lab.ledger.statuses import (
@@ -67,9 +68,10 @@ _SAYS_LESS = (S.SETTLED, S.UNKNOWN, S.REJECTED, S.FAILED)
 class Ledger:
     """The ledger of payments (default ``~/.x402lab/ledger.sqlite``).
 
-    ``Ledger(path)`` opens (or creates) the file and upgrades its schema; ``Ledger(db)``
-    uses an open ``Database``. Raises ConfigError when the file cannot be opened or was
-    written by a newer x402lab.
+    ``Ledger(path)`` opens (or creates) the file (or a ``postgresql://`` URL's database) and
+    upgrades its schema; ``Ledger(db)`` uses an open ``Database``. ``user`` labels this
+    process's payments (default ``X402LAB_USER``, else ``login@host``). Raises ConfigError
+    when the database cannot be opened or was written by a newer x402lab.
     """
 
     def __init__(
@@ -77,14 +79,16 @@ class Ledger:
         path: str | os.PathLike[str] | Database = DEFAULT_LEDGER_PATH,
         *,
         now: Callable[[], float] = time.time,
+        user: str | None = None,
     ) -> None:
         self.db = open_database(path)
         self.path = self.db.path
+        self.user = user if user is not None else user_label()
         self._now = now
         self.db.migrate(MIGRATIONS)
 
     def __repr__(self) -> str:
-        return f"Ledger(path={str(self.path)!r})"
+        return f"Ledger({self.db.url!r})"
 
     def now(self) -> float:
         """This ledger's clock (unix seconds; injectable for tests)."""
@@ -110,8 +114,8 @@ class Ledger:
         with self.db.transaction(durable=durable) as tx:
             yield tx.connection
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        """Rows of a read query, as sqlite3.Row."""
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Rows of a read query (by index and by column name)."""
         return self.db.read(sql, params)
 
     def ensure_schema(self, ddl: str) -> None:
@@ -259,8 +263,8 @@ class Ledger:
         row_id = tx.insert(
             "INSERT INTO payments (ts_us, updated_us, service, method, path, model, request_key,"
             " budget, amount_atomic, upstream_usd, price_mult, status, pay_to, network, asset,"
-            " error, nonce, payer, valid_before, payment_header, owner, prepaid)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " error, nonce, payer, valid_before, payment_header, owner, prepaid, user_label)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 now,
                 now,
@@ -284,6 +288,7 @@ class Ledger:
                 signed.header if signed else None,
                 process_owner(),
                 int(meta.prepaid),
+                self.user,
             ),
         )
         if status in COUNTING:

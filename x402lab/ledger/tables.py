@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from x402lab.ledger.database import Row
 from x402lab.money import atomic_to_usd
 from x402lab.tables.ledger import COLUMNS, arrow_to_pandas, ledger_schema
 
@@ -12,18 +12,19 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def as_record(row: sqlite3.Row) -> dict[str, Any]:
+def as_record(row: Row) -> dict[str, Any]:
     """A ``payments`` row as a dict of the ``ledger_schema`` columns. ``held`` is what the
     query selected as held *now* (``held_now``, see ``Ledger.rows``) when it did."""
     from datetime import UTC, datetime
 
     amount = row["amount_atomic"]
-    record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (sqlite3.Row)
+    record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (a Row, not a dict)
     record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
     record["amount_usd"] = atomic_to_usd(amount)
     record["held"] = bool(record.get("held_now", record.get("held")))
     record["resends"] = int(record.get("resends") or 0)
     record["prepaid"] = bool(record.get("prepaid"))
+    record["user"] = record.get("user_label")
     valid_before = record.get("valid_before")
     record["expires_at"] = (
         datetime.fromtimestamp(valid_before, tz=UTC) if valid_before is not None else None
