@@ -55,6 +55,7 @@ _SAVED_BEFORE: dict[str, object] = {
     "expires_at": None,
     "resends": 0,
     "resolved_by": None,
+    "user": None,
 }
 
 
@@ -123,8 +124,8 @@ def spend(
     *,
     atomic: bool = False,
 ) -> pd.DataFrame:
-    """Spend grouped by ``by`` (any of service, path, model, day, budget; ``()`` for
-    totals).
+    """Spend grouped by ``by`` (any of service, path, model, day, budget, user, payer; ``()``
+    for totals).
 
     One row per group, sorted by the keys; a null path or model is a group of its own, and
     ``path`` is the route without its query string. The columns are

@@ -26,7 +26,8 @@ INT = pa.int64()
 FLOAT = pa.float64()
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
-SPEND_KEYS = ("service", "path", "model", "day", "budget")
+# ``user`` and ``payer``: who spent (``Ledger(user=...)``'s label, the paying address).
+SPEND_KEYS = ("service", "path", "model", "day", "budget", "user", "payer")
 DEFAULT_SPEND_BY = ("service", "path", "model")
 _KEY_TYPES = {
     "service": TEXT,
@@ -35,6 +36,8 @@ _KEY_TYPES = {
     # Midnight UTC of the payment's day: a tz-aware timestamp plots and joins like ``ts``.
     "day": TIMESTAMP,
     "budget": TEXT,
+    "user": TEXT,
+    "payer": TEXT,
 }
 
 
