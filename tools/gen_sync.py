@@ -42,14 +42,129 @@ LINE_LENGTH = 100
 PACKAGE = "x402lab"
 EMULATOR = "x402lab.emulator."
 
-LAB_DOC = """The x402lab client: every method of ``AsyncLab``, run to completion for you.
+LAB_DOC = """The x402lab client, made by ``x402lab.connect()``; every method runs to completion.
 
-Build one with ``x402lab.connect()``. Each call runs the async core on a private event-loop
-thread, so it works in scripts, in Jupyter cells and inside other running loops; results
-with a sync twin come back wrapped (``music()`` returns a ``Job``, ``lab.reports`` is a
-``Reports``). ``lab.async_`` is the ``AsyncLab`` behind it. Use it as a context manager, or
-call ``close()``, to close connections and stop the embedded emulator.
+Methods whose summary starts "Spends money" pay through the lab's budget and ledger; the rest
+are free. Use it as a context manager, or call ``close()``. ``lab.async_`` is the ``AsyncLab``
+behind it (the same methods as coroutines).
 """
+
+Groups = tuple[tuple[str, tuple[str, ...]], ...]
+
+# The table of contents of ``help(Lab)``: every public name of the sync ``Lab`` in one group
+# (the generator refuses a name in none, so a new method has to be given its place here).
+LAB_GROUPS: Groups = (
+    (
+        "Catalog and prices (free): what can be called, and at what price",
+        (
+            "models",
+            "prices",
+            "route_prices",
+            "traits",
+            "characters",
+            "character",
+            "image_styles",
+            "rpc_networks",
+            "discovery",
+            "catalog_table",
+        ),
+    ),
+    (
+        "Chat, images, audio, tools: one paid call each (quote() prices any of them for free)",
+        (
+            "chat",
+            "chat_stream",
+            "responses",
+            "embed",
+            "generate_image",
+            "edit_image",
+            "multi_edit_image",
+            "upscale_image",
+            "remove_background",
+            "speech",
+            "transcribe",
+            "clone_voice",
+            "transcribe_video",
+            "search",
+            "scrape",
+            "parse_document",
+            "rpc",
+            "quote",
+            "call",
+        ),
+    ),
+    (
+        "Batches: many rows within the budget, priced first by estimate()",
+        ("estimate", "batch_chat", "batch_embed"),
+    ),
+    (
+        "Media jobs: queued music and video, paid once, then polled",
+        ("quote_music", "quote_video", "music", "video", "jobs", "job", "media_dir"),
+    ),
+    (
+        "Reports: lab.reports.shelf(), .menu(), .quote(), .buy(), .library()",
+        ("reports",),
+    ),
+    (
+        "Ledger, budget and costs: what was paid, what is committed, what it was for",
+        ("spend", "cost_report", "reconcile", "budget", "ledger", "wallet", "payer"),
+    ),
+    (
+        "Ecosystem: openai-python and httpx clients that pay through this lab",
+        ("openai", "async_openai", "http_client", "async_http_client"),
+    ),
+    (
+        "Lifecycle and settings",
+        (
+            "close",
+            "aclose",
+            "async_",
+            "emulator",
+            "gateway_url",
+            "reports_url",
+            "chain_rpc_url",
+            "validate_models",
+        ),
+    ),
+)
+
+# Docstrings of the generated properties that expose the async lab's plain attributes.
+ATTRIBUTE_DOCS = {
+    "reports": "The report service: ``shelf()``, ``menu()``, ``quote()``, ``buy()``,"
+    " ``library()``.",
+    "emulator": "The embedded emulator of both services (None when connected to real ones).",
+}
+DUNDER_DOCS = {
+    "__init__": "Wrap an ``AsyncLab``: make a ``Lab`` with ``x402lab.connect()`` instead.",
+    "__dir__": "The public names, for tab completion (not the slots behind them).",
+    "__repr__": "Where the lab is connected, its wallet address, budget and ledger.",
+}
+
+
+def contents(groups: Groups, names: Iterable[str], width: int) -> str:
+    """A grouped table of contents for a class docstring: each group's title, then its names.
+
+    Raises GenerationError for a public name in no group, or a group name that is not public.
+    """
+    public = set(names)
+    grouped = [name for _, members in groups for name in members]
+    missing = sorted(public - set(grouped))
+    if missing:
+        raise GenerationError(
+            f"members in no group of the help() contents: {missing}; add them to LAB_GROUPS"
+            " in tools/gen_sync.py"
+        )
+    unknown = sorted(set(grouped) - public)
+    repeated = sorted({name for name in grouped if grouped.count(name) > 1})
+    if unknown or repeated:
+        raise GenerationError(f"LAB_GROUPS names {unknown or repeated}: not public or repeated")
+    blocks = []
+    for title, members in groups:
+        lines = textwrap.wrap(
+            "  ".join(members), width, initial_indent="    ", subsequent_indent="    "
+        )
+        blocks.append("\n".join([title, *lines]))
+    return "\n\n".join(blocks)
 
 
 class GenerationError(Exception):
@@ -66,6 +181,7 @@ class Twin:
     name: str
     generated: bool
     doc: str | None = None
+    groups: Groups | None = None  # a table of contents for its docstring (generated twins)
 
     @property
     def async_cls(self) -> type:
@@ -74,7 +190,7 @@ class Twin:
 
 
 TWINS: tuple[Twin, ...] = (
-    Twin("x402lab.lab", "AsyncLab", "Lab", generated=True, doc=LAB_DOC),
+    Twin("x402lab.lab", "AsyncLab", "Lab", generated=True, doc=LAB_DOC, groups=LAB_GROUPS),
     Twin("x402lab.reports.resource", "AsyncReports", "Reports", generated=False),
     Twin("x402lab.media.job", "AsyncJob", "Job", generated=False),
     Twin("x402lab.gateway.chat_stream", "AsyncChatStream", "ChatStream", generated=False),
@@ -619,10 +735,17 @@ def generated_class(twin: Twin, imports: Imports) -> list[str]:
         elif _holds_no_coroutines(a.annotation, a.module):
             plain.append(a)
     slots = ", ".join(f'"{name}"' for name in ["_async", *[f"_{a.name}" for a, _ in wrapped]])
-    head = [f"class {twin.name}:", *_docstring(_fit(twin.doc or cls.__doc__, "    "), "    ")]
+    doc = _fit(twin.doc or cls.__doc__, "    ")
+    if twin.groups is not None:
+        names = ["async_", *(a.name for a, _ in wrapped), *(a.name for a in plain)]
+        names += [m.name for m in members(cls)]
+        toc = contents(twin.groups, names, LINE_LENGTH - len("    ") - 3)
+        doc = f"{doc}\n\n{toc}" if doc else toc
+    head = [f"class {twin.name}:", *_docstring(doc, "    ")]
     head += ["", f'    __slots__ = ({slots}, "__weakref__")']
     init = [
         f"    def __init__(self, inner: {twin.async_name}) -> None:",
+        *_docstring(DUNDER_DOCS["__init__"], "        "),
         "        self._async = inner",
     ]
     init += [f"        self._{a.name} = {t.name}(inner.{a.name})" for a, t in wrapped]
@@ -630,13 +753,14 @@ def generated_class(twin: Twin, imports: Imports) -> list[str]:
     blocks.append(
         [
             "    def __repr__(self) -> str:",
+            *_docstring(DUNDER_DOCS["__repr__"], "        "),
             "        return repr(self._async)",
         ]
     )
     blocks.append(
         [
             "    def __dir__(self) -> list[str]:",
-            "        # Tab completion offers the public API, not the slots behind it.",
+            *_docstring(DUNDER_DOCS["__dir__"], "        "),
             '        return [n for n in object.__dir__(self) if n.startswith("__") or n[0] != "_"]',
         ]
     )
@@ -667,7 +791,10 @@ def generated_class(twin: Twin, imports: Imports) -> list[str]:
             [
                 "    @property",
                 f"    def {a.name}(self) -> {t.name}:",
-                *_docstring(f"``{twin.async_name}.{a.name}`` as a ``{t.name}``.", "        "),
+                *_docstring(
+                    ATTRIBUTE_DOCS.get(a.name, f"``{twin.async_name}.{a.name}`` as ``{t.name}``."),
+                    "        ",
+                ),
                 f"        return self._{a.name}",
             ]
         )
@@ -678,7 +805,8 @@ def generated_class(twin: Twin, imports: Imports) -> list[str]:
                 "    @property",
                 f"    def {a.name}(self) -> {a.annotation}:",
                 *_docstring(
-                    f"The ``{a.name}`` of the ``{twin.async_name}`` behind this.", "        "
+                    ATTRIBUTE_DOCS.get(a.name, f"The ``{a.name}`` of the ``{twin.async_name}``."),
+                    "        ",
                 ),
                 f"        return self._async.{a.name}",
             ]

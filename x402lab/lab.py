@@ -71,7 +71,8 @@ def _to(
 class AsyncLab:
     """The async x402lab client: every method is a coroutine (``Lab`` is the sync twin).
 
-    Anything that can spend money says so in its docstring's first line.
+    Anything that can spend money says so in its docstring's first line; the rest is free.
+    ``help(x402lab.Lab)`` lists the methods grouped by task; the async ones have the same names.
     """
 
     def __init__(
@@ -163,10 +164,12 @@ class AsyncLab:
 
     @property
     def gateway_url(self) -> str | None:
+        """The inference gateway's address (None when this lab has no gateway)."""
         return self.session.gateway_url
 
     @property
     def reports_url(self) -> str | None:
+        """The report service's address (None when this lab has no report service)."""
         return self.session.reports_url
 
     @property
@@ -253,7 +256,7 @@ class AsyncLab:
             self.emulator = None
 
     async def close(self) -> None:
-        """Same as ``aclose``."""
+        """Close connections and stop the embedded emulator; the same as ``aclose()``."""
         await self.aclose()
 
     async def __aenter__(self) -> AsyncLab:

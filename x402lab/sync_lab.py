@@ -325,26 +325,53 @@ else:
 
 
 class Lab:
-    """The x402lab client: every method of ``AsyncLab``, run to completion for you.
+    """The x402lab client, made by ``x402lab.connect()``; every method runs to completion.
 
-    Build one with ``x402lab.connect()``. Each call runs the async core on a private event-loop
-    thread, so it works in scripts, in Jupyter cells and inside other running loops; results
-    with a sync twin come back wrapped (``music()`` returns a ``Job``, ``lab.reports`` is a
-    ``Reports``). ``lab.async_`` is the ``AsyncLab`` behind it. Use it as a context manager, or
-    call ``close()``, to close connections and stop the embedded emulator.
+    Methods whose summary starts "Spends money" pay through the lab's budget and ledger; the rest
+    are free. Use it as a context manager, or call ``close()``. ``lab.async_`` is the
+    ``AsyncLab`` behind it (the same methods as coroutines).
+
+    Catalog and prices (free): what can be called, and at what price
+        models  prices  route_prices  traits  characters  character  image_styles  rpc_networks
+        discovery  catalog_table
+
+    Chat, images, audio, tools: one paid call each (quote() prices any of them for free)
+        chat  chat_stream  responses  embed  generate_image  edit_image  multi_edit_image
+        upscale_image  remove_background  speech  transcribe  clone_voice  transcribe_video
+        search  scrape  parse_document  rpc  quote  call
+
+    Batches: many rows within the budget, priced first by estimate()
+        estimate  batch_chat  batch_embed
+
+    Media jobs: queued music and video, paid once, then polled
+        quote_music  quote_video  music  video  jobs  job  media_dir
+
+    Reports: lab.reports.shelf(), .menu(), .quote(), .buy(), .library()
+        reports
+
+    Ledger, budget and costs: what was paid, what is committed, what it was for
+        spend  cost_report  reconcile  budget  ledger  wallet  payer
+
+    Ecosystem: openai-python and httpx clients that pay through this lab
+        openai  async_openai  http_client  async_http_client
+
+    Lifecycle and settings
+        close  aclose  async_  emulator  gateway_url  reports_url  chain_rpc_url  validate_models
     """
 
     __slots__ = ("_async", "_reports", "__weakref__")
 
     def __init__(self, inner: AsyncLab) -> None:
+        """Wrap an ``AsyncLab``: make a ``Lab`` with ``x402lab.connect()`` instead."""
         self._async = inner
         self._reports = Reports(inner.reports)
 
     def __repr__(self) -> str:
+        """Where the lab is connected, its wallet address, budget and ledger."""
         return repr(self._async)
 
     def __dir__(self) -> list[str]:
-        # Tab completion offers the public API, not the slots behind it.
+        """The public names, for tab completion (not the slots behind them)."""
         return [n for n in object.__dir__(self) if n.startswith("__") or n[0] != "_"]
 
     def __enter__(self) -> Lab:
@@ -360,12 +387,12 @@ class Lab:
 
     @property
     def reports(self) -> Reports:
-        """``AsyncLab.reports`` as a ``Reports``."""
+        """The report service: ``shelf()``, ``menu()``, ``quote()``, ``buy()``, ``library()``."""
         return self._reports
 
     @property
     def emulator(self) -> RunningEmulator | None:
-        """The ``emulator`` of the ``AsyncLab`` behind this."""
+        """The embedded emulator of both services (None when connected to real ones)."""
         return self._async.emulator
 
     @property
@@ -395,10 +422,12 @@ class Lab:
 
     @property
     def gateway_url(self) -> str | None:
+        """The inference gateway's address (None when this lab has no gateway)."""
         return self._async.gateway_url
 
     @property
     def reports_url(self) -> str | None:
+        """The report service's address (None when this lab has no report service)."""
         return self._async.reports_url
 
     @property
@@ -938,8 +967,10 @@ class Lab:
         audio: bool | None = None,
         **params: Any,
     ) -> MediaQuote:
-        """The price of a video job, free. Arguments are checked against the model's
-        ``model_spec.constraints`` before anything is sent.
+        """The price of a video job, free (nothing is signed).
+
+        Arguments are checked against the model's ``model_spec.constraints`` before anything
+        is sent.
 
         Raises QuoteRejected naming the allowed values, and ModelNotFound.
         """
@@ -1278,24 +1309,23 @@ class Lab:
         )
 
     def reconcile(self) -> pd.DataFrame:
-        """Free (reads the chain, pays nothing): check every ``signed``/``unknown`` ledger
-        row against the chain and record what it shows.
+        """Free: look up every ``signed``/``unknown`` ledger row on the chain; record the outcome.
 
-        Used on chain -> ``settled`` (with its tx hash); never used and its authorization
-        expired -> ``expired`` (it stops counting against its budget); never used and still
-        valid -> unchanged. Returns a DataFrame of the rows it changed (``id``, ``before``,
-        ``after``, ``amount_atomic``/``amount_usd``, ``tx_hash``, ...); ``df.attrs`` holds
-        ``checked``, ``still_open`` and ``next_expiry``. Budgets, batches, media jobs and
-        the report library read the ledger, so they follow at once. Raises ConfigError (no
-        chain given, or another chain) or TransportError (unreachable, malformed answers)
-        before any row changes.
+        It reads the chain and pays nothing. Used on chain -> ``settled`` (with its tx hash); never
+        used and its authorization expired -> ``expired`` (it stops counting against its budget);
+        never used and still valid -> unchanged. Returns a DataFrame of the rows it changed (``id``,
+        ``before``, ``after``, ``amount_atomic``/``amount_usd``, ``tx_hash``, ...); ``df.attrs``
+        holds ``checked``, ``still_open`` and ``next_expiry``. Budgets, batches, media jobs and the
+        report library read the ledger, so they follow at once. Raises ConfigError (no chain given,
+        or another chain) or TransportError (unreachable, malformed answers) before any row changes.
         """
         return run(self._async.reconcile())
 
     def openai(self, **openai_options: Any) -> OpenAI:
-        """An ``openai.OpenAI`` client pointed at the gateway, paying through the lab (see
-        ``http_client()``): ``client.chat.completions.create(...)``, streaming,
-        ``client.embeddings.create(...)``. Spends money on every paid call.
+        """Spends money on paid calls: an ``openai.OpenAI`` client on the gateway, paid by the lab.
+
+        It runs on ``http_client()``: ``client.chat.completions.create(...)``, streaming,
+        ``client.embeddings.create(...)``.
 
         openai-python's own retries (timeouts, 429, 5xx; ``max_retries``) re-send the same
         signed payment of a request whose first answer was ambiguous, never a new one.
@@ -1305,16 +1335,18 @@ class Lab:
         return self._async.openai(**openai_options)
 
     def async_openai(self, **openai_options: Any) -> AsyncOpenAI:
-        """The ``openai.AsyncOpenAI`` twin of ``openai()``, on ``async_http_client()``.
-        Spends money on every paid call.
+        """Spends money on paid calls: the ``openai.AsyncOpenAI`` twin of ``openai()``.
+
+        It runs on ``async_http_client()``.
         """
         return self._async.async_openai(**openai_options)
 
     def http_client(self, *, timeout_s: float = 120.0, **httpx_options: Any) -> httpx.Client:
-        """An ``httpx.Client`` on the gateway (``base_url``) whose paid requests pay through
-        the lab: the same budget, ledger, pinned payee, model-id check and request keys (a
-        retry of the same request sends its unknown payment's same signed payload again;
-        nothing is signed twice). Spends money when a request hits a paid route.
+        """Spends money on paid routes: an ``httpx.Client`` on the gateway, paying through the lab.
+
+        Its ``base_url`` is the gateway; paid requests use the lab's budget, ledger, pinned
+        payee, model-id check and request keys (a retry of the same request sends its unknown
+        payment's same signed payload again; nothing is signed twice).
 
         ``httpx_options`` go to ``httpx.Client`` (``headers``, ``limits``...). Close it (or
         use it as a context manager) when done. Money errors are x402lab's own exceptions.
@@ -1327,8 +1359,9 @@ class Lab:
         timeout_s: float = 120.0,
         **httpx_options: Any,
     ) -> httpx.AsyncClient:
-        """The ``httpx.AsyncClient`` twin of ``http_client()``: use it on one event loop and
-        ``await client.aclose()`` when done. Spends money when a request hits a paid route.
+        """Spends money on paid routes: the ``httpx.AsyncClient`` twin of ``http_client()``.
+
+        Use it on one event loop and ``await client.aclose()`` when done.
         """
         return self._async.async_http_client(timeout_s=timeout_s, **httpx_options)
 
@@ -1337,5 +1370,5 @@ class Lab:
         return run(self._async.aclose())
 
     def close(self) -> None:
-        """Same as ``aclose``."""
+        """Close connections and stop the embedded emulator; the same as ``aclose()``."""
         return run(self._async.close())

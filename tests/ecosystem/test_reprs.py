@@ -3,12 +3,19 @@
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import pydoc
+import sys
+from pathlib import Path
+
+import pytest
 
 import x402lab as xl
 from x402lab.routes import CHAT
 
 CHAT_MODEL = "zai-org-glm-4.7-flash"
+GENERATOR = Path(__file__).resolve().parents[2] / "tools" / "gen_sync.py"
 
 
 def test_html_reprs_of_the_objects_an_analyst_looks_at(emulator_factory, lab_factory):
@@ -38,9 +45,82 @@ def test_html_reprs_of_the_objects_an_analyst_looks_at(emulator_factory, lab_fac
     assert "spent" in budget and "held" in budget and "free" in budget
 
 
-def test_help_of_the_lab_is_readable():
+TASKS = (
+    "Catalog and prices",
+    "Chat, images, audio, tools",
+    "Batches",
+    "Media jobs",
+    "Reports",
+    "Ledger, budget and costs",
+    "Ecosystem",
+    "Lifecycle",
+)
+
+
+def lab_contents() -> tuple[list[str], dict[str, list[str]]]:
+    """The lines of ``help(xl.Lab)`` before its method listing, and the names under each task
+    heading of the class docstring's table of contents."""
     text = pydoc.render_doc(xl.Lab, renderer=pydoc.plaintext)
-    assert "The x402lab client" in text
-    for name in ("batch_chat", "openai", "http_client", "spend", "cost_report"):
-        assert f"{name}(" in text
-    assert "Spends money" in text and "Free:" in text
+    lines = [line.removeprefix(" |  ").rstrip() for line in text.splitlines()]
+    head = lines[: lines.index("Methods defined here:")]
+    groups: dict[str, list[str]] = {}
+    current = None
+    for line in head:
+        if line.startswith(TASKS):
+            current = line
+            groups[current] = []
+        elif current is not None and line.startswith("    "):
+            groups[current] += line.split()
+        elif not line:
+            current = None
+    return head, groups
+
+
+def public_names() -> set[str]:
+    return {name for name in dir(xl.Lab) if not name.startswith("_")}
+
+
+def test_help_of_the_lab_starts_with_its_methods_grouped_by_task():
+    head, groups = lab_contents()
+    # The class line, the constructor, a two-paragraph introduction, then the contents: the
+    # whole top of help() fits on one screen, before pydoc's alphabetical listing.
+    assert any(line.startswith("The x402lab client") for line in head[:6])
+    assert len(head) < 45
+    titles = list(groups)
+    assert [next(t for t in TASKS if title.startswith(t)) for title in titles] == list(TASKS)
+    named = [name for names in groups.values() for name in names]
+    assert sorted(named) == sorted(public_names())  # every public name once, nothing else
+    assert not [line for line in head if "_async" in line or "__weakref__" in line]
+
+
+def test_every_public_member_has_a_one_line_summary():
+    for name in sorted(public_names()):
+        doc = inspect.getdoc(getattr(xl.Lab, name)) or ""
+        first = doc.splitlines()[0] if doc else ""
+        assert first.endswith((".", ")")) and len(first) <= 92, (name, first)
+        # STYLE: anything that can spend money says so in its first line.
+        if "Spends money" in doc or "spends money" in doc:
+            assert first.startswith("Spends money"), (name, first)
+    text = pydoc.render_doc(xl.Lab, renderer=pydoc.plaintext)
+    for name in ("__init__", "__repr__", "__dir__"):
+        assert "Default dir()" not in text and "Initialize self" not in text, name
+
+
+def test_a_new_method_without_a_group_fails_the_generator():
+    generator = load_generator()
+    names = sorted(public_names())
+    width = generator.LINE_LENGTH - 7
+    assert generator.contents(generator.LAB_GROUPS, names, width)
+    with pytest.raises(generator.GenerationError, match="no group.*batch_everything"):
+        generator.contents(generator.LAB_GROUPS, [*names, "batch_everything"], width)
+    with pytest.raises(generator.GenerationError, match="not public"):
+        generator.contents(generator.LAB_GROUPS, [n for n in names if n != "chat"], width)
+
+
+def load_generator():
+    spec = importlib.util.spec_from_file_location("gen_sync_for_help", GENERATOR)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module

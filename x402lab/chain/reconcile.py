@@ -203,17 +203,15 @@ class Reconciler:
         return client
 
     async def reconcile(self) -> pd.DataFrame:
-        """Free (reads the chain, pays nothing): check every ``signed``/``unknown`` ledger
-        row against the chain and record what it shows.
+        """Free: look up every ``signed``/``unknown`` ledger row on the chain; record the outcome.
 
-        Used on chain -> ``settled`` (with its tx hash); never used and its authorization
-        expired -> ``expired`` (it stops counting against its budget); never used and still
-        valid -> unchanged. Returns a DataFrame of the rows it changed (``id``, ``before``,
-        ``after``, ``amount_atomic``/``amount_usd``, ``tx_hash``, ...); ``df.attrs`` holds
-        ``checked``, ``still_open`` and ``next_expiry``. Budgets, batches, media jobs and
-        the report library read the ledger, so they follow at once. Raises ConfigError (no
-        chain given, or another chain) or TransportError (unreachable, malformed answers)
-        before any row changes.
+        It reads the chain and pays nothing. Used on chain -> ``settled`` (with its tx hash); never
+        used and its authorization expired -> ``expired`` (it stops counting against its budget);
+        never used and still valid -> unchanged. Returns a DataFrame of the rows it changed (``id``,
+        ``before``, ``after``, ``amount_atomic``/``amount_usd``, ``tx_hash``, ...); ``df.attrs``
+        holds ``checked``, ``still_open`` and ``next_expiry``. Budgets, batches, media jobs and the
+        report library read the ledger, so they follow at once. Raises ConfigError (no chain given,
+        or another chain) or TransportError (unreachable, malformed answers) before any row changes.
         """
         result = await reconcile(self._ledger, self._client(), now=self._ledger.now)
         return result.to_pandas()

@@ -131,10 +131,11 @@ class PayingClients:
         )
 
     def http_client(self, *, timeout_s: float = 120.0, **httpx_options: Any) -> httpx.Client:
-        """An ``httpx.Client`` on the gateway (``base_url``) whose paid requests pay through
-        the lab: the same budget, ledger, pinned payee, model-id check and request keys (a
-        retry of the same request sends its unknown payment's same signed payload again;
-        nothing is signed twice). Spends money when a request hits a paid route.
+        """Spends money on paid routes: an ``httpx.Client`` on the gateway, paying through the lab.
+
+        Its ``base_url`` is the gateway; paid requests use the lab's budget, ledger, pinned
+        payee, model-id check and request keys (a retry of the same request sends its unknown
+        payment's same signed payload again; nothing is signed twice).
 
         ``httpx_options`` go to ``httpx.Client`` (``headers``, ``limits``...). Close it (or
         use it as a context manager) when done. Money errors are x402lab's own exceptions.
@@ -151,8 +152,10 @@ class PayingClients:
     def async_http_client(
         self, *, timeout_s: float = 120.0, **httpx_options: Any
     ) -> httpx.AsyncClient:
-        """The ``httpx.AsyncClient`` twin of ``http_client()``: use it on one event loop and
-        ``await client.aclose()`` when done. Spends money when a request hits a paid route."""
+        """Spends money on paid routes: the ``httpx.AsyncClient`` twin of ``http_client()``.
+
+        Use it on one event loop and ``await client.aclose()`` when done.
+        """
         check = ModelCheck(self._session, self._catalog)
         return AsyncPayingClient(
             check,
@@ -163,9 +166,10 @@ class PayingClients:
         )
 
     def openai(self, **openai_options: Any) -> OpenAI:
-        """An ``openai.OpenAI`` client pointed at the gateway, paying through the lab (see
-        ``http_client()``): ``client.chat.completions.create(...)``, streaming,
-        ``client.embeddings.create(...)``. Spends money on every paid call.
+        """Spends money on paid calls: an ``openai.OpenAI`` client on the gateway, paid by the lab.
+
+        It runs on ``http_client()``: ``client.chat.completions.create(...)``, streaming,
+        ``client.embeddings.create(...)``.
 
         openai-python's own retries (timeouts, 429, 5xx; ``max_retries``) re-send the same
         signed payment of a request whose first answer was ambiguous, never a new one.
@@ -181,8 +185,10 @@ class PayingClients:
         )
 
     def async_openai(self, **openai_options: Any) -> AsyncOpenAI:
-        """The ``openai.AsyncOpenAI`` twin of ``openai()``, on ``async_http_client()``.
-        Spends money on every paid call."""
+        """Spends money on paid calls: the ``openai.AsyncOpenAI`` twin of ``openai()``.
+
+        It runs on ``async_http_client()``.
+        """
         openai = _need_openai()
         return openai.AsyncOpenAI(  # type: ignore[no-any-return]
             base_url=self._session.url(GATEWAY) + OPENAI_PATH,

@@ -127,8 +127,10 @@ class Media:
         audio: bool | None = None,
         **params: Any,
     ) -> MediaQuote:
-        """The price of a video job, free. Arguments are checked against the model's
-        ``model_spec.constraints`` before anything is sent.
+        """The price of a video job, free (nothing is signed).
+
+        Arguments are checked against the model's ``model_spec.constraints`` before anything
+        is sent.
 
         Raises QuoteRejected naming the allowed values, and ModelNotFound.
         """
