@@ -354,6 +354,9 @@ class Batches:
             budget_left_atomic=self._session.budget.state().remaining_atomic,
             out=str(out) if out is not None else None,
             progress_error=repr(throttle.error) if throttle.error is not None else None,
+            prepay_hits=tally.prepay_hits,
+            prepay_misses=tally.prepay_misses,
+            extra_signatures=tally.extra_signatures,
         )
 
     async def estimate(

@@ -49,6 +49,11 @@ class Tally:
     duplicates: int = 0
     from_store: int = 0
     lost_atomic: int = 0
+    # Payments sent with the first request (``payments.prediction``): taken by the server,
+    # refused (a stale prediction), and the extra signatures those refusals cost.
+    prepay_hits: int = 0
+    prepay_misses: int = 0
+    extra_signatures: int = 0
 
     def add(self, result: ItemResult, duplicate: bool) -> str:
         """Count one emitted row; returns the status the row shows."""

@@ -28,6 +28,10 @@ class BatchSummary:
     stored (``paid_not_stored`` rows). ``unknown_atomic``: payments whose settlement is
     unknown (a risk, counted against the budget).
     ``out``: the Parquet file of ``batch_embed(..., out=...)``, read with ``to_pandas()``.
+    ``prepay_hits``: payments sent with the first request (a predicted challenge) that the
+    server took, one round trip each; ``prepay_misses``: those it refused with a 402 (a stale
+    prediction; nothing settled, the row ``rejected``/``prepay_refused``); ``extra_signatures``:
+    the fresh challenges then signed (at most one per miss).
     """
 
     kind: str
@@ -45,6 +49,9 @@ class BatchSummary:
     budget_left_atomic: int | None
     out: str | None = None
     progress_error: str | None = field(default=None, repr=False)
+    prepay_hits: int = 0
+    prepay_misses: int = 0
+    extra_signatures: int = 0
 
     @property
     def paid_usd(self) -> float:
@@ -73,9 +80,17 @@ class BatchSummary:
             parts.append(f"paid earlier but not stored: {format_usd(self.lost_atomic)}")
         if self.unknown_atomic:
             parts.append(f"settlement unknown: {format_usd(self.unknown_atomic)}")
+        if self.prepay_hits or self.prepay_misses:
+            parts.append(self._prepay_text())
         if self.budget_left_atomic is not None:
             parts.append(f"budget left {format_usd(self.budget_left_atomic)}")
         return "; ".join(parts)
+
+    def _prepay_text(self) -> str:
+        return (
+            f"paid with the first request: {self.prepay_hits} (stale: {self.prepay_misses},"
+            f" extra signatures: {self.extra_signatures})"
+        )
 
     def __repr__(self) -> str:
         where = f" -> {self.out}" if self.out else ""
@@ -100,6 +115,10 @@ class BatchSummary:
             (
                 "settlement unknown",
                 format_usd(self.unknown_atomic) if self.unknown_atomic else None,
+            ),
+            (
+                "paid with the first request",
+                self._prepay_text() if self.prepay_hits or self.prepay_misses else None,
             ),
             ("budget left", format_usd(left) if left is not None else "no cap"),
             ("written to", self.out),

@@ -50,6 +50,7 @@ from x402lab.errors import (
     X402LabError,
 )
 from x402lab.ledger import ClaimAction, Claimed, ClaimStatus
+from x402lab.payments.prediction import prepay_tally
 
 if TYPE_CHECKING:
     from x402lab.batch.store import BatchStore
@@ -114,10 +115,15 @@ class Runner:
         how to resume) after storing what arrived and releasing the claims still held.
         """
         self._sink = sink
-        try:
-            await self._drive()
-        except asyncio.CancelledError:
-            raise asyncio.CancelledError(self._interrupted()) from None
+        with prepay_tally() as prepay:  # this run's tasks count their prepaid payments there
+            try:
+                await self._drive()
+            except asyncio.CancelledError:
+                raise asyncio.CancelledError(self._interrupted()) from None
+            finally:
+                self.tally.prepay_hits += prepay.hits
+                self.tally.prepay_misses += prepay.misses
+                self.tally.extra_signatures += prepay.extra_signatures
         return self.tally
 
     async def _drive(self) -> None:
