@@ -196,3 +196,33 @@ def test_reports_accept_a_higher_first_payment_for_the_same_selection(
     assert response.status_code == 200, response.text
     assert response.json()["chargedUsd"] == pytest.approx(price / 1e6)
     assert [t.amount_atomic for t in server.chain.transfers()] == [price + 5_000]
+
+
+def test_reports_keep_a_payment_predicted_for_another_selection(emulator, payer, helpers):
+    # Why a client may pay the report service up front only with a quote of the *same*
+    # selection: a payment priced for a larger selection, sent with a smaller one, is
+    # accepted and settled in full (spec §4.2 rules 4 and 5), the difference kept.
+    base = emulator.reports_url
+    menu = httpx.get(f"{base}{REPORTS}", params={"username": ALL["username"]}).json()
+    assert menu["reportCount"] > 1
+    whole = helpers.challenge_of(httpx.get(f"{base}{REPORTS}", params=ALL))
+    price_all = int(whole["accepts"][0]["amount"])
+    one = {"username": ALL["username"], "select": "range", "ids": menu["reports"][0]["id"]}
+    response = httpx.get(f"{base}{REPORTS}", params=one, headers={"X-Payment": payer.header(whole)})
+    assert response.status_code == 200, response.text
+    assert response.json()["reportCount"] == 1 and response.json()["chargedUsd"] == 0.01
+    assert [t.amount_atomic for t in emulator.chain.transfers()] == [price_all]  # overpaid
+
+
+def test_the_gate_counts_every_request_to_a_paid_route(emulator, payer, helpers):
+    # One request for a payment sent up front, two for the usual handshake: what the prepay
+    # tests count with (``requests`` in /api/x402/stats).
+    base = emulator.gateway_url
+    header = payer.header(_predicted(base, _search_price(base)))
+    assert httpx.post(f"{base}{SEARCH}", json=QUERY, headers={"X-402-Payment": header}).is_success
+    assert _stats(base)["requests"] == 1
+    challenge = helpers.challenge_of(httpx.post(f"{base}{SEARCH}", json=QUERY))
+    paid = httpx.post(
+        f"{base}{SEARCH}", json=QUERY, headers={"X-402-Payment": payer.header(challenge)}
+    )
+    assert paid.is_success and _stats(base)["requests"] == 3

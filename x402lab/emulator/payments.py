@@ -100,8 +100,12 @@ RefusalHandler = Callable[[Refusal], Response | None]
 
 @dataclass
 class GateStats:
-    """Counters of one gate (integers only; settled_atomic is USDC base units)."""
+    """Counters of one gate (integers only; settled_atomic is USDC base units).
 
+    ``requests``: every request that reached a paid route's payment step (unpaid or paid, a
+    fault included), so a test can count round trips per call."""
+
+    requests: int = 0
     challenges: int = 0
     verified: int = 0
     refused: int = 0
@@ -241,6 +245,7 @@ class PaymentGate:
         answer a refusal its own way (return None for the default 402). Never raises for bad
         client input.
         """
+        self._count("requests")
         fault = self.request_fault()
         if fault is not None:
             return Charge(response=fault)
@@ -405,6 +410,7 @@ class PaymentGate:
         with self._lock:
             snapshot = replace(self._stats, by_reason=dict(self._stats.by_reason))
         return {
+            "requests": snapshot.requests,
             "challenges": snapshot.challenges,
             "verified": snapshot.verified,
             "refused": snapshot.refused,

@@ -40,6 +40,10 @@ class CallState:
     cost: Cost | None = None
     pending: Outcome | None = None
     resend: bool = False
+    #: The call, and the prediction its first request was paid with (``ticket.prepaid``):
+    #: what paying a fresh challenge needs when a re-send of a prepaid payload gets a 402.
+    call: CallInfo | None = None
+    predicted: Predicted | None = None
 
     @property
     def signed(self) -> bool:
@@ -87,6 +91,7 @@ class PaymentAuth(httpx.Auth):
         self.call = call
         self.header_name = header_name
         self.state = state
+        state.call = call
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         payer, call = self.payer, self.call
@@ -132,6 +137,7 @@ class PaymentAuth(httpx.Auth):
             ticket.prepaid = False  # an earlier payment's own payload, sent again
         self.payer.prediction.sent()
         self.state.ticket = ticket
+        self.state.predicted = predicted
         request.headers[self.header_name] = ticket.header_value
         return ticket
 
