@@ -267,7 +267,10 @@ class PostgresDatabase(Database):
 
     def _explain(self, exc: Exception) -> str:
         text = str(exc).strip()
-        detail = _scrub(text.splitlines()[-1] if text else type(exc).__name__, self._password)
+        # libpq says "connection to server at "h", port p failed: <why>": keep the why.
+        first = text.splitlines()[0] if text else type(exc).__name__
+        detail = first.rsplit("failed: ", 1)[-1].removeprefix("FATAL:").strip()
+        detail = _scrub(detail, self._password)
         text = text.lower()
         if "does not exist" in text and "database" in text:
             return (
@@ -364,9 +367,9 @@ class PostgresDatabase(Database):
 
 
 def _where(params: dict[str, Any]) -> str:
-    host = params.get("host") or params.get("hostaddr") or "the local socket"
+    host = params.get("host") or params.get("hostaddr")
     port = params.get("port") or 5432
-    return f"{host}:{port}"
+    return f"{host}:{port}" if host else "the local socket"
 
 
 def _safe_url(params: dict[str, Any]) -> str:

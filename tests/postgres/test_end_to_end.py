@@ -1,0 +1,51 @@
+"""Two people share one wallet's budget through a PostgreSQL ledger, end to end on the
+emulator: ``connect(ledger=Ledger(postgresql://..., user=...))``; the second person's run of
+the same batch pays nothing for what settled; spend by user and the cost report read the
+shared ledger; the ledger's settled total equals the chain's."""
+
+from __future__ import annotations
+
+import secrets
+
+import x402lab as xl
+
+EMBED = "text-embedding-bge-m3"
+
+
+def test_a_team_shares_one_budget_and_a_rerun_pays_nothing_again(emulator, pg_url):
+    team_key = "0x" + secrets.token_hex(32)
+
+    def lab_of(user: str):
+        return xl.connect(
+            emulator.gateway_url,
+            emulator.reports_url,
+            wallet=xl.Wallet.from_key(team_key),
+            budget=xl.Budget(usd=5.0, name="team"),
+            ledger=xl.Ledger(pg_url, user=user),
+        )
+
+    texts = [f"document {i} about topic {i % 5}" for i in range(40)]
+    args = dict(model=EMBED, per_request=4, progress=None)
+    ana = lab_of("ana@laptop")
+    first = ana.batch_embed(texts, **args)
+    assert (first["status"] == "ok").all()
+    assert len(emulator.chain.transfers()) == 10  # 40 texts, 4 per request
+
+    ben = lab_of("ben@desktop")  # another notebook, the same ledger and budget
+    again = ben.batch_embed([*texts, "one more text"], **args)
+    assert again["status"].tolist() == ["cached"] * 40 + ["ok"]
+    assert len(emulator.chain.transfers()) == 11  # only the new text was paid for
+
+    settled = ben.ledger.to_pandas().query("status == 'settled'")
+    chain_total = sum(t.amount_atomic for t in emulator.chain.transfers())
+    assert int(settled["amount_atomic"].sum()) == chain_total
+    by_user = ben.spend(by="user", atomic=True).set_index("user")
+    assert by_user["settled_count"].to_dict() == {"ana@laptop": 10, "ben@desktop": 1}
+    assert int(by_user["settled_atomic"].sum()) == chain_total
+    # One budget: both see the same committed spend, measured against the one cap.
+    assert ana.budget.state().committed_atomic == ben.budget.state().committed_atomic
+    assert ben.budget.state().settled_atomic == chain_total
+    report = ana.cost_report()
+    assert report.settled_atomic == chain_total
+    ana.close()
+    ben.close()
