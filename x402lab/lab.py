@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import x402lab.widgets  # noqa: F401  (registers the job and batch displays with IPython)
 from x402lab.analysis.api import CostAnalysis
-from x402lab.batch.api import Batches
+from x402lab.batch.api import Batches, Connection
 from x402lab.budget import Budget
 from x402lab.chain import ChainClient, Reconciler, chain_url_from_env, reconcile
 from x402lab.errors import ConfigError, TransportError
@@ -299,6 +299,7 @@ def _build(
         raise TypeError("emulator_settings applies only to the embedded emulator (no address)")
     # Settings are checked and the ledger opened before the emulator starts, so a bad
     # argument leaves no server behind.
+    given_ledger = ledger  # as given (a URL keeps its options): Dask workers open it too
     if not isinstance(ledger, Ledger):
         ledger = Ledger(ledger if ledger is not None else DEFAULT_LEDGER_PATH)
     if budget is None:
@@ -322,6 +323,7 @@ def _build(
             chain_rpc_url=chain_rpc_url,
             **options,
         )
+        lab.batches.connection = Connection(connect, options, chain_rpc_url, given_ledger)
         if chain_rpc_url is not None:
             _reconcile_orphans(ledger, chain_rpc_url)
         return lab

@@ -1116,7 +1116,9 @@ class Lab:
         paid for the row: 0 for a row answered by an identical row or by an earlier run, null
         when unknown), ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget,
         refused, failed, unknown, paid_not_stored), ``error``, ``latency_s`` and
-        ``request_key``; ``frame.attrs["batch"]`` is the run's BatchSummary.
+        ``request_key``; ``frame.attrs["batch"]`` is the run's BatchSummary. A Dask DataFrame,
+        Series or bag runs on the current dask.distributed cluster, one partition per task, and
+        comes back as a Dask DataFrame (``x402lab.batch.distributed``).
 
         Identical rows are paid once. Every answer is stored in the ledger as it arrives, so
         running the same call again (after Ctrl+C, a crash, a bigger budget) pays only for
@@ -1188,6 +1190,8 @@ class Lab:
         answers and re-runs, budget, ``max_usd``, ``rebuy`` and ``progress`` work as in
         ``batch_chat`` (a re-run reuses stored texts whatever ``per_request`` it uses); extra
         keyword arguments (``dimensions``, ``encoding_format``) go into each request body.
+        A Dask collection runs on the current cluster (``x402lab.batch.distributed``): a Dask
+        DataFrame back, or with ``out=folder`` one Parquet file per partition and the summary.
         """
         return run(
             self._async.batch_embed(

@@ -1,13 +1,16 @@
 """Keys: a wallet signs EIP-712 digests and shows nothing but its address.
 
 The private key is read only by the explicit constructors below, never at import. It never
-appears in a repr, str, exception, pickle or file written by x402lab.
+appears in a repr, str, exception, pickle or file written by x402lab. A wallet remembers
+where its key came from (``Wallet.source``, never the key itself), so another process, such
+as a Dask worker, can load the same wallet from the same place.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -38,19 +41,67 @@ def _key_bytes(key: str | bytes) -> bytes:
     return raw
 
 
+@dataclass(frozen=True)
+class WalletSource:
+    """Where a wallet's key was read from, never the key: ``kind`` is ``"env"`` (``name`` the
+    variable), ``"keyfile"`` (``name`` the file; ``password_env`` the variable holding its
+    password, None when the password was given as text), ``"key"`` (``from_key``) or
+    ``"created"`` (``create``)."""
+
+    kind: str
+    name: str = ""
+    password_env: str | None = None
+
+    @property
+    def reloadable(self) -> bool:
+        """Whether another process can load the same wallet from here (an environment
+        variable, or a keyfile whose password is in an environment variable)."""
+        return self.kind == "env" or (self.kind == "keyfile" and self.password_env is not None)
+
+    def load(self) -> Wallet:
+        """The wallet this source names, read again in this process. Raises ConfigError for a
+        source that cannot be read again (``why_not_reloadable`` says why)."""
+        if self.kind == "env":
+            return Wallet.from_env(self.name)
+        if self.kind == "keyfile" and self.password_env is not None:
+            return Wallet.from_keyfile(self.name, password_env=self.password_env)
+        raise ConfigError(self.why_not_reloadable())
+
+    def why_not_reloadable(self) -> str:
+        """What to use instead, for a source another process cannot read again ("" if it can)."""
+        use = (
+            "load it with Wallet.from_env('VAR') (the key in an environment variable every"
+            " worker has) or Wallet.from_keyfile(path, password_env='VAR')"
+        )
+        if self.kind == "key":
+            return f"a wallet made with Wallet.from_key() cannot be loaded elsewhere: {use}"
+        if self.kind == "created":
+            return (
+                "a wallet made with Wallet.create() (or connect()'s throwaway wallet) exists in"
+                f" this process only: {use}"
+            )
+        if self.kind == "keyfile" and self.password_env is None:
+            return (
+                f"the keyfile {self.name} was opened with a password given as text, which is"
+                " never passed on: use Wallet.from_keyfile(path, password_env='VAR') with the"
+                " password in an environment variable"
+            )
+        return ""
+
+
 class Wallet:
     """An EVM account that pays x402 challenges. Its repr shows the address only."""
 
-    __slots__ = ("_signer", "_label")
+    __slots__ = ("_signer", "_source")
 
-    def __init__(self, signer: KeySigner, *, label: str = "") -> None:
+    def __init__(self, signer: KeySigner, *, source: WalletSource | None = None) -> None:
         self._signer = signer
-        self._label = label
+        self._source = source if source is not None else WalletSource("key")
 
     @classmethod
     def from_key(cls, key: str | bytes) -> Wallet:
         """Wallet from a 32-byte private key (hex, with or without 0x). Raises ConfigError."""
-        return cls(KeySigner(_key_bytes(key)), label="key")
+        return cls(KeySigner(_key_bytes(key)), source=WalletSource("key"))
 
     @classmethod
     def from_env(cls, var: str = DEFAULT_KEY_VARIABLE) -> Wallet:
@@ -59,16 +110,33 @@ class Wallet:
         if not value:
             raise ConfigError(f"environment variable {var} is not set (want a private key)")
         try:
-            return cls(KeySigner(_key_bytes(value)), label=f"env:{var}")
+            return cls(KeySigner(_key_bytes(value)), source=WalletSource("env", var))
         except ConfigError as exc:
             raise ConfigError(f"{var}: {exc}") from None
 
     @classmethod
-    def from_keyfile(cls, path: str | os.PathLike[str], password: str) -> Wallet:
-        """Wallet from an encrypted JSON keystore (V3). Raises ConfigError."""
+    def from_keyfile(
+        cls,
+        path: str | os.PathLike[str],
+        password: str | None = None,
+        *,
+        password_env: str | None = None,
+    ) -> Wallet:
+        """Wallet from an encrypted JSON keystore (V3), with its ``password`` or the name of
+        the environment variable that holds it (``password_env``: the wallet can then be
+        loaded again elsewhere, e.g. by Dask workers). Raises ConfigError."""
         from eth_account import Account
 
-        file = Path(path).expanduser()
+        if (password is None) == (password_env is None):
+            raise ConfigError("from_keyfile takes a password or password_env='VAR', one of them")
+        if password_env is not None:
+            password = os.environ.get(password_env)
+            if password is None:
+                raise ConfigError(
+                    f"environment variable {password_env} is not set (want the keyfile's password)"
+                )
+        assert password is not None
+        file = Path(path).expanduser().absolute()
         try:
             keystore = file.read_text()
         except OSError as exc:
@@ -79,12 +147,19 @@ class Wallet:
             raise ConfigError(
                 f"cannot decrypt keyfile {file}: wrong password or not a keystore"
             ) from None
-        return cls(KeySigner(_key_bytes(raw)), label=f"keyfile:{file.name}")
+        source = WalletSource("keyfile", str(file), password_env)
+        return cls(KeySigner(_key_bytes(raw)), source=source)
 
     @classmethod
     def create(cls) -> Wallet:
         """A new throwaway wallet with a random key (held in memory only)."""
-        return cls(KeySigner(secrets.token_bytes(32)), label="throwaway")
+        return cls(KeySigner(secrets.token_bytes(32)), source=WalletSource("created"))
+
+    @property
+    def source(self) -> WalletSource:
+        """Where the key was read from (never the key): what another process needs to load
+        this wallet again."""
+        return self._source
 
     @property
     def address(self) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from x402lab.batch.chunks import ChunkProgress, add_tallies
+from x402lab.batch.distributed import on_cluster
 from x402lab.batch.estimate import quote_plan
 from x402lab.batch.inputs import Texts, chat_frame, embed_source, with_prompt
 from x402lab.batch.items import Tally
@@ -21,6 +22,7 @@ from x402lab.batch.plan import (
     embed_plan,
 )
 from x402lab.batch.progress import Throttle, resolve_progress
+from x402lab.batch.recipe import Connection
 from x402lab.batch.results import BatchEstimate, BatchSummary
 from x402lab.batch.runner import Runner
 from x402lab.batch.sinks import ColumnSink, ParquetSink
@@ -83,6 +85,8 @@ class Batches:
         #: The claims of batch rows in the lab's store (``stale_after_s``: when the pending
         #: claims of a run that stopped without giving them back may be taken over).
         self.claims = Claims(session.ledger.db, stale_after_s=STALE_AFTER_S)
+        #: How connect() made this lab: what Dask workers need to connect the same way.
+        self.connection: Connection | None = None
 
     async def _check_batch(self, plan: Plan, caller: str, unchecked: Mapping[str, Any]) -> None:
         # Checked once for the whole batch before anything is sent (the model id, the request
@@ -93,6 +97,7 @@ class Batches:
             "POST", plan.path, body, model=plan.model, caller=caller, own=tuple(unchecked)
         )
 
+    @on_cluster
     async def batch_chat(
         self,
         rows: Any,
@@ -121,7 +126,9 @@ class Batches:
         paid for the row: 0 for a row answered by an identical row or by an earlier run, null
         when unknown), ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget,
         refused, failed, unknown, paid_not_stored), ``error``, ``latency_s`` and
-        ``request_key``; ``frame.attrs["batch"]`` is the run's BatchSummary.
+        ``request_key``; ``frame.attrs["batch"]`` is the run's BatchSummary. A Dask DataFrame,
+        Series or bag runs on the current dask.distributed cluster, one partition per task, and
+        comes back as a Dask DataFrame (``x402lab.batch.distributed``).
 
         Identical rows are paid once. Every answer is stored in the ledger as it arrives, so
         running the same call again (after Ctrl+C, a crash, a bigger budget) pays only for
@@ -155,6 +162,7 @@ class Batches:
         frame.attrs["batch"] = summary
         return frame
 
+    @on_cluster
     async def batch_embed(
         self,
         texts: Any,
@@ -194,6 +202,8 @@ class Batches:
         answers and re-runs, budget, ``max_usd``, ``rebuy`` and ``progress`` work as in
         ``batch_chat`` (a re-run reuses stored texts whatever ``per_request`` it uses); extra
         keyword arguments (``dimensions``, ``encoding_format``) go into each request body.
+        A Dask collection runs on the current cluster (``x402lab.batch.distributed``): a Dask
+        DataFrame back, or with ``out=folder`` one Parquet file per partition and the summary.
         """
         _no_checkpoint("batch_embed", params)
         unchecked = dict(extra_body or {})

@@ -1,0 +1,82 @@
+"""Fixtures of the Dask tests: one real LocalCluster (two worker processes) per module, the
+test wallet's key in an environment variable the workers inherit, and labs on an emulator
+the test can inspect (its chain)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import x402lab as xl
+from x402lab.emulator.server import RunningEmulator
+
+# pytest runs in importlib mode: make dask_support importable from the test modules.
+_SUPPORT = str(Path(__file__).parent / "support")
+if _SUPPORT not in sys.path:
+    sys.path.append(_SUPPORT)
+
+from dask_support import KEY_VARIABLE, require  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def wallet_key() -> Iterator[str]:
+    """A fresh key in ``KEY_VARIABLE``, set before the cluster starts so its workers (and the
+    ones their nannies restart) inherit it; the tests never print it."""
+    key = "0x" + secrets.token_hex(32)
+    before = os.environ.get(KEY_VARIABLE)
+    os.environ[KEY_VARIABLE] = key
+    yield key
+    if before is None:
+        os.environ.pop(KEY_VARIABLE, None)
+    else:
+        os.environ[KEY_VARIABLE] = before
+
+
+@pytest.fixture(scope="module")
+def cluster(wallet_key: str) -> Iterator[Any]:
+    """A distributed Client on a LocalCluster of two single-threaded worker processes,
+    shared by the module (starting one takes seconds on two cores)."""
+    distributed = require("distributed")
+    require("dask.dataframe")
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture
+def team_lab(tmp_path: Path, wallet_key: str) -> Iterator[Callable[..., Any]]:
+    """``team_lab(emulator, usd=..., ledger=...)``: a sync Lab whose wallet the workers can
+    load (``Wallet.from_env``), with a named budget; closed after the test."""
+    labs: list[Any] = []
+
+    def factory(
+        emulator: RunningEmulator,
+        *,
+        usd: float | None = 50.0,
+        ledger: Any = None,
+        name: str | None = None,
+    ) -> Any:
+        lab = xl.connect(
+            emulator.gateway_url,
+            emulator.reports_url,
+            wallet=xl.Wallet.from_env(KEY_VARIABLE),
+            budget=xl.Budget(usd=usd, name=name or f"team-{secrets.token_hex(3)}"),
+            ledger=ledger if ledger is not None else tmp_path / "ledger.sqlite",
+            chain_rpc_url=emulator.chain_url,
+        )
+        labs.append(lab)
+        return lab
+
+    yield factory
+    for lab in labs:
+        lab.close()

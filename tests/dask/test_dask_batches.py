@@ -1,0 +1,208 @@
+"""Batches of Dask collections on a real LocalCluster (two worker processes) against the
+emulator: each worker connects its own lab from the driver lab's settings and loads the key
+from the environment itself; request keys and the budget live in the one ledger."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from dask_support import CHEAP, EMBED, KEY_VARIABLE, require, texts, transfers_per_key, when
+
+import x402lab as xl
+from x402lab.batch import BatchSummary
+from x402lab.batch.worker import refuse_other_machine
+from x402lab.errors import ConfigError
+
+require("dask.dataframe")
+require("distributed")
+import dask.bag as db  # noqa: E402
+import dask.dataframe as dd  # noqa: E402
+
+EMBED_COLUMNS = [
+    "text",
+    "vector",
+    "prompt_tokens",
+    "quoted_usd",
+    "paid_usd",
+    "upstream_usd",
+    "tx_hash",
+    "status",
+    "error",
+    "latency_s",
+    "request_key",
+]
+
+
+def test_every_row_is_answered_once_and_a_rerun_pays_nothing(cluster, emulator, team_lab):
+    lab = team_lab(emulator)
+    words = texts(120, "once")
+    series = dd.from_pandas(pd.Series(words, name="text"), npartitions=4)
+
+    result = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None)
+    assert isinstance(result, dd.DataFrame) and list(result.columns) == EMBED_COLUMNS
+    frame = result.compute()
+    assert list(frame.columns) == EMBED_COLUMNS
+    assert frame["text"].tolist() == words  # every text once, in the input's order and index
+    assert set(frame["status"]) == {"ok"}
+    assert all(len(vector) == 8 for vector in frame["vector"])
+    per_key = transfers_per_key(lab, emulator)
+    assert set(per_key) == set(frame["request_key"]) and set(per_key.values()) == {1}
+    assert lab.budget.state().settled_atomic == sum(
+        t.amount_atomic for t in emulator.chain.transfers()
+    )
+
+    again = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None).compute()
+    assert set(again["status"]) == {"cached"} and again["paid_usd"].sum() == 0
+    assert transfers_per_key(lab, emulator) == per_key  # nothing paid again
+    assert [list(v) for v in again["vector"]] == [list(v) for v in frame["vector"]]
+
+
+def test_chat_rows_of_a_dask_frame_and_a_bag_of_texts(cluster, emulator, team_lab, tmp_path):
+    lab = team_lab(emulator)
+    topics = dd.from_pandas(
+        pd.DataFrame({"topic": [f"topic {i}" for i in range(12)]}), npartitions=3
+    )
+    chats = lab.batch_chat(
+        topics, model=CHEAP, prompt="One word on {topic}", max_tokens=8, progress=None
+    )
+    chat_frame = chats.compute()
+    assert chat_frame["topic"].tolist() == [f"topic {i}" for i in range(12)]
+    assert chat_frame["prompt"].tolist() == [f"One word on topic {i}" for i in range(12)]
+    assert set(chat_frame["status"]) == {"ok"} and chat_frame["response"].notna().all()
+
+    bag = db.from_sequence(texts(30, "bag"), npartitions=3)
+    summary = lab.batch_embed(bag, model=EMBED, out=tmp_path / "vectors", progress=None)
+    assert isinstance(summary, BatchSummary) and summary.rows == 30
+    assert summary.counts == {"ok": 30} and summary.paid_requests == 30
+    files = sorted((tmp_path / "vectors").glob("*.parquet"))
+    assert [f.name for f in files] == [f"part-{i:05d}.parquet" for i in range(3)]
+    assert sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 30
+    assert sorted(summary.to_pandas()["text"]) == sorted(texts(30, "bag"))
+    assert set(transfers_per_key(lab, emulator).values()) == {1}
+    assert len(emulator.chain.transfers()) == 12 + 30
+
+
+def test_a_worker_killed_mid_run_pays_nothing_twice(cluster, emulator_factory, team_lab):
+    # Slow paid answers, so the kill lands while both workers are paying.
+    emulator = emulator_factory(paid_latency_s=0.03)
+    lab = team_lab(emulator)
+    words = texts(240, "kill")
+    series = dd.from_pandas(pd.Series(words, name="text"), npartitions=6)
+    pid = sorted(cluster.run(os.getpid).items())[0][1]
+    killed: list[int] = []
+
+    def kill() -> None:
+        os.kill(pid, signal.SIGKILL)
+        killed.append(len(emulator.chain.transfers()))
+
+    watcher = when(lambda: len(emulator.chain.transfers()) >= 40, kill, timeout_s=120)
+    frame = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None).compute()
+    watcher.join(timeout=5)
+    assert killed and killed[0] < len(words), "the worker was not killed mid-run"
+
+    assert sorted(frame["text"]) == sorted(words)  # every text answered once
+    per_key = transfers_per_key(lab, emulator)
+    # Every text settled once on the chain: the requests needed, nothing paid twice (a
+    # payment the dead worker signed was sent again as it was, never signed anew).
+    assert set(per_key) == set(frame["request_key"]) and set(per_key.values()) == {1}
+    assert len(emulator.chain.transfers()) == len(words)
+    # A row whose answer died with the worker shows it was paid, and is never bought again.
+    assert set(frame["status"]) <= {"ok", "cached", "paid_not_stored"}
+    assert frame.loc[frame["status"] != "paid_not_stored", "vector"].map(len).eq(8).all()
+    again = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None).compute()
+    assert set(again["status"]) <= {"cached", "paid_not_stored"}
+    assert transfers_per_key(lab, emulator) == per_key
+    settled = lab.budget.state().settled_atomic
+    assert settled == sum(t.amount_atomic for t in emulator.chain.transfers())
+
+
+def test_the_budget_holds_across_workers(cluster, emulator, team_lab):
+    lab = team_lab(emulator, usd=0.5)  # 50 texts at the 0.01 USD minimum charge
+    series = dd.from_pandas(pd.Series(texts(160, "cap"), name="text"), npartitions=4)
+    frame = lab.batch_embed(series, model=EMBED, progress=None).compute()
+    spent = sum(t.amount_atomic for t in emulator.chain.transfers())
+    assert spent <= 500_000  # never past the cap, whichever worker reserved
+    assert (frame["status"] == "ok").sum() == len(emulator.chain.transfers()) >= 40
+    assert set(frame["status"]) == {"ok", "skipped_budget"}
+    assert lab.budget.state().committed_atomic == spent
+
+
+@pytest.mark.parametrize("make", ["from_key", "create"])
+def test_a_wallet_workers_cannot_load_is_refused(cluster, emulator, tmp_path, make):
+    wallet = xl.Wallet.from_key("0x" + "11" * 32) if make == "from_key" else xl.Wallet.create()
+    lab = xl.connect(
+        emulator.gateway_url, emulator.reports_url, wallet=wallet, ledger=tmp_path / "l.sqlite"
+    )
+    try:
+        series = dd.from_pandas(pd.Series(texts(4, make), name="text"), npartitions=2)
+        with pytest.raises(ConfigError, match=r"Wallet.from_env\('VAR'\)") as caught:
+            lab.batch_embed(series, model=EMBED, progress=None)
+        assert f"Wallet.{make}()" in str(caught.value)
+        assert emulator.chain.transfers() == [] and lab.ledger.rows() == []
+    finally:
+        lab.close()
+
+
+def test_a_keyfile_with_its_password_in_the_environment_is_loaded_by_the_workers(
+    cluster, emulator, tmp_path, wallet_key, monkeypatch
+):
+    from eth_account import Account
+
+    keyfile = tmp_path / "key.json"
+    keyfile.write_text(__import__("json").dumps(Account.encrypt(wallet_key, "pw")))
+    # Workers read the password from their environment: the variable they inherited.
+    literal = xl.Wallet.from_keyfile(keyfile, "pw")
+    lab = xl.connect(
+        emulator.gateway_url, emulator.reports_url, wallet=literal, ledger=tmp_path / "l.sqlite"
+    )
+    try:
+        series = dd.from_pandas(pd.Series(texts(4, "keyfile"), name="text"), npartitions=2)
+        with pytest.raises(ConfigError, match="password_env"):
+            lab.batch_embed(series, model=EMBED, progress=None)
+    finally:
+        lab.close()
+    assert literal.source.password_env is None and "pw" not in repr(literal.source)
+
+
+def test_another_machine_is_refused_for_an_sqlite_ledger_and_local_services(emulator, team_lab):
+    from x402lab.batch.recipe import recipe_of
+
+    lab = team_lab(emulator)
+    recipe = recipe_of(lab.async_.session, lab.async_.batches.connection, "batch_embed()")
+    refuse_other_machine(recipe, recipe.host)  # this machine: fine
+    with pytest.raises(ConfigError, match="PostgreSQL ledger"):
+        refuse_other_machine(recipe, "elsewhere")
+    remote_ledger = type(recipe)(**{**recipe.__dict__, "sqlite": False})
+    with pytest.raises(ConfigError, match="x402lab serve"):
+        refuse_other_machine(remote_ledger, "elsewhere")
+    assert KEY_VARIABLE in repr(recipe) and os.environ[KEY_VARIABLE] not in repr(recipe)
+
+
+def test_without_a_cluster_the_error_says_to_create_a_client(emulator, tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import pandas as pd, dask.dataframe as dd, x402lab as xl
+        lab = xl.connect({emulator.gateway_url!r}, {emulator.reports_url!r},
+                         wallet=xl.Wallet.from_env({KEY_VARIABLE!r}),
+                         ledger={str(tmp_path / "l.sqlite")!r})
+        series = dd.from_pandas(pd.Series(["a", "b"], name="text"), npartitions=1)
+        try:
+            lab.batch_embed(series, model={EMBED!r}, progress=None)
+        except xl.ConfigError as exc:
+            print(exc)
+        """
+    )
+    env = {**os.environ, KEY_VARIABLE: "0x" + "22" * 32}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert "no dask.distributed cluster is running" in done.stdout, done.stderr
+    assert "distributed.Client(" in done.stdout
+    assert emulator.chain.transfers() == []
