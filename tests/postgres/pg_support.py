@@ -142,3 +142,52 @@ def settled(ledger: Ledger, request_key: str, amount: int = 10_000, **kw: Any) -
     row = signed(ledger, request_key, amount, **kw)
     ledger.record_settled(row, tx_hash=f"0xtx{row}", payer="0xPayer")
     return row
+
+
+# -- work for other processes (spawned: they import this module by name) -------------------
+
+
+def reserve_many(url: str, budget: str, cap: int, prices: list[int], start: Any) -> None:
+    """One process of the race: wait for ``start``, then reserve each price from ``budget``
+    (``cap``), going on after a refusal."""
+    import x402lab as xl
+
+    ledger = Ledger(url, user=f"worker-{os.getpid()}")
+    shared = xl.Budget(usd=cap / 1_000_000, name=budget).bind(ledger)
+    start.wait(60)
+    for price in prices:
+        try:
+            shared.reserve(price, meta())
+        except xl.BudgetExceeded:
+            pass
+    ledger.close()
+
+
+def claim_and_pay(url: str, scope: str, key: str, results: Any) -> None:
+    """One process racing for one key: claim it; pay and complete it if the claim is ours,
+    else wait for the winner's answer. Puts ``(pid, paid?, answer)`` on ``results``."""
+    import time
+
+    from x402lab.ledger import ClaimAction, Claims
+
+    ledger = Ledger(url)
+    claims = Claims(ledger.db)
+    paid = False
+    while True:
+        got = claims.claim(scope, [key])[key]
+        if got.action is ClaimAction.PAY:
+            row = settled(ledger, key)
+            claims.complete(scope, [(key, f"answer from {os.getpid()}".encode())], ledger_id=row)
+            paid = True
+        elif got.action is ClaimAction.REUSE:
+            results.put((os.getpid(), paid, got.record.answer))
+            ledger.close()
+            return
+        elif got.action is ClaimAction.MAYBE_PAID:
+            raise AssertionError(f"unexpected {got}")
+        else:
+            time.sleep(0.005)
+
+
+def open_ledger(url: str) -> None:
+    Ledger(url).close()
