@@ -105,7 +105,14 @@ class ServiceClient:
         self._sleep = sleep
         self._headers = dict(extra_headers or {})
         self._resender = (
-            Resender(http=http, payer=payer, retry=retry, sleep=sleep, chain=chain)
+            Resender(
+                http=http,
+                payer=payer,
+                retry=retry,
+                sleep=sleep,
+                chain=chain,
+                header_name=header_name,
+            )
             if payer is not None
             else None
         )
