@@ -68,12 +68,15 @@ class Budget:
         amount_atomic: int,
         meta: PaymentMeta,
         sign: Callable[[], SignedAuthorization] | None = None,
+        *,
+        durable: bool = True,
     ) -> int:
         """Hold ``amount_atomic`` before signing; returns the ledger row id.
 
         With ``sign``, it runs while the amount is held and the row is committed as
-        ``signed`` (see ``Ledger.reserve``). Raises BudgetExceeded (a ``refused`` row is
-        recorded) when the cap would be passed.
+        ``signed`` (see ``Ledger.reserve``; ``durable=False``: made durable later by
+        ``ledger.write_ahead``). Raises BudgetExceeded (a ``refused`` row is recorded) when
+        the cap would be passed.
         """
         return self.ledger.reserve(
             budget=self.name,
@@ -81,6 +84,7 @@ class Budget:
             amount_atomic=amount_atomic,
             meta=meta,
             sign=sign,
+            durable=durable,
         )
 
     def state(self) -> BudgetState:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from x402lab.ledger import totals
 from x402lab.ledger.database import chunks, marks
 from x402lab.ledger.owner import owner_gone, process_owner
 from x402lab.ledger.records import OpenPayment, open_payment
@@ -164,7 +165,7 @@ def recover(ledger: Ledger, *, reserved_older_than_s: float) -> int:
                     " 'reserved by a process that stopped before signing' WHERE id = ?",
                     (str(S.RELEASED), now_us, row["id"]),
                 )
-                ledger._count(tx, row["budget"], -int(row["amount_atomic"]))
+                totals.add(tx, row["budget"], -int(row["amount_atomic"]), now_us)
             moved += 1
     return moved
 

@@ -16,15 +16,13 @@ have passed), so ``budget_state`` and the exported tables agree at every moment.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded, ConfigError
-from x402lab.ledger import outcomes
+from x402lab.ledger import outcomes, totals
 from x402lab.ledger.backends import open_database
 from x402lab.ledger.database import Database, Row, Tx
 from x402lab.ledger.owner import process_owner, user_label
@@ -38,11 +36,11 @@ from x402lab.ledger.statuses import (
     UNRESOLVED,
     PaymentStatus,
     Resolution,
-    counted_sql,
     counts,
     in_sql,
 )
 from x402lab.ledger.tables import arrow_to_pandas, as_record, records_table
+from x402lab.ledger.writeahead import WriteAhead
 from x402lab.money import format_usd
 
 if TYPE_CHECKING:
@@ -86,6 +84,8 @@ class Ledger:
         self.user = user if user is not None else user_label()
         self._now = now
         self.db.migrate(MIGRATIONS)
+        #: Group commit of write-ahead rows (``reserve(durable=False)``, then ``durable()``).
+        self.write_ahead = WriteAhead(self.db)
 
     def __repr__(self) -> str:
         return f"Ledger({self.db.url!r})"
@@ -100,30 +100,9 @@ class Ledger:
     def _held_cutoff(self) -> int:
         return int(self._now()) - EXPIRY_SLACK_S
 
-    # -- plumbing for the stores not yet built on ``Ledger.db`` ------------------------------
-
-    @contextlib.contextmanager
-    def transaction(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
-        """A write transaction on the raw connection, committed on success (see
-        ``Database.transaction``; new code uses ``ledger.db.transaction()``, a ``Tx``).
-
-        ``durable`` commits with an fsync. Only the write-ahead row of a signed payment needs
-        it: that fsync also flushes every earlier commit to this file (they share one WAL),
-        so whatever was written before a signature is on disk before the payment leaves.
-        """
-        with self.db.transaction(durable=durable) as tx:
-            yield tx.connection
-
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Rows of a read query (by index and by column name)."""
         return self.db.read(sql, params)
-
-    def ensure_schema(self, ddl: str) -> None:
-        """Create a store's own tables in this file (idempotent DDL, ``;``-separated)."""
-        with self.db.transaction() as tx:
-            for statement in ddl.split(";"):
-                if statement.strip():
-                    tx.execute(statement)
 
     def close(self) -> None:
         self.db.close()
@@ -173,21 +152,31 @@ class Ledger:
         amount_atomic: int,
         meta: PaymentMeta,
         sign: Callable[[], SignedAuthorization] | None = None,
+        durable: bool = True,
     ) -> int:
         """Spends money (with ``sign``): hold ``amount_atomic`` of a budget atomically;
         returns the new row's id.
 
-        With ``sign``, the reservation and the write-ahead row are one durable transaction:
-        the cap is checked, then ``sign()`` runs while the budget is held, and the row is
-        committed as ``signed`` (with its nonce, fsync'd) before this returns. If ``sign``
-        raises, nothing is recorded: nothing signed left the process.
+        With ``sign``, the reservation and the write-ahead row are one transaction: the cap
+        is checked, then ``sign()`` runs while the budget is held, and the row is committed as
+        ``signed`` (with its nonce) before this returns, fsync'd when ``durable``. With
+        ``durable=False`` the caller must ``await self.write_ahead.durable()`` before the
+        signed payload leaves (one fsync for many rows). If ``sign`` raises, nothing is
+        recorded: nothing signed left the process.
 
         Raises BudgetExceeded (after recording a ``refused`` row) when the budget's settled,
         in-flight, unknown and held spend plus this amount would pass its cap.
         """
-        with self.db.transaction(durable=sign is not None) as tx:
-            self._expire_held(tx, budget)
-            counted = self._counted(tx, budget)
+        fsync = sign is not None and (durable or not self.write_ahead.needed)
+        with self.db.transaction(durable=fsync) as tx:
+            # The common case in two statements: the running total moves only if the cap
+            # allows it. Otherwise (or for a budget not seen yet) the exact path below.
+            if totals.take(tx, budget, cap_atomic, amount_atomic):
+                signed = sign() if sign is not None else None
+                status = S.RESERVED if signed is None else S.SIGNED
+                return self._insert(tx, budget, amount_atomic, meta, status, signed, count=False)
+            totals.expire_held(tx, budget, self._held_cutoff(), self._now_us())
+            counted = totals.counted(tx, budget, self._now_us())
             if cap_atomic is not None and counted + amount_atomic > cap_atomic:
                 left = max(0, cap_atomic - counted)
                 reason = (
@@ -203,45 +192,6 @@ class Ledger:
                 return self._insert(tx, budget, amount_atomic, meta, S.SIGNED, signed=signed)
         raise refused
 
-    def _counted(self, tx: Tx, budget: str) -> int:
-        # A running total kept in the budgets row, so a reservation costs the same with
-        # ten rows or a million; it is recomputed only for a budget seen for the first time.
-        found = tx.scalar("SELECT counted_atomic FROM budgets WHERE name = ?", (budget,))
-        if found is not None:
-            return int(found)
-        total = tx.scalar(
-            "SELECT COALESCE(SUM(amount_atomic), 0) FROM payments WHERE budget = ?"
-            f" AND {counted_sql()}",
-            (budget,),
-        )
-        now = self._now_us()
-        tx.execute(
-            "INSERT INTO budgets (name, counted_atomic, created_us, updated_us) VALUES (?,?,?,?)",
-            (budget, int(total), now, now),
-        )
-        return int(total)
-
-    def _expire_held(self, tx: Tx, budget: str) -> None:
-        """Stop counting refused payments whose authorization can no longer settle."""
-        where = "held = 1 AND budget = ? AND valid_before < ?"
-        params = (budget, self._held_cutoff())
-        found = tx.one(
-            f"SELECT COALESCE(SUM(amount_atomic), 0), COUNT(*) FROM payments WHERE {where}",
-            params,
-        )
-        if found is not None and found[1]:
-            tx.execute(f"UPDATE payments SET held = 0 WHERE {where}", params)
-            self._count(tx, budget, -int(found[0]))
-
-    def _count(self, tx: Tx, budget: str, delta: int) -> None:
-        if not delta:
-            return
-        sql = "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?"
-        if tx.execute(sql, (delta, budget)).rowcount == 0:
-            # First sight of this budget: its row is created from the payments table,
-            # which already holds this change.
-            self._counted(tx, budget)
-
     def record_refused(
         self, *, budget: str, amount_atomic: int, meta: PaymentMeta, error: str
     ) -> int:
@@ -256,8 +206,9 @@ class Ledger:
         amount: int,
         meta: PaymentMeta,
         status: PaymentStatus,
-        error: str | None = None,
         signed: SignedAuthorization | None = None,
+        count: bool = True,
+        error: str | None = None,
     ) -> int:
         now = self._now_us()
         row_id = tx.insert(
@@ -291,8 +242,8 @@ class Ledger:
                 self.user,
             ),
         )
-        if status in COUNTING:
-            self._count(tx, budget, int(amount))
+        if count and status in COUNTING:
+            totals.add(tx, budget, int(amount), now)
         return row_id
 
     def record_signed(self, row_id: int, *, nonce: str, payer: str, valid_before: int) -> None:
@@ -350,7 +301,21 @@ class Ledger:
         """Move one row to ``status`` (allowed moves: ``statuses.TRANSITIONS``); raises
         ConfigError for a move from any other status."""
         with self.db.transaction(durable=durable) as tx:
-            self._move_in(tx, row_id, status, fields)
+            if status != S.SETTLED or not self._settle(tx, row_id, fields):
+                self._move_in(tx, row_id, status, fields)
+
+    def _settle(self, tx: Tx, row_id: int, fields: dict[str, Any]) -> bool:
+        """The common move in one statement: an in-flight row (``signed`` or ``unknown``:
+        counted, never held) to ``settled`` (counted): no total changes. False for any other
+        row (``_move_in`` then applies the full rules)."""
+        fields = {key: value for key, value in fields.items() if value is not None}
+        assignments = "".join(f", {key} = ?" for key in fields)
+        cursor = tx.execute(
+            "UPDATE payments SET status = ?, updated_us = ?, held = 0, payment_header = NULL"
+            f"{assignments} WHERE id = ? AND {in_sql('status', UNRESOLVED)}",
+            (str(S.SETTLED), self._now_us(), *fields.values(), row_id),
+        )
+        return cursor.rowcount == 1
 
     def _move_in(self, tx: Tx, row_id: int, status: PaymentStatus, fields: dict[str, Any]) -> str:
         """``_move`` inside the open transaction ``tx``; returns the status it came from."""
@@ -386,7 +351,7 @@ class Ledger:
         )
         was_counted = counts(current, bool(found["held"]))
         if was_counted != counts(status, held):
-            self._count(tx, budget, -amount if was_counted else amount)
+            totals.add(tx, budget, -amount if was_counted else amount, self._now_us())
         return current
 
     def recover_interrupted(self, *, reserved_older_than_s: float = 600.0) -> int:

@@ -139,9 +139,18 @@ class Payer:
         )
 
     def prepare(
-        self, challenge: PaymentRequired, call: CallInfo, *, prepaid: bool = False
+        self,
+        challenge: PaymentRequired,
+        call: CallInfo,
+        *,
+        prepaid: bool = False,
+        durable: bool = True,
     ) -> Ticket:
         """Check, reserve, sign, and durably record a payment for ``challenge``.
+
+        ``durable=False`` (group commit): the signed row is committed without an fsync and
+        the ticket says so (``Ticket.durable``); the caller must ``await
+        ledger.write_ahead.durable()`` before the payload leaves.
 
         ``prepaid``: ``challenge`` is predicted (``payments.prediction``) and the payment goes
         with the first request; it is checked, reserved and signed like any other, its
@@ -169,7 +178,7 @@ class Payer:
 
         def sign() -> SignedAuthorization:
             # Runs inside the ledger's reservation: the amount is held while this signs, and
-            # the signed row is committed durably before the payload can leave.
+            # the signed row is committed (durably, or see ``durable``) before it can leave.
             payload = sign_payment(
                 challenge,
                 requirements,
@@ -182,7 +191,7 @@ class Payer:
             auth = payload.authorization
             return SignedAuthorization(auth.nonce, auth.from_address, auth.valid_before, header)
 
-        row_id = self.budget.reserve(requirements.amount, meta, sign=sign)
+        row_id = self.budget.reserve(requirements.amount, meta, sign=sign, durable=durable)
         payload, header_value = signed[0]
         self._pins.setdefault(call.service, requirements.pay_to)
         return Ticket(
@@ -193,6 +202,7 @@ class Payer:
             meta.upstream_usd,
             meta.price_mult,
             prepaid=prepaid,
+            durable=durable,
         )
 
     def _resume(self, request_key: str, meta: PaymentMeta) -> Ticket | None:

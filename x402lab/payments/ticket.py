@@ -27,6 +27,9 @@ class Ticket:
     resends: int = 0
     #: Signed for a predicted challenge, to go with the first request.
     prepaid: bool = False
+    #: Its ledger row is on disk. False: committed without an fsync (group commit); the
+    #: driver awaits ``ledger.write_ahead.durable()`` before sending it.
+    durable: bool = True
 
     @property
     def amount_atomic(self) -> int:

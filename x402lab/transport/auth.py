@@ -92,6 +92,9 @@ class PaymentAuth(httpx.Auth):
         self.header_name = header_name
         self.state = state
         state.call = call
+        # Set by the async driver: signed rows are committed without their own fsync and the
+        # driver waits for one shared fsync (``ledger.write_ahead``) before each paid send.
+        self._grouped = False
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         payer, call = self.payer, self.call
@@ -121,7 +124,7 @@ class PaymentAuth(httpx.Auth):
             payer.refuse(call, f"unreadable challenge: {exc}")
             raise
         payer.prediction.observe(call, challenge)
-        fresh = payer.prepare(challenge, call)
+        fresh = payer.prepare(challenge, call, durable=not self._grouped)
         if ticket is not None:
             payer.prediction.extra_signature()
         self.state.ticket = fresh
@@ -132,7 +135,9 @@ class PaymentAuth(httpx.Auth):
     def _prepay(self, request: httpx.Request, predicted: Predicted) -> Ticket:
         """Sign ``predicted``'s challenge for the first request (checked and written ahead
         like any other; a refusal raises here and nothing is sent)."""
-        ticket = self.payer.prepare(predicted.challenge, self.call, prepaid=True)
+        ticket = self.payer.prepare(
+            predicted.challenge, self.call, prepaid=True, durable=not self._grouped
+        )
         if ticket.resumed:
             ticket.prepaid = False  # an earlier payment's own payload, sent again
         self.payer.prediction.sent()
@@ -183,10 +188,12 @@ class PaymentAuth(httpx.Auth):
     async def async_auth_flow(
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        self._grouped = True
         flow = self.auth_flow(request)
         try:
             request = next(flow)
             while True:
+                await self._written_ahead()
                 response = yield request
                 if response.status_code >= 300:
                     await response.aread()
@@ -196,3 +203,11 @@ class PaymentAuth(httpx.Auth):
                     return
         finally:
             flow.close()
+
+    async def _written_ahead(self) -> None:
+        """Invariant 3: the request about to leave carries a payment whose row is on disk
+        (one fsync shared with the other tasks' rows signed meanwhile)."""
+        ticket = self.state.ticket
+        if ticket is not None and not ticket.durable:
+            await self.payer.ledger.write_ahead.durable()
+            ticket.durable = True
