@@ -84,7 +84,13 @@ def probe(recipe: LabRecipe) -> dict[str, str | None]:
     try:
         lab_for(recipe)
     except ConfigError as exc:
-        return {"host": host, "problem": str(exc)}
+        problem = str(exc)
+        if not recipe.sqlite and "password" in problem.lower():
+            problem += (
+                " (a password in the ledger URL is never sent to the workers: give them"
+                " PGPASSWORD or ~/.pgpass)"
+            )
+        return {"host": host, "problem": problem}
     return {"host": host, "problem": None}
 
 

@@ -63,3 +63,38 @@ def when(
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread
+
+
+#: A role that may create databases on the tests' PostgreSQL server (as in tests/postgres).
+POSTGRES_ADMIN_URL = os.environ.get("X402LAB_TEST_POSTGRES_URL", "postgresql:///postgres")
+
+
+def postgres_database() -> tuple[str, Callable[[], None]]:
+    """A fresh PostgreSQL database on the tests' server: its URL and how to drop it. A skip
+    without psycopg or a server; a failure under CI=true."""
+    psycopg = require("psycopg")
+    try:
+        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        problem = f"no PostgreSQL server at X402LAB_TEST_POSTGRES_URL: {str(exc).strip()}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    name = f"x402lab_dask_{os.getpid()}_{int(time.time() * 1000) % 10**8}"
+    with admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    params = psycopg.conninfo.conninfo_to_dict(POSTGRES_ADMIN_URL)
+    params["dbname"] = name
+    url = (
+        "postgresql://"
+        + (f"{params['user']}@" if params.get("user") else "")
+        + f"{params.get('host', '')}"
+        + (f":{params['port']}" if params.get("port") else "")
+        + f"/{name}"
+    )
+
+    def drop() -> None:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    return url, drop
