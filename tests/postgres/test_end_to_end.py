@@ -1,5 +1,6 @@
 """Two people share one wallet's budget through a PostgreSQL ledger, end to end on the
-emulator: ``connect(ledger=Ledger(postgresql://..., user=...))``; the second person's run of
+emulator: ``connect(ledger=Ledger("postgresql://...", user=...))`` or
+``connect(ledger="postgresql://...", user=...)``; the second person's run of
 the same batch pays nothing for what settled; spend by user and the cost report read the
 shared ledger; the ledger's settled total equals the chain's."""
 
@@ -15,23 +16,23 @@ EMBED = "text-embedding-bge-m3"
 def test_a_team_shares_one_budget_and_a_rerun_pays_nothing_again(emulator, pg_url):
     team_key = "0x" + secrets.token_hex(32)
 
-    def lab_of(user: str):
+    def lab_of(**who):
         return xl.connect(
             emulator.gateway_url,
             emulator.reports_url,
             wallet=xl.Wallet.from_key(team_key),
             budget=xl.Budget(usd=5.0, name="team"),
-            ledger=xl.Ledger(pg_url, user=user),
+            **who,
         )
 
     texts = [f"document {i} about topic {i % 5}" for i in range(40)]
     args = dict(model=EMBED, per_request=4, progress=None)
-    ana = lab_of("ana@laptop")
+    ana = lab_of(ledger=xl.Ledger(pg_url, user="ana@laptop"))
     first = ana.batch_embed(texts, **args)
     assert (first["status"] == "ok").all()
     assert len(emulator.chain.transfers()) == 10  # 40 texts, 4 per request
 
-    ben = lab_of("ben@desktop")  # another notebook, the same ledger and budget
+    ben = lab_of(ledger=pg_url, user="ben@desktop")  # another notebook, the same ledger
     again = ben.batch_embed([*texts, "one more text"], **args)
     assert again["status"].tolist() == ["cached"] * 40 + ["ok"]
     assert len(emulator.chain.transfers()) == 11  # only the new text was paid for
