@@ -1,16 +1,14 @@
 """``connect()``: the analyst's front door, and ``AsyncLab``, the facade every method runs on.
 
 ``AsyncLab`` holds one ``Session`` (HTTP clients, payer, ledger) and the resources built on it
-(``Catalog``, the gateway's paid routes, ``Media``, ``AsyncReports``, ``Batches``,
-``CostAnalysis``); each public method is a one-line delegator to one of them, keeping the
-flat names an analyst types (``lab.chat``, ``lab.batch_embed``...). The sync ``Lab`` is the
-same facade generated as typed source (``x402lab.sync_lab``).
+(``Catalog``, paid routes, ``Media``, ``AsyncReports``, ``Batches``, ``CostAnalysis``); each
+public method is a one-line delegator keeping the flat names an analyst types (``lab.chat``).
+The sync ``Lab`` is the same facade generated as typed source (``x402lab.sync_lab``).
 
-With no address, ``connect()`` starts the local emulator of both services in a background
-thread, makes a throwaway funded wallet and a throwaway ledger, so everything runs offline;
-the emulator's chain is the chain ``reconcile()`` reads. No request is sent until one is
-needed, except that rows a process that died left in flight are checked against the chain at
-once when a chain RPC address is known (``chain_rpc_url``, ``X402LAB_CHAIN_RPC_URL``).
+With no address, ``connect()`` starts the local emulator of both services in a thread, with a
+throwaway funded wallet and ledger, so everything runs offline (its chain is the one
+``reconcile()`` reads). Nothing is sent until needed, except that rows a dead process left in
+flight are checked on the chain at once when a chain RPC address is known.
 """
 
 from __future__ import annotations
@@ -56,8 +54,7 @@ R = TypeVar("R")
 def _to(
     resource: str, method: Callable[Concatenate[Any, P], R]
 ) -> Callable[Concatenate[AsyncLab, P], R]:
-    """A facade method that forwards to ``method`` of the lab's ``resource`` attribute; its
-    signature and docstring are the resource method's own."""
+    """A method forwarding to ``method`` of the lab's ``resource``, with that method's docs."""
 
     owner = operator.attrgetter(resource)
 
@@ -71,8 +68,7 @@ def _to(
 class AsyncLab:
     """The async x402lab client: every method is a coroutine (``Lab`` is the sync twin).
 
-    Anything that can spend money says so in its docstring's first line; the rest is free.
-    ``help(x402lab.Lab)`` lists the methods grouped by task; the async ones have the same names.
+    Anything that can spend money says so first; ``help(x402lab.Lab)`` groups them by task.
     """
 
     def __init__(
@@ -131,7 +127,7 @@ class AsyncLab:
         return (
             f"<Lab {where}: gateway={self.gateway_url} reports={self.reports_url}"
             f" wallet={self.wallet.address} budget={self.budget.name!r}"
-            f" ledger={self.ledger.db.url!r}>"
+            f" ledger={str(self.ledger.path)!r}>"
         )
 
     # -- money and settings ----------------------------------------------------------------
@@ -281,7 +277,7 @@ def _build(
     options: dict[str, Any],
 ) -> AsyncLab:
     embedded = gateway_url is None and reports_url is None
-    chain_rpc_url, user = options.pop("chain_rpc_url", None), options.pop("user", None)
+    chain_rpc_url = options.pop("chain_rpc_url", None)
     if chain_rpc_url is None and not embedded:
         chain_rpc_url = chain_url_from_env()
     if chain_rpc_url is not None:
@@ -301,9 +297,7 @@ def _build(
     # argument leaves no server behind.
     given_ledger = ledger  # as given (a URL keeps its options): Dask workers open it too
     if not isinstance(ledger, Ledger):
-        ledger = Ledger(ledger if ledger is not None else DEFAULT_LEDGER_PATH, user=user)
-    elif user is not None:
-        ledger.user = user
+        ledger = Ledger(ledger if ledger is not None else DEFAULT_LEDGER_PATH)
     if budget is None:
         budget = Budget(usd=DEFAULT_BUDGET_USD, per_call_usd=DEFAULT_PER_CALL_USD)
     assert wallet is not None
@@ -325,8 +319,7 @@ def _build(
             chain_rpc_url=chain_rpc_url,
             **options,
         )
-        worker_options = {**options, "user": ledger.user}  # workers label rows alike
-        lab.batches.connection = Connection(connect, worker_options, chain_rpc_url, given_ledger)
+        lab.batches.connection = Connection(connect, options, chain_rpc_url, given_ledger)
         if chain_rpc_url is not None:
             _reconcile_orphans(ledger, chain_rpc_url)
         return lab
@@ -337,9 +330,8 @@ def _build(
 
 
 def _reconcile_orphans(ledger: Ledger, chain_rpc_url: str) -> None:
-    """Check the rows a process that died left in flight against the chain, at once (on a
-    client of its own, closed here). A chain that cannot be asked now is logged and left for
-    ``reconcile()``; one for another chain is a ConfigError."""
+    """Check rows a dead process left in flight on the chain now (on a client closed here);
+    an unreachable chain is logged, left for ``reconcile()``; another chain is ConfigError."""
     from x402lab._loop import in_helper_thread, run
 
     if in_helper_thread() or not ledger.unresolved(orphaned=True):
@@ -378,7 +370,6 @@ def connect_async(
     library_secret: str | None = None,
     chain_rpc_url: str | None = None,
     prepay: bool = True,
-    user: str | None = None,
 ) -> AsyncLab:
     """The async twin of ``connect``: returns an ``AsyncLab`` whose methods are coroutines."""
     options = {
@@ -390,7 +381,6 @@ def connect_async(
         "library_secret": library_secret,
         "chain_rpc_url": chain_rpc_url,
         "prepay": prepay,
-        "user": user,
     }
     return _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, options)
 
@@ -411,7 +401,6 @@ def connect(
     library_secret: str | None = None,
     chain_rpc_url: str | None = None,
     prepay: bool = True,
-    user: str | None = None,
 ) -> Lab:
     """A ``Lab`` for the two services; with no address, on the embedded emulator.
 
@@ -425,8 +414,7 @@ def connect(
     ``X402LAB_CHAIN_RPC_URL``, else the embedded emulator's chain) for ``reconcile()``, for
     confirming a payment whose answer was lost, and for rows a stopped process left in
     flight. ``prepay=False`` always asks for the 402 first (default: a known challenge is
-    paid with the first request, ``payments.prediction``). ``user`` labels this lab's ledger
-    rows (default ``X402LAB_USER``, else ``login@host``). Sends nothing else; raises
+    paid with the first request, ``payments.prediction``). Sends nothing else; raises
     ConfigError for a bad wallet, ledger, budget or chain address before anything starts.
     """
     core = connect_async(
@@ -444,7 +432,6 @@ def connect(
         library_secret=library_secret,
         chain_rpc_url=chain_rpc_url,
         prepay=prepay,
-        user=user,
     )
     lab = Lab(core)
     # A Lab dropped without close() still closes its connections and emulator.

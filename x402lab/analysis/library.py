@@ -70,7 +70,7 @@ def order_drift(orders: Sequence[Mapping[str, Any]] | None) -> pd.DataFrame:
     quoted = [usd_to_atomic(o["charged_usd"]) for o in done]
     paid = [int(o["paid_atomic"]) for o in done]
     record: dict[str, Any] = {
-        "source": "report orders (chargedUsd vs paid)",
+        "source": "report orders (charged vs paid)",
         "path": REPORTS_BUY,
         "model": None,
         "compared": len(done),

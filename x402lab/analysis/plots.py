@@ -8,13 +8,17 @@ An empty table gives a figure that says there is nothing to plot, never an error
 from __future__ import annotations
 
 import io
+import textwrap
 from collections.abc import Iterable
+from datetime import UTC, timedelta
 from typing import Any
 
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+from matplotlib.dates import AutoDateLocator, DateFormatter
 from matplotlib.figure import Figure
+
+from x402lab.analysis.report_html import route_text
 
 SIZE = (7.5, 3.6)
 SETTLED_COLOR = "#2f6db5"
@@ -22,6 +26,7 @@ UNKNOWN_COLOR = "#d98b1f"
 FAIR_COLOR = "#7aa874"
 PADDING_COLOR = "#c4473d"
 MAX_BARS = 15
+LABEL_WIDTH = 26  # characters per line of a bar's label; two lines at most, then cut
 
 
 def _figure(title: str, height: float | None = None) -> tuple[Figure, Axes]:
@@ -31,17 +36,76 @@ def _figure(title: str, height: float | None = None) -> tuple[Figure, Axes]:
     return figure, axes
 
 
+def _bar_height(bars: int) -> float:
+    """Figure height for ``bars`` horizontal bars with labels of up to three lines."""
+    return max(2.6, 0.62 * bars + 1.3)
+
+
 def _empty(axes: Axes, message: str) -> None:
     axes.text(0.5, 0.5, message, ha="center", va="center", transform=axes.transAxes)
     axes.set_axis_off()
 
 
+def short_label(text: str, width: int = LABEL_WIDTH, lines: int = 2) -> str:
+    """``text`` on at most ``lines`` lines of ``width`` characters, cut with an ellipsis
+    (the report's tables keep the full name)."""
+    wrapped = textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+    if len(wrapped) > lines:
+        wrapped = wrapped[:lines]
+        wrapped[-1] = wrapped[-1][: width - 1].rstrip() + "…"
+    return "\n".join(line if len(line) <= width else line[: width - 1] + "…" for line in wrapped)
+
+
 def _labels(frame: pd.DataFrame, columns: Iterable[str]) -> list[str]:
+    """One bar label per row: the model (or batch) first, then the route, on two lines."""
+
     def label(row: pd.Series) -> str:
-        parts = [str(row[c]) for c in columns if c in row and pd.notna(row[c])]
-        return " · ".join(parts).replace("/api/v1/", "") or "(none)"
+        parts = []
+        for column in columns:
+            value = row[column] if column in row else None
+            if value is None or pd.isna(value):
+                continue
+            parts.append(route_text(value) if column == "path" else str(value))
+        parts.reverse()  # the most specific name first: model, then route
+        lines = [short_label(part, lines=1) for part in parts[:2]]
+        return "\n".join(lines) or "(none)"
 
     return [label(row) for _, row in frame.iterrows()]
+
+
+# Tick formats by the span shown: seconds for a few minutes, hours in a day, days in a few
+# months, months beyond; the axis title names the day or year the ticks leave out.
+_SPANS = (
+    (timedelta(minutes=10), "%H:%M:%S"),
+    (timedelta(days=1), "%H:%M"),
+    (timedelta(days=4), "%d %b %H:%M"),
+    (timedelta(days=150), "%d %b"),
+)
+
+
+def time_axis(axes: Axes, first: pd.Timestamp, last: pd.Timestamp) -> None:
+    """A time x axis people read: UTC ticks in a format that fits the span, at most about
+    seven of them, and a title saying the date (or year) the ticks do not repeat."""
+    span = last - first
+    if span < timedelta(seconds=30):
+        # One payment, or a burst: show a minute around it rather than a zero-width axis.
+        middle = first + span / 2
+        first, last = middle - timedelta(seconds=30), middle + timedelta(seconds=30)
+        span = last - first
+        axes.set_xlim(first, last)
+    fmt = next((f for limit, f in _SPANS if span <= limit), "%b %Y")
+    if first.date() != last.date() and fmt.startswith("%H"):
+        fmt = "%d %b " + fmt  # a few hours across midnight: the ticks say which day
+    locator = AutoDateLocator(minticks=3, maxticks=7, tz=UTC)
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(DateFormatter(fmt, tz=UTC))
+    if first.date() == last.date():
+        title = f"Time (UTC) on {first:%d %b %Y}"
+    elif first.year == last.year and "%Y" not in fmt:
+        title = f"Date (UTC), {first:%Y}"
+    else:
+        title = "Date (UTC)"
+    axes.set_xlabel(title)
 
 
 def spend_over_time(timeline: pd.DataFrame) -> Figure:
@@ -65,10 +129,8 @@ def spend_over_time(timeline: pd.DataFrame) -> Figure:
             {"color": "black", "linestyle": "--", "linewidth": 1} if label == "all services" else {}
         )
         axes.step(times, running, where="post", label=label, **style)
-    locator = AutoDateLocator()
-    axes.xaxis.set_major_locator(locator)
-    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-    axes.set_ylabel("USD (cumulative)")
+    time_axis(axes, first, last)
+    axes.set_ylabel("Settled so far (USD)")
     axes.set_ylim(bottom=0)
     axes.legend(loc="upper left", fontsize=8)
     return figure
@@ -78,7 +140,7 @@ def spend_by_route(by_route: pd.DataFrame) -> Figure:
     """Settled USD per route and model, with unknown exposure stacked beside it."""
     shown = by_route[(by_route["settled_atomic"] > 0) | (by_route["unknown_atomic"] > 0)]
     shown = shown.sort_values("committed_atomic", ascending=True).tail(MAX_BARS)
-    figure, axes = _figure("Spend by route and model", height=max(2.6, 0.45 * len(shown) + 1.2))
+    figure, axes = _figure("Spend by route and model", height=_bar_height(len(shown)))
     if len(shown) == 0:
         _empty(axes, "no settled or unknown payments yet")
         return figure
@@ -93,7 +155,7 @@ def spend_by_route(by_route: pd.DataFrame) -> Figure:
             hatch="//",
             label="unknown (may have settled)",
         )
-    axes.set_xlabel("USD")
+    axes.set_xlabel("Spent (USD)")
     axes.tick_params(axis="y", labelsize=8)
     axes.legend(loc="lower right", fontsize=8)
     return figure
@@ -102,19 +164,24 @@ def spend_by_route(by_route: pd.DataFrame) -> Figure:
 def unit_costs(costs: pd.DataFrame) -> Figure:
     """USD per 1k calls (ledger routes) and per 1k rows (batches)."""
     shown = costs[costs["usd_per_1k"].notna()].tail(MAX_BARS)
-    figure, axes = _figure("Cost per 1k calls or rows", height=max(2.6, 0.45 * len(shown) + 1.2))
+    figure, axes = _figure("Cost per 1,000 calls or rows", height=_bar_height(len(shown)))
     if len(shown) == 0:
         _empty(axes, "no paid calls yet")
         return figure
     labels = [
-        f"{label} (per 1k {unit}s)"
-        for label, unit in zip(
-            _labels(shown, ("batch", "path", "model")), shown["unit"], strict=True
+        label
+        + "\n"
+        + short_label(
+            f"{batch}, per 1,000 {unit}s" if isinstance(batch, str) else f"per 1,000 {unit}s",
+            lines=1,
+        )
+        for label, batch, unit in zip(
+            _labels(shown, ("path", "model")), shown["batch"], shown["unit"], strict=True
         )
     ]
     colors = [SETTLED_COLOR if s == "ledger" else FAIR_COLOR for s in shown["source"]]
     axes.barh(labels, shown["usd_per_1k"], color=colors)
-    axes.set_xlabel("USD per 1,000")
+    axes.set_xlabel("Cost of 1,000 calls or rows (USD)")
     axes.tick_params(axis="y", labelsize=8)
     return figure
 
@@ -122,7 +189,7 @@ def unit_costs(costs: pd.DataFrame) -> Figure:
 def padding(table: pd.DataFrame) -> Figure:
     """Paid per route: the fair price (upstream × multiplier) and the minimum-charge padding."""
     shown = table[table["paid_atomic"] > 0].tail(MAX_BARS)
-    figure, axes = _figure("Minimum-charge padding", height=max(2.6, 0.45 * len(shown) + 1.2))
+    figure, axes = _figure("Minimum-charge padding", height=_bar_height(len(shown)))
     if len(shown) == 0:
         _empty(axes, "no priced gateway payments yet")
         return figure
@@ -136,7 +203,7 @@ def padding(table: pd.DataFrame) -> Figure:
         color=PADDING_COLOR,
         label="padding up to the minimum",
     )
-    axes.set_xlabel("USD paid")
+    axes.set_xlabel("Paid (USD)")
     axes.tick_params(axis="y", labelsize=8)
     axes.legend(loc="lower right", fontsize=8)
     return figure
@@ -172,8 +239,9 @@ def drift(table: pd.DataFrame) -> Figure:
             note += f"\n{row['drift_usd']:+.6f} USD"
         axes.annotate(note, (position, top * 1.03), ha="center", va="bottom", fontsize=8)
     axes.set_ylim(0, top * 1.3 if top > 0 else 1)
-    axes.set_xticks(positions, list(shown["source"]), fontsize=8)
-    axes.set_ylabel("USD")
+    names = [short_label(str(source), width=18) for source in shown["source"]]
+    axes.set_xticks(positions, names, fontsize=8)
+    axes.set_ylabel("Amount (USD)")
     axes.legend(fontsize=8, loc="upper right", ncols=2)
     return figure
 
@@ -219,8 +287,8 @@ def rates(table: pd.DataFrame) -> Figure:
     )
     axes.set_xscale("log")
     axes.set_yscale("log")
-    axes.set_xlabel("upstream USD (per 1M input tokens, or per unit)")
-    axes.set_ylabel("agent USD")
+    axes.set_xlabel("Upstream price (USD per 1M input tokens, or per unit)")
+    axes.set_ylabel("Agent price (USD, same unit)")
     axes.legend(fontsize=8)
     return figure
 

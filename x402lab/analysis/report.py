@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +22,7 @@ import pyarrow as pa
 from x402lab.analysis import batches as batch_tables
 from x402lab.analysis import jobs as job_tables
 from x402lab.analysis import library as report_library
-from x402lab.analysis import plots, pricing, spend
+from x402lab.analysis import plots, pricing, report_html, spend
 from x402lab.analysis.outcomes import payment_outcomes
 from x402lab.money import format_usd
 from x402lab.tables import spend as schemas
@@ -43,68 +44,69 @@ class Section:
 SECTIONS = (
     Section(
         "totals",
-        "Totals",
-        "Every ledger row in one line. Settled is money spent; unknown is exposure (a signed "
-        "payment left and no answer came back, it may have settled); committed is what "
-        "budget caps count (settled + unknown + in flight).",
+        "Totals by status",
+        "Every ledger row, counted once. Settled is money spent; unknown is exposure (a signed "
+        "payment left and no answer came back, so it may have settled); held is a signed "
+        "payment the server refused, counted until its authorization expires; committed is "
+        "what budget caps count (settled + unknown + in flight + held).",
     ),
     Section(
         "by_day",
         "Spend over time",
-        "Per UTC day and service; the figure shows the running total of settled payments.",
+        "The figure: the running total of settled payments, per service. The table: per UTC "
+        "day and service.",
         "spend_over_time",
     ),
-    Section("by_route", "Spend by route and model", "Per service, path and model.", "by_route"),
+    Section(
+        "by_route",
+        "Spend by route and model",
+        "Per service, route and model; the longest names are cut in the figure and in full "
+        "in the table (hover a cut name to read it).",
+        "by_route",
+    ),
     Section(
         "unit_costs",
-        "Cost per call, per row, per 1k documents",
+        "Cost per call, per row, per 1,000",
         "Ledger rows: the mean price of one settled call per route and model. Batches: what "
         "the run paid per input row (cached and skipped rows included), and per 1,000 rows.",
         "unit_costs",
     ),
-    Section(
-        "batch_status",
-        "Batch rows by status",
-        "One line per batch passed to cost_report(batches=...).",
-    ),
+    Section("batch_status", "Batch rows by status", "One line per batch passed to the report."),
     Section(
         "drift",
         "Quoted vs paid",
         "Batch rows that carry both a quote and a payment, music and video jobs (the free "
-        "quote vs the queue payment) and report purchases (the service's chargedUsd vs the "
-        "amount paid). The ledger signs the live 402 amount, so "
-        "a payment never differs from its own challenge; drift is measured against the "
-        "quote taken before paying.",
+        "quote vs the queue payment) and report purchases (the price the service says it "
+        "charged vs the amount paid). The ledger signs the live price it is asked, so a "
+        "payment never differs from its own challenge; drift is measured against the quote "
+        "taken before paying.",
         "drift",
     ),
     Section(
         "padding",
         "Minimum-charge padding",
-        "Paid above upstream × multiplier because of the minimum charge, per route. "
-        "inputs_per_call: inputs of that size one call needs before the minimum stops "
-        "binding; packing_saves: what sending the padded inputs together would have saved "
-        "(routes that take several inputs per call, such as embeddings).",
+        "What was paid above upstream × multiplier because of the minimum charge, per route. "
+        "Inputs per call to pass it: how many inputs of that size one call would need before "
+        "the minimum stops binding. Packing would save: what sending the padded inputs "
+        "together would have saved (routes that take several inputs per call, such as "
+        "embeddings).",
         "padding",
     ),
-    Section(
-        "savings",
-        "Cache and library savings",
-        "Rows and reports that were not paid again.",
-    ),
+    Section("savings", "Cache and library savings", "Rows and reports that were not paid again."),
     Section(
         "rates",
         "Agent vs upstream rates",
-        "From the price list (lab.prices()); used models first.",
+        "From the gateway's price list; the models used here first.",
         "rates",
     ),
     Section(
         "outcomes",
         "Payment outcomes and reconciliation",
-        "Every signed payment by status and what resolved it: receipt (the answer to its first"
-        " send), resend (the answer to the same signed payload sent again after an ambiguous"
-        " failure) or chain (lab.reconcile(), or a lost answer confirmed on the chain). resent"
-        " counts rows sent more than once; rows still signed or unknown show when the first"
-        " of them expires.",
+        "Every signed payment by status and what resolved it: receipt (the answer to its "
+        "first send), resend (the answer to the same signed payload sent again after an "
+        "ambiguous failure) or chain (a reconciliation, or a lost answer confirmed on the "
+        "chain). Sent again counts payments sent more than once; rows still signed or unknown "
+        "show when the first of them expires.",
     ),
     Section("timeline", "Settled payments", "Every settled payment with the running total."),
 )
@@ -160,6 +162,9 @@ class CostReport:
     notes: list[str] = field(default_factory=list)
     generated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     ledger_path: str | None = None
+    # The first and last ledger row's time (None for an empty ledger): the report's period.
+    first_payment: datetime | None = None
+    last_payment: datetime | None = None
 
     @property
     def totals(self) -> pd.DataFrame:
@@ -242,7 +247,7 @@ class CostReport:
         body = self._html(link_figures=not embed, stamp=stamp)
         page.write_text(
             "<!doctype html><html><head><meta charset='utf-8'><title>x402lab cost report"
-            f"</title><style>{_CSS}</style></head><body>{body}</body></html>",
+            f"</title><style>{report_html.CSS}</style></head><body>{body}</body></html>",
             encoding="utf-8",
         )
         return page
@@ -253,17 +258,15 @@ class CostReport:
         return self.to_html(folder)
 
     def _repr_html_(self) -> str:
-        return f"<div class='x402lab-cost-report'><style>{_CSS}</style>{self._html()}</div>"
+        return f"<style>{report_html.CSS}</style>{self._html()}"
 
     def _html(self, *, link_figures: bool = False, stamp: str | None = None) -> str:
         # The notebook view carries no clock time, so re-running a notebook changes nothing.
-        when = f" Generated {stamp}." if stamp else ""
-        parts = [
-            "<h2>x402lab cost report</h2>",
-            f"<p>{html.escape(self.summary())}.{when}</p>",
-        ]
+        when = f"<p class='about'>Generated {stamp}.</p>" if stamp else ""
+        figures = report_html.key_figures(self.tables, self.first_payment, self.last_payment)
+        parts = ["<h2>x402lab cost report</h2>", report_html.figures_html(figures), when]
         if self.notes:
-            items = "".join(f"<li>{html.escape(note)}</li>" for note in self.notes)
+            items = "".join(f"<li>{_note_html(note)}</li>" for note in self.notes)
             parts.append(f"<ul class='notes'>{items}</ul>")
         for section in SECTIONS:
             table = self.tables.get(section.table)
@@ -280,32 +283,18 @@ class CostReport:
                     source = f"data:image/png;base64,{encoded}"
                 alt = html.escape(section.title)
                 parts.append(f"<img src='{source}' alt='{alt}'/>")
-            parts.append(_table_html(table))
-        return "\n".join(parts)
+            where = f'report.tables["{section.table}"]'
+            parts.append(report_html.table_html(section.table, table, where))
+        return f"<div class='x402-report'>{''.join(parts)}</div>"
 
 
-_CSS = (
-    "body{font-family:sans-serif;max-width:70em;margin:1em auto}"
-    ".x402lab-cost-report img,body img{max-width:100%}"
-    "table.cost{border-collapse:collapse;font-size:12px;margin-bottom:1em}"
-    "table.cost td,table.cost th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-    "p.about{color:#555;font-size:13px}"
-    ".cost-scroll{overflow-x:auto;max-width:100%}"
-)
-MAX_HTML_ROWS = 50
-
-
-def _table_html(table: pd.DataFrame) -> str:
-    if len(table) == 0:
-        columns = ", ".join(html.escape(str(c)) for c in table.columns)
-        return f"<p class='about'><em>empty</em> (columns: {columns})</p>"
-    shown = table.head(MAX_HTML_ROWS)
-    # Wide tables scroll inside their own box instead of stretching the page.
-    text = shown.to_html(index=False, na_rep="—", classes="cost", border=0)
-    text = f"<div class='cost-scroll'>{text}</div>"
-    if len(table) > MAX_HTML_ROWS:
-        text += f"<p class='about'>first {MAX_HTML_ROWS} of {len(table)} rows</p>"
-    return text
+def _note_html(note: str) -> str:
+    """A note with the calls it names (written ``like(this=...)``) set as code."""
+    pieces = re.split(r"(\b[\w.]+\([^)]*\))", note)
+    return "".join(
+        f"<code>{html.escape(piece)}</code>" if index % 2 else html.escape(piece)
+        for index, piece in enumerate(pieces)
+    )
 
 
 def _concat(frames: list[pd.DataFrame | None], schema: pa.Schema) -> pd.DataFrame:
@@ -370,7 +359,7 @@ def build_report(
     if batches is None:
         notes.append(
             "No batch results were passed: per-row costs, drift and cache savings come from"
-            " cost_report(batches=...)."
+            " lab.cost_report(batches=...)."
         )
     if prices is None:
         notes.append("No price list: the rates table is empty.")
@@ -382,4 +371,12 @@ def build_report(
         "padding": plots.padding(tables["padding"]),
         "rates": plots.rates(tables["rates"]),
     }
-    return CostReport(tables=tables, figures=figures, notes=notes, ledger_path=ledger_path)
+    times = frame["ts"].dropna()
+    return CostReport(
+        tables=tables,
+        figures=figures,
+        notes=notes,
+        ledger_path=ledger_path,
+        first_payment=times.min().to_pydatetime() if len(times) else None,
+        last_payment=times.max().to_pydatetime() if len(times) else None,
+    )
