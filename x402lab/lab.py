@@ -127,7 +127,7 @@ class AsyncLab:
         return (
             f"<Lab {where}: gateway={self.gateway_url} reports={self.reports_url}"
             f" wallet={self.wallet.address} budget={self.budget.name!r}"
-            f" ledger={str(self.ledger.path)!r}>"
+            f" ledger={self.ledger.db.url!r}>"
         )
 
     # -- money and settings ----------------------------------------------------------------
@@ -277,7 +277,7 @@ def _build(
     options: dict[str, Any],
 ) -> AsyncLab:
     embedded = gateway_url is None and reports_url is None
-    chain_rpc_url = options.pop("chain_rpc_url", None)
+    chain_rpc_url, user = options.pop("chain_rpc_url", None), options.pop("user", None)
     if chain_rpc_url is None and not embedded:
         chain_rpc_url = chain_url_from_env()
     if chain_rpc_url is not None:
@@ -297,7 +297,9 @@ def _build(
     # argument leaves no server behind.
     given_ledger = ledger  # as given (a URL keeps its options): Dask workers open it too
     if not isinstance(ledger, Ledger):
-        ledger = Ledger(ledger if ledger is not None else DEFAULT_LEDGER_PATH)
+        ledger = Ledger(ledger if ledger is not None else DEFAULT_LEDGER_PATH, user=user)
+    elif user is not None:
+        ledger.user = user
     if budget is None:
         budget = Budget(usd=DEFAULT_BUDGET_USD, per_call_usd=DEFAULT_PER_CALL_USD)
     assert wallet is not None
@@ -319,7 +321,8 @@ def _build(
             chain_rpc_url=chain_rpc_url,
             **options,
         )
-        lab.batches.connection = Connection(connect, options, chain_rpc_url, given_ledger)
+        worker_options = {**options, "user": ledger.user}  # workers label rows alike
+        lab.batches.connection = Connection(connect, worker_options, chain_rpc_url, given_ledger)
         if chain_rpc_url is not None:
             _reconcile_orphans(ledger, chain_rpc_url)
         return lab
@@ -370,6 +373,7 @@ def connect_async(
     library_secret: str | None = None,
     chain_rpc_url: str | None = None,
     prepay: bool = True,
+    user: str | None = None,
 ) -> AsyncLab:
     """The async twin of ``connect``: returns an ``AsyncLab`` whose methods are coroutines."""
     options = {
@@ -381,6 +385,7 @@ def connect_async(
         "library_secret": library_secret,
         "chain_rpc_url": chain_rpc_url,
         "prepay": prepay,
+        "user": user,
     }
     return _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, options)
 
@@ -401,6 +406,7 @@ def connect(
     library_secret: str | None = None,
     chain_rpc_url: str | None = None,
     prepay: bool = True,
+    user: str | None = None,
 ) -> Lab:
     """A ``Lab`` for the two services; with no address, on the embedded emulator.
 
@@ -414,7 +420,8 @@ def connect(
     ``X402LAB_CHAIN_RPC_URL``, else the embedded emulator's chain) for ``reconcile()``, for
     confirming a payment whose answer was lost, and for rows a stopped process left in
     flight. ``prepay=False`` always asks for the 402 first (default: a known challenge is
-    paid with the first request, ``payments.prediction``). Sends nothing else; raises
+    paid with the first request, ``payments.prediction``). ``user`` labels this lab's ledger
+    rows (default ``X402LAB_USER``, else ``login@host``). Sends nothing else; raises
     ConfigError for a bad wallet, ledger, budget or chain address before anything starts.
     """
     core = connect_async(
@@ -432,6 +439,7 @@ def connect(
         library_secret=library_secret,
         chain_rpc_url=chain_rpc_url,
         prepay=prepay,
+        user=user,
     )
     lab = Lab(core)
     # A Lab dropped without close() still closes its connections and emulator.
