@@ -55,8 +55,8 @@ def cluster(wallet_key: str) -> Iterator[Any]:
 
 @pytest.fixture
 def team_lab(tmp_path: Path, wallet_key: str) -> Iterator[Callable[..., Any]]:
-    """``team_lab(emulator, usd=..., ledger=...)``: a sync Lab whose wallet the workers can
-    load (``Wallet.from_env``), with a named budget; closed after the test."""
+    """``team_lab(emulator, usd=..., ledger=..., user=...)``: a sync Lab whose wallet the
+    workers can load (``Wallet.from_env``), with a named budget; closed after the test."""
     labs: list[Any] = []
 
     def factory(
@@ -65,13 +65,16 @@ def team_lab(tmp_path: Path, wallet_key: str) -> Iterator[Callable[..., Any]]:
         usd: float | None = 50.0,
         ledger: Any = None,
         name: str | None = None,
+        user: str | None = None,
     ) -> Any:
         lab = xl.connect(
             emulator.gateway_url,
             emulator.reports_url,
             wallet=xl.Wallet.from_env(KEY_VARIABLE),
             budget=xl.Budget(usd=usd, name=name or f"team-{secrets.token_hex(3)}"),
-            ledger=ledger if ledger is not None else tmp_path / "ledger.sqlite",
+            ledger=xl.Ledger(
+                ledger if ledger is not None else tmp_path / "ledger.sqlite", user=user
+            ),
             chain_rpc_url=emulator.chain_url,
         )
         labs.append(lab)

@@ -41,7 +41,7 @@ EMBED_COLUMNS = [
 
 
 def test_every_row_is_answered_once_and_a_rerun_pays_nothing(cluster, emulator, team_lab):
-    lab = team_lab(emulator)
+    lab = team_lab(emulator, user="alice")
     words = texts(120, "once")
     series = dd.from_pandas(pd.Series(words, name="text"), npartitions=4)
 
@@ -54,6 +54,10 @@ def test_every_row_is_answered_once_and_a_rerun_pays_nothing(cluster, emulator, 
     assert all(len(vector) == 8 for vector in frame["vector"])
     per_key = transfers_per_key(lab, emulator)
     assert set(per_key) == set(frame["request_key"]) and set(per_key.values()) == {1}
+    # The workers' payments name the analyst who ran the batch, and come from one budget.
+    assert {(row["user"], row["budget"]) for row in lab.ledger.rows()} == {
+        ("alice", lab.budget.name)
+    }
     assert lab.budget.state().settled_atomic == sum(
         t.amount_atomic for t in emulator.chain.transfers()
     )

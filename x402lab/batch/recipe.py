@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.budget import Budget
 from x402lab.errors import ConfigError
+from x402lab.ledger import Ledger
 from x402lab.wallet import WalletSource
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class LabRecipe:
     wallet: WalletSource
     address: str
     ledger: str
+    #: Who the payments are for (the ledger's user label): the analyst who ran the batch.
+    user: str
     sqlite: bool
     budget_name: str
     cap_atomic: int | None
@@ -74,6 +77,7 @@ class LabRecipe:
             self.wallet,
             self.address,
             self.ledger,
+            self.user,
             self.budget_name,
             self.cap_atomic,
             self.per_call_atomic,
@@ -106,12 +110,13 @@ class LabRecipe:
             per_call_usd=None if self.per_call_atomic is None else self.per_call_atomic / 1e6,
             name=self.budget_name,
         )
+        wallet = self.load_wallet()
         return self.connect(
             self.gateway_url,
             self.reports_url,
-            wallet=self.load_wallet(),
+            wallet=wallet,
             budget=budget,
-            ledger=self.ledger,
+            ledger=Ledger(self.ledger, user=self.user),
             **dict(self.options),
         )
 
@@ -149,6 +154,7 @@ def recipe_of(session: Session, connection: Connection | None, caller: str) -> L
         wallet=source,
         address=session.wallet.address,
         ledger=ledger,
+        user=session.ledger.user,
         sqlite=sqlite,
         budget_name=budget.name,
         cap_atomic=budget.cap_atomic,
