@@ -54,8 +54,10 @@ MIN_CHARGE_MARGIN = Decimal("0.8")
 #: Misses in a row (no hit between) after which a service is not predicted any more: a
 #: server that refuses every payment on a first request costs nothing further.
 MAX_MISSES_IN_A_ROW = 3
-#: Bounds on what is remembered (oldest dropped first).
-MAX_QUOTES = 20_000
+#: Bounds on what is remembered (oldest dropped first): a quote holds a few kB (its
+#: extensions are shared with the quote before when equal), so an estimate of more rows
+#: than this pays its first rows with two requests, or by price class.
+MAX_QUOTES = 10_000
 MAX_CLASSES = 4_096
 
 PriceClass = tuple[str, ...]
@@ -162,6 +164,7 @@ class Prediction:
         self._quotes: OrderedDict[bytes, tuple[PaymentRequired, float]] = OrderedDict()
         self._classes: OrderedDict[PriceClass, _Class] = OrderedDict()
         self._misses_in_a_row: dict[str, int] = {}
+        self._shared: dict[str, Any] = {}  # the last extension value seen under each name
         self.tally = PrepayTally()
 
     def __repr__(self) -> str:
@@ -178,10 +181,25 @@ class Prediction:
         """Keep the 402 a free probe of one exact request got, to pay that request up front."""
         if not self.enabled:
             return
-        self._quotes[request_id] = (challenge, self._now())
+        self._quotes[request_id] = (self._share(challenge), self._now())
         self._quotes.move_to_end(request_id)
         while len(self._quotes) > MAX_QUOTES:
             self._quotes.popitem(last=False)
+
+    def _share(self, challenge: PaymentRequired) -> PaymentRequired:
+        """``challenge`` with each extension equal to the one seen before under its name
+        replaced by that same object (a route's input schemas are the bulk of a 402 and the
+        same in all of its quotes), so many quotes cost little memory."""
+        extensions = challenge.extensions
+        if not extensions:
+            return challenge
+        shared = {}
+        for name, value in extensions.items():
+            before = self._shared.get(name)
+            if before is not value and before == value:
+                value = before
+            shared[name] = self._shared[name] = value
+        return replace(challenge, extensions=shared, raw={**challenge.raw, "extensions": shared})
 
     def observe(self, call: CallInfo, challenge: PaymentRequired) -> None:
         """A 402 a paid call got: evidence for (or against) its price class."""
