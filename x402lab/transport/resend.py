@@ -115,6 +115,8 @@ class Resender:
                     continue
                 state.pending = None
                 state.cost = payer.record(ticket, outcome)
+                if outcome.kind is Kind.SETTLED and ticket.prepaid and state.predicted:
+                    payer.prediction.hit(state.predicted)  # taken, on a later send
                 return response
         except BaseException:
             if state.pending is not None:
