@@ -164,6 +164,7 @@ class PaidRequests:
         model: str | None = None,
         caller: str | None = None,
         own: Collection[str] = (),
+        schema_checked: bool = False,
     ) -> None:
         """Every check of a request that can run before a signature; nothing is sent but
         the free catalog and description fetches (cached per Lab).
@@ -174,14 +175,16 @@ class PaidRequests:
         types and ranges a ConfigError); the prompt against the model's context window.
         ``caller`` names the method in messages ("chat()"). Raises ModelNotFound, TypeError,
         ConfigError. With ``catalog.validate_models`` off nothing is checked here: the
-        gateway's own 4xx, before any payment, decides.
+        gateway's own 4xx, before any payment, decides. ``schema_checked``: the caller has
+        checked a body of the same shape against the schema (a batch checks its template
+        once); the model and the prompt size are still checked.
         """
         if model is not None:
             await self._catalog.check_model(model, path)
         if body is None or not self._catalog.validate_models:
             return
         name = caller or caller_of(method, path)
-        schema = await self._catalog.request_schema(method, path)
+        schema = None if schema_checked else await self._catalog.request_schema(method, path)
         if schema is not None:
             schema.check(body, caller=name, own=own)
         if path in CONTEXT_PATHS and isinstance(body, Mapping):
@@ -218,6 +221,7 @@ class PaidRequests:
         stream: bool = False,
         caller: str | None = None,
         own: Collection[str] = (),
+        schema_checked: bool = False,
         **request_kwargs: Any,
     ) -> Reply:
         """Spends money: one paid request, checked first (``check``).
@@ -227,7 +231,15 @@ class PaidRequests:
         the transport's errors.
         """
         if json_body is not None:
-            await self.check(method, path, json_body, model=model, caller=caller, own=own)
+            await self.check(
+                method,
+                path,
+                json_body,
+                model=model,
+                caller=caller,
+                own=own,
+                schema_checked=schema_checked,
+            )
             json_body = with_extra_body(
                 json_body, extra_body, caller=caller or caller_of(method, path)
             )
