@@ -34,7 +34,8 @@ from x402lab.payments.prediction import PREPAY_REFUSED, Prediction
 from x402lab.payments.ticket import Ticket
 from x402lab.wallet import Wallet
 from x402lab.x402.checks import ChallengePolicy, select_requirements
-from x402lab.x402.codec import decode_header, encode_header
+from x402lab.x402.codec import decode_header
+from x402lab.x402.headers import PaymentHeaders
 from x402lab.x402.models import (
     PaymentPayload,
     PaymentRequired,
@@ -96,6 +97,8 @@ class Payer:
         self._new_nonce = new_nonce
         #: Challenges known before a request is sent, to pay with its first request.
         self.prediction = Prediction(enabled=prepay, now=now)
+        # A challenge's echoed parts (its input schemas) are encoded once per challenge.
+        self._headers = PaymentHeaders()
 
     def pinned_payee(self, service: str) -> str | None:
         return self._pins.get(service)
@@ -186,7 +189,7 @@ class Payer:
                 now=int(self._now()),
                 nonce=self._new_nonce(),
             )
-            header = encode_header(payload.to_wire(copy=False))
+            header = self._headers.encode(payload, challenge, requirements)
             signed.append((payload, header))
             auth = payload.authorization
             return SignedAuthorization(auth.nonce, auth.from_address, auth.valid_before, header)
