@@ -14,7 +14,6 @@ flight are checked on the chain at once when a chain RPC address is known.
 from __future__ import annotations
 
 import functools
-import logging
 import operator
 import os
 import tempfile
@@ -27,8 +26,8 @@ import x402lab.widgets  # noqa: F401  (registers the job and batch displays with
 from x402lab.analysis.api import CostAnalysis
 from x402lab.batch.api import Batches, Connection
 from x402lab.budget import Budget
-from x402lab.chain import ChainClient, Reconciler, chain_url_from_env, reconcile
-from x402lab.errors import ConfigError, TransportError
+from x402lab.chain import ChainClient, Reconciler, chain_url_from_env, reconcile_orphans
+from x402lab.errors import ConfigError
 from x402lab.gateway import Audio, Catalog, Generic, Images, PaidRequests, Text, Tools
 from x402lab.integrations import PayingClients
 from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
@@ -45,7 +44,6 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET_USD = 5.0
 DEFAULT_PER_CALL_USD = 1.0
-_log = logging.getLogger("x402lab")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -324,37 +322,12 @@ def _build(
         worker_options = {**options, "user": ledger.user}  # workers label rows alike
         lab.batches.connection = Connection(connect, worker_options, chain_rpc_url, given_ledger)
         if chain_rpc_url is not None:
-            _reconcile_orphans(ledger, chain_rpc_url)
+            reconcile_orphans(ledger, chain_rpc_url)
         return lab
     except BaseException:
         if emulator is not None:
             emulator.stop()
         raise
-
-
-def _reconcile_orphans(ledger: Ledger, chain_rpc_url: str) -> None:
-    """Check rows a dead process left in flight on the chain now (on a client closed here);
-    an unreachable chain is logged, left for ``reconcile()``; another chain is ConfigError."""
-    from x402lab._loop import in_helper_thread, run
-
-    if in_helper_thread() or not ledger.unresolved(orphaned=True):
-        return
-
-    async def check() -> int:
-        chain = ChainClient(chain_rpc_url)
-        try:
-            done = await reconcile(ledger, chain, orphaned=True, now=ledger.now)
-        finally:
-            await chain.aclose()
-        return len(done.changed)
-
-    try:
-        changed = run(check())
-    except TransportError as exc:
-        _log.warning("rows left by a stopped process were not reconciled: %s", exc)
-        return
-    if changed:
-        _log.info("reconciled %d ledger rows left by a stopped process", changed)
 
 
 def connect_async(
