@@ -40,6 +40,11 @@ LEDGER_LOCK_KEY = 402_402_402
 CONNECT_TIMEOUT_S = 5
 #: How long a writer waits for the ledger's lock (as SQLite's busy timeout) before failing.
 LOCK_TIMEOUT_S = 60
+#: Makes every commit before it durable, taking no lock: a transaction with a (tiny) WAL
+#: record commits with ``synchronous_commit`` on, which flushes the WAL up to its commit
+#: record, past every earlier commit (the WAL is one sequence). Concurrent flushes of many
+#: sessions are one disk flush (PostgreSQL's group commit).
+FLUSH = "SELECT pg_logical_emit_message(true, 'x402lab', 'durable')"
 #: Where the schema version lives (SQLite keeps it in ``PRAGMA user_version``).
 VERSION_TABLE = "x402lab_schema"
 INSTALL_HINT = 'pip install "x402lab[postgres]"'
@@ -237,7 +242,8 @@ class PostgresDatabase(Database):
         self._password = params.get("password")
         self._where = _where(params)
         self._url = _safe_url(params)
-        self.dbname = str(params.get("dbname") or params.get("user") or "")
+        # libpq's defaults: the database is named after the user, the user after the login.
+        self.dbname = str(params.get("dbname") or params.get("user") or _login())
         # Files that belong next to the ledger (downloaded media) stay on this machine.
         folder = f"{params.get('host') or 'local'}-{params.get('port') or 5432}-{self.dbname}"
         self.path = Path("~/.x402lab/postgresql").expanduser() / _safe_name(folder) / "ledger"
@@ -259,11 +265,19 @@ class PostgresDatabase(Database):
 
     def _check(self, psycopg: Any, params: dict[str, Any]) -> None:
         """Open one connection now, so a bad server, login or database name is a clear
-        ConfigError before anything else happens."""
+        ConfigError before anything else happens; see whether ``FLUSH`` may be used."""
         try:
-            psycopg.connect(**params).close()
+            with psycopg.connect(**params) as connection:
+                found = connection.execute(
+                    "SELECT has_function_privilege("
+                    "'pg_logical_emit_message(boolean, text, text)', 'execute'),"
+                    " current_setting('synchronous_commit') = 'off'"
+                ).fetchone()
         except psycopg.Error as exc:
             raise ConfigError(self._explain(exc)) from None
+        may_flush, self._sync_off = bool(found[0]), bool(found[1])
+        # FLUSH commits with the server's default, which must flush.
+        self._flush_after = may_flush and not self._sync_off
 
     def _explain(self, exc: Exception) -> str:
         text = str(exc).strip()
@@ -313,11 +327,17 @@ class PostgresDatabase(Database):
 
     @contextlib.contextmanager
     def transaction(self, *, durable: bool = False) -> Iterator[Tx]:
-        # One round trip opens the transaction, relaxes the commit's flush when it need not be
-        # durable, and takes the ledger's write lock (held until COMMIT or ROLLBACK).
+        # One round trip opens the transaction, relaxes the commit's flush, and takes the
+        # ledger's write lock (held until COMMIT or ROLLBACK). A durable transaction is
+        # flushed after the lock is let go (``FLUSH``), so writers do not queue behind a
+        # disk flush and concurrent flushes share one; without that function, its commit
+        # flushes under the lock.
+        relaxed = not durable or self._flush_after
+        # A server whose default is "off" still flushes our durable commits.
+        flush = "off" if relaxed else ("on" if self._sync_off else None)
         begin = (
             f"BEGIN; SET LOCAL lock_timeout = '{LOCK_TIMEOUT_S}s';"
-            + ("" if durable else " SET LOCAL synchronous_commit = off;")
+            + (f" SET LOCAL synchronous_commit = {flush};" if flush else "")
             + f" SELECT pg_advisory_xact_lock({LEDGER_LOCK_KEY})"
         )
         with self._pool.connection() as connection:
@@ -331,6 +351,8 @@ class PostgresDatabase(Database):
                     connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
+            if durable and self._flush_after:
+                connection.execute(FLUSH)
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self._pool.connection() as connection:
@@ -387,6 +409,15 @@ def _scrub(text: str, password: str | None) -> str:
     if password:
         text = text.replace(password, "***")
     return re.sub(r"(://[^/:@\s]*):[^@/\s]*@", r"\1@", text)
+
+
+def _login() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return ""
 
 
 def _safe_name(text: str) -> str:
