@@ -5,8 +5,10 @@ Run with ``python benchmarks/embed_memory.py`` (``--texts N`` per corpus, ``--sc
 corpora, ``--per-request K``, ``--dimensions D``). The texts come from a generator, read
 lazily a chunk at a time, so nothing the size of the corpus is ever held: the growth is the
 same for 1x and 5x. The emulator runs as a subprocess, so only the client's memory is
-measured. RSS is sampled every 20 ms by a thread from just before ``batch_embed`` until it
-returns; the growth is the peak minus the RSS before the call. Every row is claimed in the
+measured, and the process CPU time during the call is the client's alone (wall time moves
+with the machine's load; compare CPU between versions). RSS is sampled every 20 ms by a
+thread from just before ``batch_embed`` until it returns; the growth is the peak minus the
+RSS before the call. Every row is claimed in the
 ledger and its vector stored there, as in every batch. Spends emulated money only.
 """
 
@@ -96,7 +98,7 @@ def main() -> None:
         corpus = texts(total)
         rss_before = psutil.Process().memory_info().rss
         out = folder / "vectors.parquet"
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         with PeakRss() as peak:
             summary = lab.batch_embed(
                 corpus,
@@ -109,6 +111,7 @@ def main() -> None:
                 progress=None,
             )
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
         lab.close()
     finally:
         server.terminate()
@@ -126,7 +129,8 @@ def main() -> None:
     print(
         f"rows written: {meta.num_rows:,} in {meta.num_row_groups} row groups,"
         f" {out.stat().st_size / mb:.1f} MB; {summary.requests} paid requests,"
-        f" paid {summary.paid_usd:.2f} USD (emulated); {elapsed:.1f} s"
+        f" paid {summary.paid_usd:.2f} USD (emulated); {elapsed:.1f} s,"
+        f" client CPU {cpu:.1f} s ({1e6 * cpu / total:.0f} us per text)"
     )
     del rss_start
     print(

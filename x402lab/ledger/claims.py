@@ -47,11 +47,12 @@ from typing import Any
 
 from x402lab.ledger.claim_rows import (
     FULL,
-    INSERT,
     deciding,
     follow_payments,
     history_in,
+    insert_rows,
     payments_in,
+    pending_record,
     records_in,
 )
 from x402lab.ledger.database import Database, Row, Tx, chunks, marks
@@ -253,11 +254,15 @@ class Claims:
             )
             for key in to_pay
         ]
-        ids = tx.insert_many(INSERT, new_rows)
+        ids = insert_rows(tx, new_rows)
+        built: dict[int, ClaimRecord] = {}  # new pending rows: nothing to read back or join
         for offset, row_id in enumerate(ids):
             action = ClaimAction.PAY if offset >= pay_from else ClaimAction.MAYBE_PAID
             decided[new_rows[offset][1]] = (action, row_id)
-        records = records_in(tx, [row_id for _, row_id in decided.values()])
+            if action is ClaimAction.PAY:
+                built[row_id] = pending_record(row_id, new_rows[offset])
+        records = records_in(tx, [i for _, i in decided.values() if i not in built])
+        records.update(built)
         self._follow_payments(tx, scope, payment_key, label, floor, decided, records, gone)
         return {key: Claimed(key, decided[key][0], records[decided[key][1]]) for key in wanted}
 
@@ -295,7 +300,7 @@ class Claims:
             self._row(scope, key, C.PENDING, pk, None, floor if low is None else low, label)
             for key, pk, low in again
         ]
-        for (key, _, _), row_id in zip(again, tx.insert_many(INSERT, rows), strict=True):
+        for (key, _, _), row_id in zip(again, insert_rows(tx, rows), strict=True):
             decided[key] = (ClaimAction.PAY, row_id)
         records.update(records_in(tx, [decided[key][1] for key, _, _ in again]))
 
@@ -352,7 +357,7 @@ class Claims:
                 found = paid_fresh.get(pk)
                 link = ledger_id if ledger_id is not None else (found[0] if found else None)
                 rows.append(self._row(scope, key, C.DONE, pk, link, 0, label, given[key]))
-            tx.insert_many(INSERT, rows)
+            insert_rows(tx, rows)
         return [key for key in given if key in open_rows or key in fresh]
 
     def release_in(
