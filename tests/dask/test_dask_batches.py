@@ -74,7 +74,7 @@ def test_chat_rows_of_a_dask_frame_and_a_bag_of_texts(cluster, emulator, team_la
         pd.DataFrame({"topic": [f"topic {i}" for i in range(12)]}), npartitions=3
     )
     chats = lab.batch_chat(
-        topics, model=CHEAP, prompt="One word on {topic}", max_tokens=8, progress=None
+        rows=topics, model=CHEAP, prompt="One word on {topic}", max_tokens=8, progress=None
     )
     chat_frame = chats.compute()
     assert chat_frame["topic"].tolist() == [f"topic {i}" for i in range(12)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import operator
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -51,11 +52,16 @@ def on_cluster(method: Method) -> Method:
     """``batch_chat`` / ``batch_embed`` that also take a Dask collection as their first
     argument: that call runs on the current cluster (``run_on_cluster``)."""
     kind = {"batch_chat": "chat", "batch_embed": "embed"}[method.__name__]
+    first = list(inspect.signature(method).parameters)[1]  # ``rows`` or ``texts``
 
     @functools.wraps(method)
-    async def dispatch(self: Any, data: Any, /, **kwargs: Any) -> Any:
+    async def dispatch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        data = args[0] if args else kwargs.get(first)
         if not is_dask_collection(data):
-            return await method(self, data, **kwargs)
+            return await method(self, *args, **kwargs)
+        if len(args) > 1:
+            raise TypeError(f"{method.__name__}() takes one positional argument, {first}")
+        kwargs.pop(first, None)
         recipe = recipe_of(self._session, self.connection, f"{method.__name__}()")
         progress = kwargs.pop("progress", "auto")
         out = kwargs.pop("out", None) if kind == "embed" else None
