@@ -262,6 +262,15 @@ def streamed_if_large(request: httpx.Request, threshold: int) -> httpx.Request:
     )
 
 
+class _NoCookies(httpx.Cookies):
+    """A cookie jar that keeps nothing. Neither service sets cookies (x402 keeps no session
+    state), and httpx would otherwise parse every answer's headers into its jar: a few per
+    cent of the client's CPU per paid call."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
+
+
 def make_http_client(*, timeout_s: float = 120.0, max_connections: int = 64) -> httpx.AsyncClient:
     """An httpx client on the aiohttp transport (several times faster under concurrency)."""
     from aiohttp import payload
@@ -278,8 +287,12 @@ def make_http_client(*, timeout_s: float = 120.0, max_connections: int = 64) -> 
     limits = httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=max_connections
     )
-    return httpx.AsyncClient(
+    client = httpx.AsyncClient(
         transport=Transport(limits=limits),
         timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 15.0)),
         follow_redirects=False,
     )
+    # The ``cookies`` setter would copy into a plain jar; the attribute it sets is replaced.
+    if isinstance(getattr(client, "_cookies", None), httpx.Cookies):
+        client._cookies = _NoCookies()
+    return client
