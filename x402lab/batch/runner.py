@@ -327,9 +327,11 @@ class Runner:
                 model=self.plan.model,
                 max_usd=self.max_usd,
                 key=key,
-                # Its fields were checked against the schema once for the batch (extra_body
-                # ones on purpose not); sizes and ranges are still checked row by row.
+                # The batch checked its first body against the schema once (extra_body fields
+                # on purpose not): rows differ only in their texts, which the batch's input
+                # checks refuse when empty or missing. The prompt size is checked per row.
                 own=body.keys(),
+                schema_checked=True,
             )
         except BudgetExceeded as exc:
             self._stop_reason = exc.reason
