@@ -40,9 +40,8 @@ class CallState:
     cost: Cost | None = None
     pending: Outcome | None = None
     resend: bool = False
-    #: The call, and the prediction its first request was paid with (``ticket.prepaid``):
-    #: what paying a fresh challenge needs when a re-send of a prepaid payload gets a 402.
-    call: CallInfo | None = None
+    #: The prediction the first request was paid with (``ticket.prepaid``), forgotten when
+    #: a re-send of that payload gets a 402.
     predicted: Predicted | None = None
 
     @property
@@ -91,7 +90,6 @@ class PaymentAuth(httpx.Auth):
         self.call = call
         self.header_name = header_name
         self.state = state
-        state.call = call
         # Set by the async driver: signed rows are committed without their own fsync and the
         # driver waits for one shared fsync (``ledger.write_ahead``) before each paid send.
         self._grouped = False

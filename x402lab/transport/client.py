@@ -105,14 +105,7 @@ class ServiceClient:
         self._sleep = sleep
         self._headers = dict(extra_headers or {})
         self._resender = (
-            Resender(
-                http=http,
-                payer=payer,
-                retry=retry,
-                sleep=sleep,
-                chain=chain,
-                header_name=header_name,
-            )
+            Resender(http=http, payer=payer, retry=retry, sleep=sleep, chain=chain)
             if payer is not None
             else None
         )

@@ -12,9 +12,11 @@ is valid (``Payer.resend_deadline``). The first clear answer decides:
   ``unknown`` with a note. Either way the caller gets ``AnswerLost``;
 - the window closing first: ``unknown``, for reconciliation (``SettlementUnknown``);
 - a 402 to a *prepaid* payload (sent with the first request for a predicted challenge, see
-  ``payments.prediction``): a refusal of a stale prediction, nothing settled. Its row is
-  ``rejected`` (``prepay_refused``, held until it expires) and the 402's fresh challenge is
-  signed once and sent, and then followed like any paid send.
+  ``payments.prediction``): ``rejected`` with reason ``prepay_refused`` (held until it
+  expires) and the prediction is forgotten, but no fresh challenge is signed here: an
+  earlier send got no clear answer and may have settled before the price changed, so a
+  new signature could pay twice (only a 402 to the *first* send is paid afresh,
+  ``transport.auth``).
 
 A cancellation (or any interruption) while sending leaves the row ``unknown``; it is never
 signed again, and a later call for the same request key sends the stored payload again.
@@ -30,10 +32,10 @@ from typing import TYPE_CHECKING, NoReturn
 import httpx
 
 from x402lab.chain.reconcile import used_on_chain
-from x402lab.errors import ProtocolError, X402LabError
-from x402lab.payments import Kind, Outcome, Payer, Ticket, read_challenge
+from x402lab.errors import X402LabError
+from x402lab.payments import Kind, Outcome, Payer, Ticket
 from x402lab.payments.payer import is_prepay_refusal
-from x402lab.transport.auth import CallState, json_or_none, outcome_of
+from x402lab.transport.auth import CallState, outcome_of
 from x402lab.transport.retry import RetryPolicy, retry_delay
 
 if TYPE_CHECKING:
@@ -56,14 +58,12 @@ class Resender:
         retry: RetryPolicy,
         sleep: Callable[[float], Awaitable[None]],
         chain: Callable[[], ChainClient | None],
-        header_name: str = "PAYMENT-SIGNATURE",
     ) -> None:
         self.http = http
         self.payer = payer
         self.retry = retry
         self._sleep = sleep
         self._chain = chain
-        self.header_name = header_name
 
     async def settle(
         self, request: httpx.Request, state: CallState, *, stream: bool
@@ -76,25 +76,21 @@ class Resender:
         assert ticket is not None and outcome is not None
         payer = self.payer
         attempt = 0
-        fresh = False  # a fresh payment (after a prepaid one was refused) goes out at once
         try:
             while True:
-                if not fresh:
-                    if outcome.kind is Kind.NONCE_USED:
-                        await self._answer_lost(ticket, state, outcome)
-                    delay = retry_delay(self.retry, attempt, outcome.retry_after, time.time())
-                    if payer.now() + delay >= payer.resend_deadline(ticket):
-                        state.pending = None
-                        payer.give_up(
-                            ticket,
-                            f"{outcome.reason}; sent again until its authorization was about"
-                            " to expire",
-                            outcome.status_code,
-                        )
-                    await self._sleep(delay)
-                    attempt += 1
-                    payer.record_resend(ticket)
-                fresh = False
+                if outcome.kind is Kind.NONCE_USED:
+                    await self._answer_lost(ticket, state, outcome)
+                delay = retry_delay(self.retry, attempt, outcome.retry_after, time.time())
+                if payer.now() + delay >= payer.resend_deadline(ticket):
+                    state.pending = None
+                    payer.give_up(
+                        ticket,
+                        f"{outcome.reason}; sent again until its authorization was about to expire",
+                        outcome.status_code,
+                    )
+                await self._sleep(delay)
+                attempt += 1
+                payer.record_resend(ticket)
                 try:
                     response = await self.http.send(request, stream=stream)
                 except httpx.HTTPError as exc:
@@ -106,13 +102,8 @@ class Resender:
                 if outcome.kind in (Kind.RESEND, Kind.NONCE_USED):
                     await response.aclose()
                     continue
-                if ticket.prepaid and is_prepay_refusal(outcome) and state.call is not None:
-                    ticket = self._pay_fresh(request, state, response, outcome)
-                    outcome = Outcome(Kind.RESEND, "a fresh payment was signed and not yet sent")
-                    state.pending = outcome
-                    await response.aclose()
-                    attempt, fresh = 0, True
-                    continue
+                if ticket.prepaid and is_prepay_refusal(outcome) and state.predicted:
+                    payer.prediction.missed(state.predicted)
                 state.pending = None
                 state.cost = payer.record(ticket, outcome)
                 if outcome.kind is Kind.SETTLED and ticket.prepaid and state.predicted:
@@ -126,31 +117,6 @@ class Resender:
                     ticket, f"{outcome.reason}; interrupted while sending it again"
                 )
             raise
-
-    def _pay_fresh(
-        self, request: httpx.Request, state: CallState, response: httpx.Response, outcome: Outcome
-    ) -> Ticket:
-        """A re-send of a prepaid payload got a 402 (a stale prediction): record that refusal
-        and sign the 402's fresh challenge (the one extra signature a miss may cost); its
-        header replaces the old one on ``request``. Raises what ``Payer.prepare`` raises."""
-        payer, call, refused = self.payer, state.call, state.ticket
-        assert call is not None and refused is not None
-        state.pending = None  # the prepaid payment's outcome is known: refused
-        payer.record_prepay_refused(refused, outcome)
-        if state.predicted is not None:
-            payer.prediction.missed(state.predicted)
-        header = response.headers.get("payment-required")
-        try:
-            challenge = read_challenge(header, None if header else json_or_none(response))
-        except ProtocolError as exc:
-            payer.refuse(call, f"unreadable challenge: {exc}")
-            raise
-        payer.prediction.observe(call, challenge)
-        ticket = payer.prepare(challenge, call)
-        payer.prediction.extra_signature()
-        state.ticket = ticket
-        request.headers[self.header_name] = ticket.header_value
-        return ticket
 
     async def _answer_lost(self, ticket: Ticket, state: CallState, outcome: Outcome) -> NoReturn:
         """ "Nonce already used": ask the chain (when one is configured) and raise."""
