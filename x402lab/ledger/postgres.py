@@ -232,6 +232,7 @@ class PostgresDatabase(Database):
         from psycopg_pool import ConnectionPool
 
         self.driver_errors = (psycopg.Error,)
+        self._operational_error: type[Exception] = psycopg.OperationalError
         try:
             params = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.Error:
@@ -340,9 +341,9 @@ class PostgresDatabase(Database):
             + (f" SET LOCAL synchronous_commit = {flush};" if flush else "")
             + f" SELECT pg_advisory_xact_lock({LEDGER_LOCK_KEY})"
         )
-        with self._pool.connection() as connection:
+        connection, _ = self._first(begin, None)
+        try:
             try:
-                connection.execute(begin)
                 yield PgTx(connection)
             except BaseException:
                 # Even an interrupt must not leave the lock held; a connection broken
@@ -353,16 +354,41 @@ class PostgresDatabase(Database):
             connection.execute("COMMIT")
             if durable and self._flush_after:
                 connection.execute(FLUSH)
+        finally:
+            self._pool.putconn(connection)
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        with self._pool.connection() as connection:
-            found: list[Row] = connection.execute(to_pyformat(sql), tuple(params)).fetchall()
+        connection, cursor = self._first(to_pyformat(sql), tuple(params))
+        try:
+            found: list[Row] = cursor.fetchall()
             return found
+        finally:
+            self._pool.putconn(connection)
 
     def read_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        with self._pool.connection() as connection:
-            found: Row | None = connection.execute(to_pyformat(sql), tuple(params)).fetchone()
+        connection, cursor = self._first(to_pyformat(sql), tuple(params))
+        try:
+            found: Row | None = cursor.fetchone()
             return found
+        finally:
+            self._pool.putconn(connection)
+
+    def _first(self, sql: str, params: tuple[Any, ...] | None) -> tuple[Any, Any]:
+        """A connection of the pool with the first statement run on it, and its cursor.
+
+        A connection the server closed while it waited in the pool (a restart, an idle
+        timeout, a terminated session) fails at once and is dropped; the statement runs again
+        on another one. Nothing had run on it, so nothing runs twice.
+        """
+        for attempt in range(self._pool.max_size + 1):
+            connection = self._pool.getconn()
+            try:
+                return connection, connection.execute(sql, params)
+            except self._operational_error:
+                self._pool.putconn(connection)
+                if not connection.broken or attempt == self._pool.max_size:
+                    raise
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def close(self) -> None:
         self._finalizer()
