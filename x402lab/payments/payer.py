@@ -93,6 +93,7 @@ class Payer:
             allowed_networks=allowed_networks, max_timeout_seconds=max_timeout_seconds
         )
         self._pins: dict[str, str] = dict(pinned_payees or {})
+        self._policies: dict[tuple[str | None, int | None], ChallengePolicy] = {}
         self._now = now
         self._new_nonce = new_nonce
         #: Challenges known before a request is sent, to pay with its first request.
@@ -105,11 +106,14 @@ class Payer:
 
     def policy_for(self, call: CallInfo) -> ChallengePolicy:
         caps = [c for c in (self.budget.per_call_atomic, call.max_atomic) if c is not None]
-        return replace(
-            self._policy,
-            pay_to=self._pins.get(call.service),
-            per_call_cap=min(caps) if caps else None,
-        )
+        key = (self._pins.get(call.service), min(caps) if caps else None)
+        found = self._policies.get(key)
+        if found is None:  # a handful per lab: kept, not rebuilt for every payment
+            found = replace(self._policy, pay_to=key[0], per_call_cap=key[1])
+            if len(self._policies) > 256:
+                self._policies.clear()
+            self._policies[key] = found
+        return found
 
     def _meta(
         self,
