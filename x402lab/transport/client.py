@@ -104,6 +104,7 @@ class ServiceClient:
         self.retry = retry
         self._sleep = sleep
         self._headers = dict(extra_headers or {})
+        self._urls: dict[str, httpx.URL] = {}
         self._resender = (
             Resender(http=http, payer=payer, retry=retry, sleep=sleep, chain=chain)
             if payer is not None
@@ -131,7 +132,7 @@ class ServiceClient:
         (nothing signed), PaymentRejected (signed, refused, nothing settled),
         SettlementUnknown and AnswerLost (settled earlier, its answer lost).
         """
-        url = f"{self.base_url}{path}"
+        url = self._url(path)
         headers = {**self._headers, **request_kwargs.pop("headers", {})}
         last = self.retry.attempts - 1
         for attempt in range(self.retry.attempts):
@@ -183,6 +184,16 @@ class ServiceClient:
                 raise error_from_response(response, self.service)
             return Reply(response, state.cost)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _url(self, path: str) -> httpx.URL:
+        """The parsed address of ``path`` (parsed once per path, not for every request)."""
+        found = self._urls.get(path)
+        if found is None:
+            found = httpx.URL(f"{self.base_url}{path}")
+            if len(self._urls) > 1024:  # RPC networks and job ids make many paths
+                self._urls.clear()
+            self._urls[path] = found
+        return found
 
     async def _settle(
         self, request: httpx.Request, state: CallState, stream: bool
