@@ -27,11 +27,11 @@ import contextlib
 import functools
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from x402lab.errors import ConfigError
 from x402lab.ledger.database import Cursor, Database, Row, Tx
+from x402lab.ledger.pg_target import PgTarget, scrub
 
 #: The advisory lock every write transaction of a ledger takes first (any fixed number: the
 #: lock is per database, and only x402lab takes it there).
@@ -237,17 +237,12 @@ class PostgresDatabase(Database):
             params = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.Error:
             raise ConfigError(
-                f"ledger {_scrub(url, None)!r} is not a PostgreSQL URL"
+                f"ledger {scrub(url, None)!r} is not a PostgreSQL URL"
                 " (postgresql://user@host:port/dbname)"
             ) from None
-        self._password = params.get("password")
-        self._where = _where(params)
-        self._url = _safe_url(params)
-        # libpq's defaults: the database is named after the user, the user after the login.
-        self.dbname = str(params.get("dbname") or params.get("user") or _login())
-        # Files that belong next to the ledger (downloaded media) stay on this machine.
-        folder = f"{params.get('host') or 'local'}-{params.get('port') or 5432}-{self.dbname}"
-        self.path = Path("~/.x402lab/postgresql").expanduser() / _safe_name(folder) / "ledger"
+        self.target = PgTarget(params)
+        self._url = self.target.url
+        self.path = self.target.folder / "ledger"  # its parent holds the ledger's media
         params.setdefault("connect_timeout", str(int(connect_timeout_s)))
         self._check(psycopg, params)
         self._pool = ConnectionPool(
@@ -275,49 +270,10 @@ class PostgresDatabase(Database):
                     " current_setting('synchronous_commit') = 'off'"
                 ).fetchone()
         except psycopg.Error as exc:
-            raise ConfigError(self._explain(exc)) from None
+            raise ConfigError(self.target.explain(exc)) from None
         may_flush, self._sync_off = bool(found[0]), bool(found[1])
         # FLUSH commits with the server's default, which must flush.
         self._flush_after = may_flush and not self._sync_off
-
-    def _explain(self, exc: Exception) -> str:
-        text = str(exc).strip()
-        # libpq says "connection to server at "h", port p failed: <why>": keep the why.
-        first = text.splitlines()[0] if text else type(exc).__name__
-        detail = first.rsplit("failed: ", 1)[-1].removeprefix("FATAL:").strip()
-        detail = _scrub(detail, self._password)
-        text = text.lower()
-        if "does not exist" in text and "database" in text:
-            return (
-                f"the PostgreSQL database {self.dbname!r} does not exist on {self._where}:"
-                f" create it (createdb {self.dbname}, or CREATE DATABASE {self.dbname}) or"
-                " name another one in the ledger URL"
-            )
-        if "password" in text or "authentication" in text:
-            return (
-                f"the PostgreSQL server at {self._where} refused the login of {self._url}:"
-                f" {detail}. Check the user and password (PGPASSWORD or ~/.pgpass)"
-            )
-        if "role" in text and "does not exist" in text:
-            return f"the PostgreSQL server at {self._where} has no such user: {detail}"
-        if any(
-            sign in text
-            for sign in (
-                "connection refused",
-                "could not connect",
-                "timeout expired",
-                "no such file or directory",
-                "could not translate host name",
-                "name or service not known",
-                "network is unreachable",
-                "no route to host",
-            )
-        ):
-            return (
-                f"the PostgreSQL server at {self._where} is not reachable ({detail}):"
-                " check the host and port of the ledger URL and that the server is running"
-            )
-        return f"cannot open the PostgreSQL ledger {self._url}: {detail}"
 
     def __repr__(self) -> str:
         return f"PostgresDatabase({self._url!r})"
@@ -412,42 +368,6 @@ class PostgresDatabase(Database):
             " ON CONFLICT (one) DO UPDATE SET version = excluded.version",
             (int(version),),
         )
-
-
-def _where(params: dict[str, Any]) -> str:
-    host = params.get("host") or params.get("hostaddr")
-    port = params.get("port") or 5432
-    return f"{host}:{port}" if host else "the local socket"
-
-
-def _safe_url(params: dict[str, Any]) -> str:
-    """The URL without its password: ``postgresql://user@host:port/dbname``."""
-    user = f"{params['user']}@" if params.get("user") else ""
-    host = params.get("host") or params.get("hostaddr") or ""
-    port = f":{params['port']}" if params.get("port") else ""
-    return f"postgresql://{user}{host}{port}/{params.get('dbname') or ''}"
-
-
-def _scrub(text: str, password: str | None) -> str:
-    """``text`` with the password and any ``user:password@`` part of a URL removed."""
-    import re
-
-    if password:
-        text = text.replace(password, "***")
-    return re.sub(r"(://[^/:@\s]*):[^@/\s]*@", r"\1@", text)
-
-
-def _login() -> str:
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return ""
-
-
-def _safe_name(text: str) -> str:
-    return "".join(char if char.isalnum() or char in "-_." else "_" for char in text)
 
 
 __all__ = ["LEDGER_LOCK_KEY", "PgRow", "PgTx", "PostgresDatabase", "to_pyformat"]
