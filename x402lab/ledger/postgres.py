@@ -12,10 +12,10 @@ check-then-write race. (A narrower lock, the budget row alone, would do for rese
 but claims and recovery read and write across tables and keys on the same promise.) Reads
 take no lock: each one is a snapshot of what was committed.
 
-A commit is durable when ``synchronous_commit`` is on (the server's default); a transaction
-that is not ``durable`` commits with it ``off``. PostgreSQL's WAL is one sequence, so a
-durable commit (the write-ahead row of a signed payment) flushes every earlier commit too,
-the same promise as the SQLite backend's.
+Every transaction commits with ``synchronous_commit`` off, so the lock is never held through
+a disk flush; a ``durable`` one (the write-ahead row of a signed payment) then runs ``FLUSH``
+before it returns, which flushes the WAL past its commit. The WAL is one sequence, so that
+flush makes every earlier commit durable too: the same promise as the SQLite backend's.
 
 psycopg is an optional dependency (``pip install "x402lab[postgres]"``), imported when a
 PostgreSQL ledger is opened. Passwords never appear in ``url``, reprs or error messages.
