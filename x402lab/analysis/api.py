@@ -118,7 +118,7 @@ class CostAnalysis:
             report_orders=orders,
             jobs=jobs,
             notes=notes,
-            ledger_path=str(self.ledger.path),
+            ledger_path=self.ledger.db.url,  # a file path, or a URL without password
         )
 
     async def _price_table(
