@@ -50,3 +50,32 @@ def test_a_team_shares_one_budget_and_a_rerun_pays_nothing_again(emulator, pg_ur
     assert report.settled_atomic == chain_total
     ana.close()
     ben.close()
+
+
+def test_the_ledger_command_reads_a_postgresql_ledger(pg_url, tmp_path):
+    import subprocess
+    import sys
+
+    import pandas as pd
+    from pg_support import settled
+
+    ledger = xl.Ledger(pg_url, user="ana@laptop")
+    settled(ledger, "k1", 10_000)
+    settled(ledger, "k2", 5_000)
+    ledger.close()
+    out = tmp_path / "by_user.csv"
+    command = ["ledger", "export", str(out), "--ledger", pg_url, "--by", "user", "--atomic"]
+    done = subprocess.run(
+        [sys.executable, "-m", "x402lab", *command], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(out)
+    assert table[["user", "settled_atomic"]].values.tolist() == [["ana@laptop", 15_000]]
+    summary = subprocess.run(
+        [sys.executable, "-m", "x402lab", "ledger", "summary", "--ledger", pg_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert summary.returncode == 0, summary.stderr
+    assert "0.015" in summary.stdout

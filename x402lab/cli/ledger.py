@@ -34,7 +34,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ledger",
         default=None,
-        help="ledger file (default ~/.x402lab/ledger.sqlite)",
+        help="ledger file or postgresql:// URL (default ~/.x402lab/ledger.sqlite)",
     )
     parser.add_argument("--budget", default=None, help="only the rows of this budget")
 
@@ -68,7 +68,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "reconcile", help="check signed/unknown rows against the chain and record the outcome"
     )
     reconcile.add_argument(
-        "--ledger", default=None, help="ledger file (default ~/.x402lab/ledger.sqlite)"
+        "--ledger",
+        default=None,
+        help="ledger file or postgresql:// URL (default ~/.x402lab/ledger.sqlite)",
     )
     reconcile.add_argument(
         "--chain-rpc-url",
@@ -77,16 +79,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _existing(where: str) -> str | Path:
+    """A ledger file that exists, or a database URL as given (``postgresql://...``). Raises
+    ConfigError for a missing file: reading must not create one."""
+    from x402lab.errors import ConfigError
+
+    if "://" in where:
+        return where
+    path = Path(where).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"no ledger at {path} (give one with --ledger PATH or URL)")
+    return path
+
+
 def _open_rows(args: argparse.Namespace) -> Any:
     """The ledger's rows as a DataFrame (one budget's when asked). Raises ConfigError."""
     from x402lab.analysis.spend import ledger_frame
-    from x402lab.errors import ConfigError
     from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 
-    path = Path(args.ledger or DEFAULT_LEDGER_PATH).expanduser()
-    if not path.is_file():
-        raise ConfigError(f"no ledger at {path} (give one with --ledger PATH)")
-    ledger = Ledger(path)
+    ledger = Ledger(_existing(args.ledger or DEFAULT_LEDGER_PATH))
     try:
         frame = ledger_frame(ledger)
     finally:
@@ -159,10 +170,7 @@ def _reconcile(args: argparse.Namespace) -> int:
     if not url:
         raise ConfigError("give the chain with --chain-rpc-url URL or X402LAB_CHAIN_RPC_URL")
     chain = ChainClient(url)
-    path = Path(args.ledger or DEFAULT_LEDGER_PATH).expanduser()
-    if not path.is_file():
-        raise ConfigError(f"no ledger at {path} (give one with --ledger PATH)")
-    ledger = Ledger(path)
+    ledger = Ledger(_existing(args.ledger or DEFAULT_LEDGER_PATH))
 
     async def check() -> Any:
         try:
