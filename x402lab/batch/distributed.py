@@ -14,8 +14,12 @@ ledger do the rest: a partition Dask runs again after losing a worker pays only 
 was not stored, and every worker reserves from the one budget.
 
 Results stay on the cluster: a Dask DataFrame of the usual batch columns (its ``meta`` from
-the declared schemas of ``tables.batch``), or with ``batch_embed(..., out=folder)`` one
-Parquet file per partition and the run's BatchSummary.
+the declared schemas of ``tables.batch``; the run's BatchSummary is logged on the ``x402lab``
+logger), or with ``batch_embed(..., out=folder)`` one Parquet file per partition and the
+run's BatchSummary. ``progress`` counts finished partitions (a ``tqdm.auto`` bar, or the tqdm
+instance given; None for none). Ctrl+C stops the waiting here, not the partitions on the
+cluster: they run to their end (running the call again waits for their claims and pays
+nothing twice).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 import operator
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -36,6 +41,7 @@ from x402lab.errors import ConfigError
 
 Method = TypeVar("Method", bound=Callable[..., Awaitable[Any]])
 INSTALL = 'pip install "x402lab[dask]"'
+_log = logging.getLogger("x402lab")
 
 
 def is_dask_collection(value: Any) -> bool:
@@ -115,6 +121,7 @@ def run_on_cluster(
     summary = merged_summary(client.gather(summaries), folder)
     if folder is not None:
         return summary
+    _log.info("%s on a Dask cluster (%d partitions)", summary.describe(), len(futures))
     import dask
     import dask.dataframe as dd
 
