@@ -30,7 +30,7 @@ from x402lab.lab import AsyncLab, Lab, connect, connect_async
 from x402lab.ledger import Ledger
 from x402lab.wallet import Wallet
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "AnswerLost",
