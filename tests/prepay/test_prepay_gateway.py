@@ -11,9 +11,12 @@ emulator's payment gate; every test ends with the chain and the ledger agreeing.
 from __future__ import annotations
 
 import pytest
-from prepay_support import MIN_ATOMIC, chat, check_money, gate, restart
+from prepay_support import CHAT, CHAT_MODEL, MIN_ATOMIC, chat, check_money, gate, restart
 
 import x402lab as xl
+from x402lab.gateway.paid import request_key
+from x402lab.gateway.text import chat_body
+from x402lab.payments import CallInfo
 from x402lab.payments.prediction import PREPAY_REFUSED
 
 OTHER_PAYEE = "0x000000000000000000000000000000000000dEaD"
@@ -140,3 +143,25 @@ def test_a_predicted_price_above_the_cap_is_refused_before_anything_is_sent(star
     rows = check_money(lab, emulator.chain)
     assert [(r["status"], r["prepaid"]) for r in rows[-2:]] == [("refused", True)] * 2
     assert all(r["nonce"] is None for r in rows[-2:])  # nothing signed
+
+
+def test_a_resumed_unclear_payment_refused_by_the_server_is_never_signed_again(start, lab_on):
+    # A request whose earlier payment left with no clear answer (its row ``unknown``) sends
+    # that same payload again on its first request; if the server refuses it (the price
+    # changed), that earlier send may still have settled: nothing new is signed.
+    emulator = start()
+    lab = lab_on(emulator)
+    _learn(lab, emulator)
+    body = chat_body("unclear", model=CHAT_MODEL, max_tokens=8)
+    key = request_key("POST", CHAT, body)
+    client = lab.async_.session.client("gateway")
+    challenge = xl.run(client.probe("POST", CHAT, json=body))
+    ticket = lab.payer.prepare(challenge, CallInfo("gateway", "POST", CHAT, CHAT_MODEL, key))
+    lab.ledger.record_unknown(ticket.row_id, "sent, no answer (this test)")
+    emulator = restart(emulator, min_charge_usd=0.02)
+    start.keep(emulator)
+    with pytest.raises(xl.PaymentRejected):
+        chat(lab, "unclear")
+    rows = [r for r in check_money(lab, emulator.chain) if r["request_key"] == key]
+    assert [(r["status"], r["nonce"] == ticket.nonce) for r in rows] == [("rejected", True)]
+    assert len(emulator.chain.transfers()) == 2  # the two learning calls only

@@ -102,7 +102,9 @@ class PaymentAuth(httpx.Auth):
         if ticket is not None:
             assert predicted is not None
             outcome = outcome_of(payer, response)
-            if not is_prepay_refusal(outcome):
+            # A resumed payload (an earlier, unclear payment of this request) is never
+            # followed by a new signature: only a refused *prediction* is paid afresh.
+            if not (ticket.prepaid and is_prepay_refusal(outcome)):
                 if outcome.kind is Kind.SETTLED:
                     payer.prediction.hit(predicted)
                 self._conclude(ticket, outcome)
@@ -138,9 +140,10 @@ class PaymentAuth(httpx.Auth):
         )
         if ticket.resumed:
             ticket.prepaid = False  # an earlier payment's own payload, sent again
-        self.payer.prediction.sent()
+        else:
+            self.payer.prediction.sent()
+            self.state.predicted = predicted
         self.state.ticket = ticket
-        self.state.predicted = predicted
         request.headers[self.header_name] = ticket.header_value
         return ticket
 
