@@ -266,7 +266,7 @@ class PaymentGate:
             return Charge(response=self.challenge_response(fresh(), challenge_body))
         try:
             raw_payload = decode_header(header)
-            payload = PaymentPayload.from_wire(raw_payload)
+            payload = PaymentPayload.from_wire(raw_payload, owned=True)
         except ProtocolError as exc:
             self._count("malformed")
             return Charge(

@@ -310,8 +310,11 @@ class PaymentPayload:
     extensions: Mapping[str, Any] | None = None
 
     @classmethod
-    def from_wire(cls, d: Mapping[str, Any]) -> PaymentPayload:
-        """Parse a wire payload (any integer x402Version); raises ProtocolError."""
+    def from_wire(cls, d: Mapping[str, Any], *, owned: bool = False) -> PaymentPayload:
+        """Parse a wire payload (any integer x402Version); raises ProtocolError.
+
+        ``owned=True``: the caller hands over ``d`` (freshly decoded, never changed later),
+        so its nested objects are kept, not copied (an echoed input schema is large)."""
         d = need_object(d, "payment payload")
         payload = get_object(d, "payload", "")
         assert payload is not None
@@ -323,13 +326,14 @@ class PaymentPayload:
         accepted = get_object(d, "accepted", "")
         resource = get_object(d, "resource", "", optional=True)
         extensions = get_object(d, "extensions", "", optional=True)
+        clone = _same if owned else copy_json
         return cls(
             x402_version=get_int(d, "x402Version", ""),
-            accepted=copy_json(dict(accepted or {})),
+            accepted=clone(dict(accepted or {})),
             signature=signature,
             authorization=Authorization.from_wire(authorization),
-            resource=None if resource is None else copy_json(dict(resource)),
-            extensions=None if extensions is None else copy_json(dict(extensions)),
+            resource=None if resource is None else clone(dict(resource)),
+            extensions=None if extensions is None else clone(dict(extensions)),
         )
 
     def to_wire(self, *, copy: bool = True) -> dict[str, Any]:

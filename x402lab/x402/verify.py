@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import coincurve
@@ -20,6 +21,8 @@ from x402lab.x402.tokens import token_for
 # Signatures with s above half the curve order are malleable copies; USDC's ecrecover refuses them.
 _SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 _HALF_N = _SECP256K1_N // 2
+# EIP-55 checksums cost a keccak each, and a server sees the same few payers again and again.
+_checksum = lru_cache(maxsize=4096)(to_checksum_address)
 # The SDK facilitator wants validBefore at least this far ahead, to leave time to settle.
 VALID_BEFORE_MARGIN_SECONDS = 6
 
@@ -67,7 +70,7 @@ def recover_address(digest: bytes, signature: bytes | str) -> str:
         )
     except Exception as exc:
         raise ProtocolError("signature recovers no public key") from exc
-    return to_checksum_address(keccak(public.format(compressed=False)[1:])[-20:])
+    return _checksum(keccak(public.format(compressed=False)[1:])[-20:])
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def _accepted_matches(accepted: Mapping[str, Any], requirements: PaymentRequirem
 
 def _payer(address: str) -> str:
     try:
-        return to_checksum_address(address)
+        return _checksum(address)
     except ValueError:
         return address
 
