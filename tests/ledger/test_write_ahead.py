@@ -106,3 +106,22 @@ def test_settling_is_one_statement_and_a_settled_row_stays_settled(tmp_path):
     ledger.record_unknown(again, "no answer")
     ledger.record_settled(again, tx_hash="0xdef", payer="0xP")  # unknown -> settled
     assert budget.state().settled_atomic == 2000 and budget.state().unknown_atomic == 0
+
+
+def test_a_ledger_opened_by_a_relative_path_still_syncs_after_a_change_of_folder(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    ledger = xl.Ledger("relative.sqlite")
+    budget = xl.Budget(usd=1.0).bind(ledger)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the notebook moved on; the ledger's WAL did not
+
+    async def main() -> None:
+        budget.reserve(10, META, sign=_signer(1), durable=False)
+        await ledger.write_ahead.durable()
+
+    before = ledger.write_ahead.syncs
+    asyncio.run(main())
+    assert ledger.write_ahead.syncs == before + 1  # an fsync of the real WAL, not a no-op

@@ -56,7 +56,9 @@ class WriteAhead:
     """Makes committed ledger rows durable, one fsync for many (see the module docstring)."""
 
     def __init__(self, db: Database) -> None:
-        self._wal = Path(f"{db.path}-wal") if db.dialect == "sqlite" else None
+        # Absolute now: SQLite opened the file from today's working folder, and a notebook
+        # that changes folder later must still sync this WAL, not miss it.
+        self._wal = Path(os.path.abspath(f"{db.path}-wal")) if db.dialect == "sqlite" else None
         self._url = db.url
         self._groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Group] = (
             weakref.WeakKeyDictionary()
