@@ -148,7 +148,8 @@ def test_a_predicted_price_above_the_cap_is_refused_before_anything_is_sent(star
 def test_a_resumed_unclear_payment_refused_by_the_server_is_never_signed_again(start, lab_on):
     # A request whose earlier payment left with no clear answer (its row ``unknown``) sends
     # that same payload again on its first request; if the server refuses it (the price
-    # changed), that earlier send may still have settled: nothing new is signed.
+    # changed), that earlier send may still have settled: nothing new is signed, and the row
+    # stays ``unknown`` (counted, left to reconciliation) rather than called refused.
     emulator = start()
     lab = lab_on(emulator)
     _learn(lab, emulator)
@@ -160,8 +161,8 @@ def test_a_resumed_unclear_payment_refused_by_the_server_is_never_signed_again(s
     lab.ledger.record_unknown(ticket.row_id, "sent, no answer (this test)")
     emulator = restart(emulator, min_charge_usd=0.02)
     start.keep(emulator)
-    with pytest.raises(xl.PaymentRejected):
+    with pytest.raises(xl.SettlementUnknown):
         chat(lab, "unclear")
     rows = [r for r in check_money(lab, emulator.chain) if r["request_key"] == key]
-    assert [(r["status"], r["nonce"] == ticket.nonce) for r in rows] == [("rejected", True)]
+    assert [(r["status"], r["nonce"] == ticket.nonce) for r in rows] == [("unknown", True)]
     assert len(emulator.chain.transfers()) == 2  # the two learning calls only

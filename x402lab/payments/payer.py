@@ -277,6 +277,18 @@ class Payer:
             return self._cost(ticket, "settled", receipt)
         if outcome.kind is Kind.NONCE_USED:
             self.answer_lost(ticket, None, outcome)
+        if is_prepay_refusal(outcome) and (ticket.resends or ticket.resumed):
+            # A 402 before any settlement, to a payload sent before: that earlier send may
+            # have settled before the server changed its terms (a new price is checked before
+            # the nonce). Only the chain can tell, so the row stays counted and goes to
+            # reconciliation, never paid again meanwhile. (A failed settlement carries a
+            # receipt: the nonce was checked, it is an ordinary rejection.)
+            self.give_up(
+                ticket,
+                f"{outcome.reason}, after an earlier send of the same payment whose outcome is"
+                " not known",
+                outcome.status_code,
+            )
         if outcome.kind is Kind.REJECTED:
             reason = outcome.reason
             if ticket.prepaid and is_prepay_refusal(outcome):
