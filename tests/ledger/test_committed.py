@@ -100,3 +100,14 @@ def test_an_export_without_held_reads_as_nothing_held(world):
     assert int(spend(old_export, by=(), atomic=True)["committed_atomic"].iloc[0]) == 10
     old_arrow = ledger.to_arrow().drop(["held"])
     assert int(spend(old_arrow, by=(), atomic=True)["settled_atomic"].iloc[0]) == 10
+
+
+def test_an_export_from_before_prepay_and_user_labels_still_reads(world):
+    _, ledger, _ = world
+    settled(ledger, "k", 10)
+    older = ["held", "expires_at", "resends", "resolved_by", "user", "prepaid"]
+    old_export = ledger.to_pandas().drop(columns=older)
+    assert int(spend(old_export, by=(), atomic=True)["settled_atomic"].iloc[0]) == 10
+    old_arrow = ledger.to_arrow().drop(older)
+    by_user = spend(old_arrow, by="user", atomic=True)
+    assert by_user["settled_atomic"].sum() == 10

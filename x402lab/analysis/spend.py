@@ -56,6 +56,7 @@ _SAVED_BEFORE: dict[str, object] = {
     "resends": 0,
     "resolved_by": None,
     "user": None,
+    "prepaid": False,
 }
 
 
