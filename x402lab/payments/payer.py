@@ -178,7 +178,7 @@ class Payer:
             raise
         meta = self._meta(call, requirements, extensions, prepaid)
         if call.request_key is not None:
-            resumed = self._resume(call.request_key, meta)
+            resumed = self._resume(call.request_key, meta, durable)
             if resumed is not None:
                 return resumed
         signed: list[tuple[PaymentPayload, str]] = []
@@ -212,10 +212,13 @@ class Payer:
             durable=durable,
         )
 
-    def _resume(self, request_key: str, meta: PaymentMeta) -> Ticket | None:
+    def _resume(self, request_key: str, meta: PaymentMeta, durable: bool) -> Ticket | None:
         """A ticket for the stored signed payload of an earlier payment of ``request_key``
         whose outcome is not known (``Ledger.resume_payment``), or None: sending it again
-        can settle it at most once, where a new signature could pay twice."""
+        can settle it at most once, where a new signature could pay twice. ``durable=False``
+        (group commit): its row may have been committed without an fsync yet (by a task
+        cancelled before its send), so the driver waits for the shared fsync as for a new
+        row."""
         valid_until = int(self._now()) + RESEND_MARGIN_S
         found = self.ledger.resume_payment(request_key, valid_until=valid_until)
         if found is None or not found.header:
@@ -239,6 +242,7 @@ class Payer:
             meta.upstream_usd,
             meta.price_mult,
             resumed=True,
+            durable=durable,
         )
 
     # -- the answer ------------------------------------------------------------------------
