@@ -125,3 +125,37 @@ def test_a_ledger_opened_by_a_relative_path_still_syncs_after_a_change_of_folder
     before = ledger.write_ahead.syncs
     asyncio.run(main())
     assert ledger.write_ahead.syncs == before + 1  # an fsync of the real WAL, not a no-op
+
+
+@pytest.mark.parametrize("inline_below_s", [1.0, 0.0], ids=["on the loop", "in a thread"])
+def test_both_ways_of_syncing_share_one_fsync_and_survive_a_cancelled_waiter(
+    tmp_path, inline_below_s
+):
+    path = tmp_path / "l.sqlite"
+    ledger = xl.Ledger(path)
+    ledger.write_ahead.inline_below_s = inline_below_s
+    budget = xl.Budget(usd=10.0).bind(ledger)
+
+    async def pay(n: int) -> int:
+        row = budget.reserve(1000, META, sign=_signer(n), durable=False)
+        await ledger.write_ahead.durable()
+        return row
+
+    async def main() -> None:
+        rows = await asyncio.gather(*(pay(n) for n in range(32)))
+        assert len(set(rows)) == 32
+        budget.reserve(10, META, sign=_signer(99), durable=False)
+        first = asyncio.ensure_future(ledger.write_ahead.durable())
+        second = asyncio.ensure_future(ledger.write_ahead.durable())
+        await asyncio.sleep(0)
+        first.cancel()
+        await second
+        with pytest.raises(asyncio.CancelledError):
+            await first
+
+    asyncio.run(main())
+    assert 1 <= ledger.write_ahead.syncs < 33
+    other = sqlite3.connect(path)
+    [(signed,)] = other.execute("SELECT COUNT(*) FROM payments WHERE status = 'signed'")
+    other.close()
+    assert signed == 33

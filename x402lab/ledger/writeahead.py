@@ -66,8 +66,10 @@ class WriteAhead:
         self._lock = threading.Lock()  # one fsync at a time from durable_now's threads
         #: fsyncs run (one per group): the benchmark and the tests read it.
         self.syncs = 0
-        #: A moving average of recent fsync times: inline while it stays under INLINE_FSYNC_S.
+        #: A moving average of recent fsync times: inline while it stays under
+        #: ``inline_below_s`` (0 always syncs in a worker thread).
         self._typical_s = 0.0
+        self.inline_below_s = INLINE_FSYNC_S
 
     @property
     def needed(self) -> bool:
@@ -89,7 +91,7 @@ class WriteAhead:
             group.next = loop.create_future()
             if group.running:
                 pass  # the thread's loop in ``_run`` takes this group next
-            elif self._typical_s < INLINE_FSYNC_S:
+            elif self._typical_s < self.inline_below_s:
                 loop.call_soon(self._run_inline, group)
             else:
                 group.running = True
@@ -110,8 +112,8 @@ class WriteAhead:
             waiting.set_result(None)
 
     async def _run(self, group: _Group) -> None:
+        # ``durable`` set ``group.running`` when it started this task.
         loop = asyncio.get_running_loop()
-        group.running = True
         try:
             while group.next is not None:
                 # Every caller in this group committed its row before joining it, and the
