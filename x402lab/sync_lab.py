@@ -1116,9 +1116,10 @@ class Lab:
         paid for the row: 0 for a row answered by an identical row or by an earlier run, null
         when unknown), ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget,
         refused, failed, unknown, paid_not_stored), ``error``, ``latency_s`` and
-        ``request_key``; ``frame.attrs["batch"]`` is the run's BatchSummary. A Dask DataFrame,
-        Series or bag runs on the current dask.distributed cluster, one partition per task, and
-        comes back as a Dask DataFrame (``x402lab.batch.distributed``).
+        ``request_key``; ``frame.attrs["batch"]`` is the run's summary as plain data (the
+        frame can be written to Parquet): ``BatchSummary.of(frame)`` gives the BatchSummary. A
+        Dask DataFrame, Series or bag runs on the current dask.distributed cluster, one
+        partition per task, and comes back as a Dask DataFrame (``x402lab.batch.distributed``).
 
         Identical rows are paid once. Every answer is stored in the ledger as it arrives, so
         running the same call again (after Ctrl+C, a crash, a bigger budget) pays only for
@@ -1177,7 +1178,8 @@ class Lab:
         returns
         a DataFrame of ``text``, ``vector`` (float32 arrays; Arrow type
         ``fixed_size_list<float32>[dim]``), ``prompt_tokens`` and the cost and status
-        columns of ``batch_chat``, with the run's BatchSummary in ``attrs["batch"]``.
+        columns of ``batch_chat``, with the run's summary in ``attrs["batch"]`` (as plain
+        data: ``BatchSummary.of(frame)`` gives the BatchSummary).
 
         With ``out=path.parquet`` rows are streamed to Parquet in row groups of
         ``row_group_size`` and only a bounded window of vectors is held in memory; the

@@ -11,6 +11,7 @@ import pytest
 from batch_testdata import CHEAP, PRICEY, chain_atomic, settled_atomic, transfers_per_key
 
 import x402lab as xl
+from x402lab.batch import BatchSummary
 from x402lab.batch.progress import BatchProgress
 from x402lab.money import usd_to_atomic
 
@@ -49,7 +50,7 @@ def test_budget_holds_with_random_prices_at_concurrency_16(emulator_factory, lab
     skipped = frame[frame["status"] == "skipped_budget"]
     assert skipped["paid_usd"].eq(0).all() and skipped["error"].str.contains("budget").all()
     assert usd_to_atomic(frame["paid_usd"].sum()) == settled_atomic(lab)
-    summary = frame.attrs["batch"]
+    summary = BatchSummary.of(frame)
     assert summary.paid_atomic == settled_atomic(lab)
     assert summary.counts["skipped_budget"] == statuses.count("skipped_budget")
     assert summary.paid_requests == statuses.count("ok") < summary.requests
@@ -96,7 +97,7 @@ def test_identical_rows_are_paid_once_and_savings_counted(emulator_factory, lab_
     cached = frame[frame["status"] == "cached"]
     assert cached["paid_usd"].eq(0).all() and cached["tx_hash"].isna().all()
     assert (cached["response"] == frame["response"].iloc[[0, 1] * 4].to_numpy()).all()
-    summary = frame.attrs["batch"]
+    summary = BatchSummary.of(frame)
     assert summary.duplicates == 8 and summary.requests == 3
     assert summary.saved_atomic == usd_to_atomic(cached["quoted_usd"].sum()) == 8 * 10_000
     assert summary.paid_atomic == chain_atomic(emulator) == 30_000

@@ -28,7 +28,7 @@ def test_vectors_costs_and_dedup_in_memory(emulator_factory, lab_factory):
     np.testing.assert_allclose(frame["vector"][1], single.vector, rtol=1e-6)
     assert len(emulator.chain.transfers()) == 4  # three in the batch, one single call
     assert usd_to_atomic(frame["paid_usd"].sum()) == 30_000
-    assert frame.attrs["batch"].saved_atomic == 10_000
+    assert frame.attrs["batch"]["saved_atomic"] == 10_000
 
 
 def test_stream_to_parquet_in_row_groups_and_resume(emulator_factory, lab_factory, tmp_path):

@@ -196,7 +196,7 @@ def test_rebuy_pays_again_exactly_once_per_key(emulator_factory, lab_factory):
 
     again = lab.batch_chat(prompts, model=CHEAP, concurrency=4, rebuy=True, progress=None)
     assert again["status"].value_counts().to_dict() == {"ok": 12, "cached": 1}
-    assert again.attrs["batch"].paid_atomic == 120_000
+    assert again.attrs["batch"]["paid_atomic"] == 120_000
     per_key = transfers_per_key(lab, emulator)
     assert set(first["request_key"]) == set(per_key) and set(per_key.values()) == {2}
     # What the rebuy bought is what later runs reuse.

@@ -133,7 +133,7 @@ def test_a_smaller_request_killed_unanswered_is_not_bought_again(
         again = lab.batch_embed(texts, model=EMBED, per_request=per_request, progress=None)
         assert again["status"].tolist() == ["cached", "unknown", "unknown"]
         assert again["paid_usd"].eq(0).all()
-        assert again.attrs["batch"].requests == 0
+        assert again.attrs["batch"]["requests"] == 0
         # The unknown rows name the request that carried them, and their shares of it.
         assert again["request_key"].iloc[1] == again["request_key"].iloc[2]
         assert again["quoted_usd"].iloc[1:].sum() == pytest.approx(0.01)
@@ -157,7 +157,7 @@ def test_a_changed_per_request_after_a_kill_buys_no_text_twice(
     more = [*texts, "text 4"]
     frame = lab.batch_embed(more, model=EMBED, per_request=1, progress=None)
     assert frame["status"].tolist() == ["unknown"] * 4 + ["ok"]
-    assert frame.attrs["batch"].requests == 1
+    assert frame.attrs["batch"]["requests"] == 1
     assert len(chain.transfers()) == 3
     # Regrouped once more: still nothing bought twice, and the new text is cached.
     again = lab.batch_embed(more, model=EMBED, per_request=3, progress=None)
@@ -180,7 +180,7 @@ def test_settled_but_not_stored_shows_its_status_under_any_grouping(
     assert len(lost) == 2 * paid
     assert set(frame["status"]) <= {"paid_not_stored", "ok"}
     assert lost["paid_usd"].eq(0).all() and lost["quoted_usd"].eq(0.005).all()
-    assert frame.attrs["batch"].lost_atomic == 10_000 * paid
+    assert frame.attrs["batch"]["lost_atomic"] == 10_000 * paid
     assert lost["error"].str.contains("not bought again").all()
     again = lab.batch_embed(texts, model=EMBED, per_request=4, progress=None)
     assert set(again["status"]) <= {"paid_not_stored", "cached"}
@@ -200,7 +200,7 @@ def test_rebuy_buys_paid_not_stored_texts_again_in_any_grouping(
     assert lab.estimate(texts, model=EMBED, kind="embed", rebuy=True).total_atomic == 40_000
 
     again = lab.batch_embed(texts, model=EMBED, per_request=3, rebuy=True, progress=None)
-    assert again["status"].tolist() == ["ok"] * 4 and again.attrs["batch"].requests == 2
+    assert again["status"].tolist() == ["ok"] * 4 and again.attrs["batch"]["requests"] == 2
     assert _texts_paid(lab, emulator, texts) == Counter(
         {text: 2 if i < 2 * paid else 1 for i, text in enumerate(texts)}
     )

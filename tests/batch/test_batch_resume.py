@@ -91,7 +91,7 @@ def test_killed_run_resumed_pays_nothing_twice(emulator_factory, lab_factory, tm
     counting = ("signed", "settled", "unknown")
     ledger_rows = Counter(r["request_key"] for r in lab.ledger.rows() if r["status"] in counting)
     assert max(ledger_rows.values()) == 1
-    assert frame.attrs["batch"].paid_atomic == 10_000 * counts["ok"]
+    assert frame.attrs["batch"]["paid_atomic"] == 10_000 * counts["ok"]
 
     # A third run buys nothing at all.
     again = lab.batch_chat(prompts, model=CHEAP, concurrency=8, progress=None)
@@ -110,7 +110,7 @@ def test_paid_then_500_row_is_not_paid_again(emulator_factory, lab_factory, tmp_
     assert unknown["paid_usd"].isna().all() and unknown["quoted_usd"].eq(0.01).all()
     # The emulator did settle them: the money moved though no receipt came back.
     assert len(emulator.chain.transfers()) == 16
-    assert first.attrs["batch"].unknown_atomic == 10_000 * len(unknown)
+    assert first.attrs["batch"]["unknown_atomic"] == 10_000 * len(unknown)
     signed_before = {(r["id"], r["request_key"], r["nonce"]) for r in lab.ledger.rows()}
 
     second = lab.batch_chat(prompts, model=CHEAP, progress=None)
@@ -143,8 +143,8 @@ def test_rerun_with_a_bigger_budget_buys_only_what_is_missing(
     second = bigger.batch_chat(prompts, model=CHEAP, progress=None)
     assert second["status"].tolist() == ["cached"] * 5 + ["ok"] * 7
     assert settled_atomic(bigger) == chain_atomic(emulator) == 120_000
-    assert second.attrs["batch"].paid_atomic == 70_000
-    assert second.attrs["batch"].cached_atomic == 50_000
+    assert second.attrs["batch"]["paid_atomic"] == 70_000
+    assert second.attrs["batch"]["cached_atomic"] == 50_000
     assert (second["response"].iloc[:5] == first["response"].iloc[:5]).all()
 
 

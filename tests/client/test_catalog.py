@@ -71,7 +71,7 @@ def test_catalog_tables_have_declared_schema_and_same_dtypes_empty_or_full(
     # fetched_at: one UTC instant on every row, the same as attrs
     assert str(frame["fetched_at"].dtype) == "datetime64[us, UTC]"
     assert frame["fetched_at"].nunique() == 1
-    assert frame["fetched_at"].iloc[0] == frame.attrs["fetched_at"]
+    assert frame["fetched_at"].iloc[0] == pd.Timestamp(frame.attrs["fetched_at"])
     assert frame.attrs["source"].startswith("http://127.0.0.1:")
     table = lab.catalog_table(name, **kwargs)
     assert isinstance(table, pa.Table)

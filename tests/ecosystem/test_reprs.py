@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import x402lab as xl
+from x402lab.batch import BatchSummary
 from x402lab.routes import CHAT
 
 CHAT_MODEL = "zai-org-glm-4.7-flash"
@@ -32,7 +33,7 @@ def test_html_reprs_of_the_objects_an_analyst_looks_at(emulator_factory, lab_fac
     estimate = lab.estimate(["one", "two"], model=CHAT_MODEL, max_tokens=8)
     assert "exact total" in estimate._repr_html_() and "overflow:auto" in estimate._repr_html_()
     frame = lab.batch_chat(["one", "two", "one"], model=CHAT_MODEL, max_tokens=8, progress=None)
-    summary = frame.attrs["batch"]._repr_html_()
+    summary = BatchSummary.of(frame)._repr_html_()
     assert "BatchSummary" in summary and "2 ok" in summary and "saved by duplicates" in summary
     reports = lab.reports.buy("solarmoth", select="all")._repr_html_()
     assert (

@@ -10,12 +10,14 @@ from collections import Counter
 
 from prepay_support import CHAT_MODEL, check_money, gate, restart
 
+from x402lab.batch import BatchSummary
+
 FAULTS = {"rate_429": 0.15, "rate_5xx": 0.1, "settle_fail_rate": 0.05, "paid_then_500_rate": 0.05}
 
 
 def _batch(lab, prompts):
     frame = lab.batch_chat(prompts, model=CHAT_MODEL, max_tokens=8, concurrency=4, progress=None)
-    return frame, frame.attrs["batch"]
+    return frame, BatchSummary.of(frame)
 
 
 def test_prepaid_batches_under_faults_and_a_price_change_never_settle_twice(start, lab_on):

@@ -14,6 +14,7 @@ import pytest
 from prepay_support import CHAT, CHAT_MODEL, MIN_ATOMIC, chat, check_money, gate, restart
 
 import x402lab as xl
+from x402lab.batch import BatchSummary
 from x402lab.gateway.paid import request_key
 from x402lab.gateway.text import chat_body
 from x402lab.payments import CallInfo
@@ -66,14 +67,14 @@ def test_an_estimate_pays_each_row_of_the_batch_with_its_first_request(start, la
     assert len(set(quoted)) > 1 and min(quoted) > MIN_ATOMIC / 1e6
     assert gate(emulator.gateway_url)["requests"] == 12
     frame = lab.batch_chat(prompts, model=PRICIER, max_tokens=8000, progress=None)
-    summary = frame.attrs["batch"]
+    summary = BatchSummary.of(frame)
     assert set(frame["status"]) == {"ok"}
     assert (summary.prepay_hits, summary.prepay_misses, summary.extra_signatures) == (12, 0, 0)
     assert gate(emulator.gateway_url)["requests"] == 12 + 12  # one per row
     assert frame["paid_usd"].tolist() == quoted
     # A re-run pays nothing and sends nothing paid.
     again = lab.batch_chat(prompts, model=PRICIER, max_tokens=8000, progress=None)
-    assert set(again["status"]) == {"cached"} and again.attrs["batch"].prepay_hits == 0
+    assert set(again["status"]) == {"cached"} and again.attrs["batch"]["prepay_hits"] == 0
     assert gate(emulator.gateway_url)["requests"] == 24
     rows = check_money(lab, emulator.chain)
     assert len(rows) == 12 and all(r["prepaid"] and r["status"] == "settled" for r in rows)

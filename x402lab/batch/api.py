@@ -126,9 +126,10 @@ class Batches:
         paid for the row: 0 for a row answered by an identical row or by an earlier run, null
         when unknown), ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget,
         refused, failed, unknown, paid_not_stored), ``error``, ``latency_s`` and
-        ``request_key``; ``frame.attrs["batch"]`` is the run's BatchSummary. A Dask DataFrame,
-        Series or bag runs on the current dask.distributed cluster, one partition per task, and
-        comes back as a Dask DataFrame (``x402lab.batch.distributed``).
+        ``request_key``; ``frame.attrs["batch"]`` is the run's summary as plain data (the
+        frame can be written to Parquet): ``BatchSummary.of(frame)`` gives the BatchSummary. A
+        Dask DataFrame, Series or bag runs on the current dask.distributed cluster, one
+        partition per task, and comes back as a Dask DataFrame (``x402lab.batch.distributed``).
 
         Identical rows are paid once. Every answer is stored in the ledger as it arrives, so
         running the same call again (after Ctrl+C, a crash, a bigger budget) pays only for
@@ -159,7 +160,7 @@ class Batches:
             plan, codec, sink, concurrency, max_usd, rebuy, progress, out=None
         )
         frame = join_inputs(inputs, chat_table(sink.columns))
-        frame.attrs["batch"] = summary
+        frame.attrs["batch"] = summary.to_dict()
         return frame
 
     @on_cluster
@@ -189,7 +190,8 @@ class Batches:
         returns
         a DataFrame of ``text``, ``vector`` (float32 arrays; Arrow type
         ``fixed_size_list<float32>[dim]``), ``prompt_tokens`` and the cost and status
-        columns of ``batch_chat``, with the run's BatchSummary in ``attrs["batch"]``.
+        columns of ``batch_chat``, with the run's summary in ``attrs["batch"]`` (as plain
+        data: ``BatchSummary.of(frame)`` gives the BatchSummary).
 
         With ``out=path.parquet`` rows are streamed to Parquet in row groups of
         ``row_group_size`` and only a bounded window of vectors is held in memory; the
@@ -245,7 +247,7 @@ class Batches:
         )
         table = embed_table(sink.columns, sink.dim or dim or 0)
         frame = join_inputs(_index_frame(index, len(values)), table)
-        frame.attrs["batch"] = summary
+        frame.attrs["batch"] = summary.to_dict()
         return frame
 
     async def _embed_chunks(
@@ -298,7 +300,7 @@ class Batches:
         frame = join_inputs(
             _index_frame(None, rows), embed_table(sink.columns, sink.dim or dim or 0)
         )
-        frame.attrs["batch"] = summary
+        frame.attrs["batch"] = summary.to_dict()
         return frame
 
     def _store(self, kind: str, rebuy: Any) -> BatchStore:

@@ -30,7 +30,7 @@ import inspect
 import logging
 import operator
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -201,20 +201,24 @@ def _wait(futures: list[Any], progress: Any, kind: str) -> None:
             bar.close()
 
 
-def merged_summary(parts: list[BatchSummary], folder: Path | None) -> BatchSummary:
-    """One BatchSummary of every partition's (sums; the budget left is the last one read)."""
+def merged_summary(
+    parts: Sequence[BatchSummary | Mapping[str, Any]], folder: Path | None
+) -> BatchSummary:
+    """One BatchSummary of every partition's (sums; the budget left is the last one read).
+    A part may be the plain ``attrs["batch"]`` dict a partition's frame carried."""
+    summaries = [BatchSummary.of(part) for part in parts]
     counts: dict[str, int] = {}
-    for part in parts:
+    for part in summaries:
         for status, n in part.counts.items():
             counts[status] = counts.get(status, 0) + n
     summed = {
-        f.name: sum(getattr(part, f.name) for part in parts)
+        f.name: sum(getattr(part, f.name) for part in summaries)
         for f in fields(BatchSummary)
         if f.type in ("int", int)
     }
-    lefts = [part.budget_left_atomic for part in parts if part.budget_left_atomic is not None]
+    lefts = [part.budget_left_atomic for part in summaries if part.budget_left_atomic is not None]
     return BatchSummary(
-        kind=parts[0].kind if parts else "batch",
+        kind=summaries[0].kind if summaries else "batch",
         counts=counts,
         budget_left_atomic=min(lefts) if lefts else None,
         out=str(folder) if folder is not None else None,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ConfigError
 from x402lab.money import atomic_to_usd, format_usd
@@ -32,6 +32,11 @@ class BatchSummary:
     server took, one round trip each; ``prepay_misses``: those it refused with a 402 (a stale
     prediction; nothing settled, the row ``rejected``/``prepay_refused``); ``extra_signatures``:
     the fresh challenges then signed (at most one per miss).
+
+    A batch's DataFrame carries its summary as plain data in ``frame.attrs["batch"]``
+    (``to_dict()``: these fields plus ``paid_usd`` and ``saved_usd``), so the frame can be
+    written to Parquet; ``BatchSummary.of(frame)`` rebuilds this object from the frame, from
+    the frame ``pd.read_parquet`` gives back, or from that dict.
     """
 
     kind: str
@@ -52,6 +57,49 @@ class BatchSummary:
     prepay_hits: int = 0
     prepay_misses: int = 0
     extra_signatures: int = 0
+
+    @classmethod
+    def of(cls, source: Any) -> BatchSummary:
+        """The summary of a batch from its DataFrame (``attrs["batch"]``, also after a
+        Parquet round trip), from that dict, or a BatchSummary as is.
+
+        Raises ConfigError when the frame carries no summary (pandas drops ``attrs`` in some
+        operations, e.g. a merge) or the dict lacks fields.
+        """
+        if isinstance(source, BatchSummary):
+            return source
+        attrs = getattr(source, "attrs", None)
+        if isinstance(attrs, Mapping) and hasattr(source, "columns"):
+            if "batch" not in attrs:
+                raise ConfigError(
+                    "this DataFrame has no attrs['batch'] for BatchSummary.of(): pass the"
+                    " frame batch_chat()/batch_embed() returned (or read back from its"
+                    " Parquet file); pandas drops attrs in some operations, e.g. a merge"
+                )
+            source = attrs["batch"]
+        if not isinstance(source, Mapping):
+            raise ConfigError(
+                "BatchSummary.of() takes a pandas DataFrame of batch_chat()/batch_embed(), its"
+                f" attrs['batch'] dict or a BatchSummary, got {type(source).__name__}"
+            )
+        known = {f.name: f for f in fields(cls)}
+        missing = [
+            name
+            for name, f in known.items()
+            if f.default is MISSING and f.default_factory is MISSING and name not in source
+        ]
+        if missing:
+            raise ConfigError(f"not a batch summary (missing: {', '.join(missing)})")
+        values = {name: source[name] for name in known if name in source}
+        values["counts"] = dict(values["counts"])
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as plain JSON data (what ``frame.attrs["batch"]`` holds): the fields,
+        then ``paid_usd`` and ``saved_usd`` for reading (``of`` ignores them)."""
+        plain = asdict(self)
+        plain["counts"] = dict(self.counts)
+        return {**plain, "paid_usd": self.paid_usd, "saved_usd": self.saved_usd}
 
     @property
     def paid_usd(self) -> float:

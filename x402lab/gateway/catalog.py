@@ -21,6 +21,7 @@ from x402lab.pricing import pricing_of
 from x402lab.routes import GATEWAY, MODEL_TYPES, ROUTE_MODEL_TYPES
 from x402lab.tables import catalog as tables
 from x402lab.tables import to_pandas, utc_now
+from x402lab.tables.attrs import set_attrs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -97,9 +98,7 @@ class Discovery:
 
 
 def _frame(table: pa.Table, source: str) -> pd.DataFrame:
-    frame = to_pandas(table)
-    frame.attrs["source"] = source
-    return frame
+    return set_attrs(to_pandas(table), source=source)
 
 
 class Catalog:

@@ -5,10 +5,11 @@ dtypes as a full one; timestamps are tz-aware UTC; money is ``*_atomic`` int64 w
 ``*_usd`` columns for display only.
 
 When a table was fetched: every catalog table has a ``fetched_at`` column (UTC, the same
-instant on every row), and the same instant is in ``df.attrs["fetched_at"]`` and in the
-Arrow schema metadata (``x402lab.fetched_at``, ISO 8601). The column is the one to rely on:
-it survives filtering, ``pd.concat`` of snapshots taken at different times, and Parquet;
-``attrs`` are a convenience that pandas drops in some operations.
+instant on every row), and the same instant is in ``df.attrs["fetched_at"]`` (an ISO 8601
+string in UTC: ``attrs`` hold plain JSON data only, see ``tables.attrs``) and in the Arrow
+schema metadata (``x402lab.fetched_at``, ISO 8601). The column is the one to rely on: it
+survives filtering and ``pd.concat`` of snapshots taken at different times; ``attrs`` are a
+convenience that pandas drops in some operations (Parquet keeps both).
 
 This layer knows nothing of HTTP: services fetch, the functions here shape what came back.
 """
@@ -23,6 +24,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from x402lab.tables.attrs import iso_utc, json_safe
 from x402lab.tables.ledger import arrow_to_pandas
 
 FETCHED_AT = "fetched_at"
@@ -75,7 +77,8 @@ def build_arrow(
 
 
 def table_attrs(table: pa.Table) -> dict[str, Any]:
-    """The x402lab metadata of an Arrow table (``fetched_at`` as a UTC ``pd.Timestamp``)."""
+    """The x402lab metadata of an Arrow table as JSON-safe ``attrs`` (``tables.attrs``):
+    ``fetched_at`` as an ISO 8601 string in UTC (``pd.Timestamp(value)`` reads it)."""
     attrs: dict[str, Any] = {}
     for raw_key, raw_value in (table.schema.metadata or {}).items():
         key = raw_key.decode()
@@ -83,9 +86,9 @@ def table_attrs(table: pa.Table) -> dict[str, Any]:
             continue
         name, value = key[len(_META_PREFIX) :], raw_value.decode()
         if name == FETCHED_AT:
-            attrs[name] = pd.Timestamp(value).tz_convert("UTC")
+            attrs[name] = iso_utc(pd.Timestamp(value))
         else:
-            attrs[name] = json.loads(value)
+            attrs[name] = json_safe(json.loads(value), name=repr(name))
     return attrs
 
 

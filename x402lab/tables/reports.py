@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from x402lab.money import atomic_to_usd, format_usd
 from x402lab.reprs import card, scrolling
+from x402lab.tables.attrs import set_attrs
 from x402lab.tables.ledger import arrow_to_pandas
 
 if TYPE_CHECKING:
@@ -298,10 +299,9 @@ def library_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
 
 
 def to_frame(table: pa.Table, **attrs: Any) -> pd.DataFrame:
-    """Pandas from a declared table (dtypes from the schema), with ``attrs`` set."""
-    frame = arrow_to_pandas(table)
-    frame.attrs.update(attrs)
-    return frame
+    """Pandas from a declared table (dtypes from the schema), with ``attrs`` set as plain
+    JSON data (``tables.attrs``: a datetime becomes an ISO 8601 string in UTC)."""
+    return set_attrs(arrow_to_pandas(table), **attrs)
 
 
 # -- ReportSet -------------------------------------------------------------------------------
