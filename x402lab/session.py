@@ -13,11 +13,9 @@ from typing import TYPE_CHECKING
 from x402lab.chain import ChainClient
 from x402lab.errors import ConfigError
 from x402lab.routes import GATEWAY, PAYMENT_HEADER, REPORTS
-from x402lab.transport import RetryPolicy, ServiceClient, make_http_client
+from x402lab.transport import RetryPolicy, ServiceClient, Wire
 
 if TYPE_CHECKING:
-    import httpx
-
     from x402lab.budget import Budget
     from x402lab.ledger import Ledger
     from x402lab.payments import Payer
@@ -49,7 +47,7 @@ class Session:
         self._timeout_s = timeout_s
         self._max_connections = max_connections
         self._retry = retry or RetryPolicy()
-        self._http: httpx.AsyncClient | None = None
+        self._http: Wire | None = None
         self._clients: dict[str, ServiceClient] = {}
 
     @property
@@ -88,9 +86,7 @@ class Session:
             return found
         url = self.url(service)
         if self._http is None:
-            self._http = make_http_client(
-                timeout_s=self._timeout_s, max_connections=self._max_connections
-            )
+            self._http = Wire(timeout_s=self._timeout_s, max_connections=self._max_connections)
         client = ServiceClient(
             service=service,
             base_url=url,

@@ -1,10 +1,12 @@
 """The HTTP boundary: the 402 handshake as an httpx.Auth flow, retries, error mapping, and
-sending the same signed payload again after an ambiguous answer (``resend``)."""
+sending the same signed payload again after an ambiguous answer (``resend``), and the
+connection pool (``wire``)."""
 
 from x402lab.transport.auth import CallState, PaymentAuth
-from x402lab.transport.client import Reply, ServiceClient, make_http_client
+from x402lab.transport.client import Reply, ServiceClient
 from x402lab.transport.resend import Resender
 from x402lab.transport.retry import RetryPolicy, retry_delay
+from x402lab.transport.wire import Wire
 
 __all__ = [
     "CallState",
@@ -13,6 +15,6 @@ __all__ = [
     "Resender",
     "RetryPolicy",
     "ServiceClient",
-    "make_http_client",
+    "Wire",
     "retry_delay",
 ]

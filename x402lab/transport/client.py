@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from x402lab.payments import CallInfo, Cost, Payer, read_challenge
 from x402lab.transport.auth import CallState, PaymentAuth, request_id
 from x402lab.transport.resend import Resender, no_answer
 from x402lab.transport.retry import DEFAULT_RETRY, RetryPolicy, retry_delay
+from x402lab.transport.wire import Wire
 from x402lab.x402.models import PaymentRequired
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class ServiceClient:
         *,
         service: str,
         base_url: str,
-        http: httpx.AsyncClient,
+        http: Wire,
         payer: Payer | None,
         header_name: str = "PAYMENT-SIGNATURE",
         retry: RetryPolicy = DEFAULT_RETRY,
@@ -226,77 +227,3 @@ class ServiceClient:
             if found is not None:
                 self.payer.prediction.remember_quote(found, challenge)
         return challenge
-
-
-# aiohttp warns (a ResourceWarning, "Sending a large body directly with raw bytes might lock
-# the event loop") when a body of more than ``aiohttp.payload.TOO_LARGE_BYTES_BODY`` (1 MiB)
-# is handed to it as one bytes object, which httpx-aiohttp does for every ordinary request
-# body (it passes ``request.content``): a long prompt would leak that warning to the user on
-# both sends of the handshake. Such bodies go as a stream of chunks instead, which aiohttp
-# writes piece by piece under the same Content-Length, and no warning is due.
-BODY_CHUNK_BYTES = 2**16
-
-
-class _Chunks(httpx.AsyncByteStream):
-    """A bytes body as an async stream of chunks (readable any number of times)."""
-
-    def __init__(self, content: bytes) -> None:
-        self._content = content
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for start in range(0, len(self._content), BODY_CHUNK_BYTES):
-            yield self._content[start : start + BODY_CHUNK_BYTES]
-
-
-def streamed_if_large(request: httpx.Request, threshold: int) -> httpx.Request:
-    """``request`` itself, or, for a body above ``threshold`` bytes, the same request with
-    that body as a chunk stream (same headers, so the same Content-Length)."""
-    try:
-        content = request.content
-    except httpx.RequestNotRead:
-        return request  # already a stream (an upload): the transport streams it
-    if len(content) <= threshold:
-        return request
-    return httpx.Request(
-        request.method,
-        request.url,
-        headers=request.headers,
-        stream=_Chunks(content),
-        extensions=request.extensions,
-    )
-
-
-class _NoCookies(httpx.Cookies):
-    """A cookie jar that keeps nothing. Neither service sets cookies (x402 keeps no session
-    state), and httpx would otherwise parse every answer's headers into its jar: a few per
-    cent of the client's CPU per paid call."""
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        return None
-
-
-def make_http_client(*, timeout_s: float = 120.0, max_connections: int = 64) -> httpx.AsyncClient:
-    """An httpx client on the aiohttp transport (several times faster under concurrency)."""
-    from aiohttp import payload
-    from httpx_aiohttp import AiohttpTransport
-
-    threshold = int(getattr(payload, "TOO_LARGE_BYTES_BODY", 2**20))
-
-    class Transport(AiohttpTransport):
-        """httpx-aiohttp's transport, large bodies streamed (``streamed_if_large``)."""
-
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            return await super().handle_async_request(streamed_if_large(request, threshold))
-
-    limits = httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=max_connections
-    )
-    client = httpx.AsyncClient(
-        transport=Transport(limits=limits),
-        timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 15.0)),
-        follow_redirects=False,
-    )
-    # The ``cookies`` setter would copy into a plain jar; the attribute it sets is replaced.
-    if isinstance(getattr(client, "_cookies", None), httpx.Cookies):
-        client._cookies = _NoCookies()
-    return client

@@ -37,6 +37,7 @@ from x402lab.payments import Kind, Outcome, Payer, Ticket
 from x402lab.payments.payer import is_prepay_refusal
 from x402lab.transport.auth import CallState, outcome_of
 from x402lab.transport.retry import RetryPolicy, retry_delay
+from x402lab.transport.wire import Wire
 
 if TYPE_CHECKING:
     from x402lab.chain import ChainClient
@@ -53,7 +54,7 @@ class Resender:
     def __init__(
         self,
         *,
-        http: httpx.AsyncClient,
+        http: Wire,
         payer: Payer,
         retry: RetryPolicy,
         sleep: Callable[[float], Awaitable[None]],

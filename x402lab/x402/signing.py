@@ -167,12 +167,14 @@ def sign_payment(
         # Echoed unchanged, so shared with the (frozen) challenge rather than copied: the
         # input schemas in it are the largest part of a payment.
         echoed = challenge.extensions
+    # ``accepted`` and ``resource`` are echoed unchanged too, and shared the same way: a
+    # payment is frozen like its challenge (``to_wire()`` hands out copies), and copying
+    # them for every payment was a tenth of the signing time of a batch.
     return PaymentPayload(
         x402_version=X402_VERSION,
-        # A copy, so that a caller editing the payload cannot change the requirements.
-        accepted=copy_json(requirements.raw),
+        accepted=requirements.raw,
         signature="0x" + signature.hex(),
         authorization=authorization,
-        resource=copy_json(challenge.raw.get("resource")),
+        resource=challenge.raw.get("resource"),
         extensions=echoed,
     )

@@ -1,0 +1,198 @@
+"""The HTTP connection pool of a lab, and the short way over it for ordinary requests.
+
+Every request is an ``httpx.Request`` and every answer an ``httpx.Response``: the 402 flow
+(``transport.auth``) and the gateway's readers speak httpx, and so do the clients handed to
+other libraries. Underneath, one aiohttp session holds the connections (several times faster
+than httpx's own pool under concurrency).
+
+``Wire.send`` takes the short way for a request that is not streamed either way (a body of
+bytes under aiohttp's large-body limit, an answer read whole): it drives the auth flow itself
+and hands each request straight to the aiohttp session. httpx's client adds nothing such a
+request needs (no redirects are followed, no cookies kept, no hooks are set) and its layers
+(the client's send chain, the transport adapter, the response's byte-stream chain) cost
+about a quarter of a batch's client CPU per paid call. Streamed requests and answers (an
+upload, a chat stream) go through ``httpx.AsyncClient.send`` on the same session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import httpx
+
+#: aiohttp's limit for a body handed over as one bytes object (it warns above it, "Sending
+#: a large body directly with raw bytes might lock the event loop"); larger bodies go as a
+#: stream of chunks under the same Content-Length.
+LARGE_BODY_BYTES = int(getattr(aiohttp.payload, "TOO_LARGE_BYTES_BODY", 2**20))
+BODY_CHUNK_BYTES = 2**16
+
+#: aiohttp's failures as httpx's, most specific first (a ConnectionTimeoutError is also a
+#: ServerTimeoutError; a ClientConnectorError is also a ClientOSError).
+_ERRORS: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
+    (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
+    (aiohttp.ServerTimeoutError, httpx.ReadTimeout),
+    (aiohttp.ClientConnectorError, httpx.ConnectError),
+    (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
+    (aiohttp.ClientPayloadError, httpx.ReadError),
+    (aiohttp.ClientResponseError, httpx.RemoteProtocolError),
+    (aiohttp.ClientOSError, httpx.ReadError),
+    (aiohttp.InvalidURL, httpx.UnsupportedProtocol),
+    (TimeoutError, httpx.ReadTimeout),
+    (aiohttp.ClientError, httpx.TransportError),
+)
+
+
+def as_httpx_error(exc: BaseException, request: httpx.Request) -> httpx.TransportError | None:
+    """The httpx error that says what ``exc`` (an aiohttp failure) says; None for others."""
+    for theirs, ours in _ERRORS:
+        if isinstance(exc, theirs):
+            return ours(str(exc) or type(exc).__name__, request=request)
+    return None
+
+
+class _Chunks(httpx.AsyncByteStream):
+    """A bytes body as an async stream of chunks (readable any number of times)."""
+
+    def __init__(self, content: bytes) -> None:
+        self._content = content
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for start in range(0, len(self._content), BODY_CHUNK_BYTES):
+            yield self._content[start : start + BODY_CHUNK_BYTES]
+
+
+def streamed_if_large(request: httpx.Request, threshold: int = LARGE_BODY_BYTES) -> httpx.Request:
+    """``request`` itself, or, for a body above ``threshold`` bytes, the same request with
+    that body as a chunk stream (same headers, so the same Content-Length)."""
+    try:
+        content = request.content
+    except httpx.RequestNotRead:
+        return request  # already a stream (an upload): the transport streams it
+    if len(content) <= threshold:
+        return request
+    return httpx.Request(
+        request.method,
+        request.url,
+        headers=request.headers,
+        stream=_Chunks(content),
+        extensions=request.extensions,
+    )
+
+
+class _NoCookies(httpx.Cookies):
+    """A cookie jar that keeps nothing. Neither service sets cookies (x402 keeps no session
+    state), and httpx would otherwise parse every answer's headers into its jar."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
+
+
+class Wire:
+    """One lab's connection pool: ``send`` (the short way where it can), ``build_request``
+    and ``client`` (an ``httpx.AsyncClient`` on the same connections)."""
+
+    def __init__(self, *, timeout_s: float = 120.0, max_connections: int = 64) -> None:
+        from httpx_aiohttp import AiohttpTransport
+
+        connect_s = min(timeout_s, 15.0)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        # As httpx's timeouts map onto aiohttp's: connecting, then each read, and the wait
+        # for a free connection of the pool.
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_s, sock_read=timeout_s, connect=timeout_s
+        )
+        wire = self
+
+        class Transport(AiohttpTransport):
+            """httpx-aiohttp's transport on this pool, large bodies streamed."""
+
+            async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+                return await super().handle_async_request(streamed_if_large(request))
+
+        self.client = httpx.AsyncClient(
+            transport=Transport(client=lambda: wire.session),
+            timeout=httpx.Timeout(timeout_s, connect=connect_s),
+            follow_redirects=False,
+        )
+        # The ``cookies`` setter would copy into a plain jar; the attribute it sets is replaced.
+        if isinstance(getattr(self.client, "_cookies", None), httpx.Cookies):
+            self.client._cookies = _NoCookies()
+        self.build_request = self.client.build_request
+
+    def __repr__(self) -> str:
+        return f"Wire(max_connections={self._max_connections})"
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The aiohttp session (made on first use, inside the running event loop)."""
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._max_connections)
+            self._session = aiohttp.ClientSession(
+                connector=connector, cookie_jar=aiohttp.DummyCookieJar(), timeout=self._timeout
+            )
+        return self._session
+
+    async def send(
+        self, request: httpx.Request, *, auth: httpx.Auth | None = None, stream: bool = False
+    ) -> httpx.Response:
+        """Send ``request`` (through ``auth``'s flow when given) and return the last answer;
+        with ``stream`` its body is left unread. Raises httpx.HTTPError subclasses."""
+        if stream or not self._short(request):
+            return await self.client.send(request, auth=auth, stream=stream)
+        if auth is None:
+            return await self._exchange(request)
+        flow = auth.async_auth_flow(request)
+        try:
+            request = await flow.__anext__()
+            while True:
+                response = await self._exchange(request)
+                try:
+                    request = await flow.asend(response)
+                except StopAsyncIteration:
+                    return response
+        finally:
+            await flow.aclose()
+
+    async def aclose(self) -> None:
+        await self.client.aclose()  # closes the session through the transport
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    def _short(self, request: httpx.Request) -> bool:
+        try:
+            return len(request.content) <= LARGE_BODY_BYTES
+        except httpx.RequestNotRead:
+            return False  # a streamed upload
+
+    async def _exchange(self, request: httpx.Request) -> httpx.Response:
+        """One request and its whole answer, straight over the aiohttp session."""
+        try:
+            async with self.session.request(
+                request.method,
+                str(request.url),
+                headers=request.headers.multi_items(),
+                data=request.content or None,
+                allow_redirects=False,
+                auto_decompress=False,  # the httpx.Response decodes, as httpx does
+                compress=False,
+            ) as answer:
+                content = await answer.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            error = as_httpx_error(exc, request)
+            if error is None:
+                raise
+            raise error from exc
+        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
+        if answer.reason:
+            extensions["reason_phrase"] = answer.reason.encode()
+        return httpx.Response(
+            answer.status,
+            headers=answer.raw_headers,
+            content=content,
+            request=request,
+            extensions=extensions,
+        )
