@@ -27,6 +27,7 @@ import importlib.util
 import inspect
 import sys
 import textwrap
+import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -310,6 +311,7 @@ class Imports:
     """The names the generated annotations use, by where they are defined."""
 
     found: dict[str, Origin] = field(default_factory=dict)
+    overloads: bool = False  # the module then imports typing.overload at run time
 
     def add(self, annotation: str, module: str, local: Iterable[str] = ()) -> None:
         for node in _names(annotation):
@@ -652,6 +654,26 @@ def _return(calls: list[str], args: list[str], indent: str) -> list[str]:
 # -- the two kinds of class ----------------------------------------------------------------
 
 
+def _overloads(member: Member, imports: Imports, indent: str) -> list[str]:
+    """The ``@overload`` declarations of a method written with them (``typing.get_overloads``
+    finds them through the wrappers, which keep the method's module and qualified name)."""
+    assert member.func is not None
+    lines: list[str] = []
+    for variant in typing.get_overloads(member.func):
+        item = Member(member.name, "method", variant.__module__, variant, member.mode)
+        sig = signature(item)
+        returns, twin = _returns(item)
+        if twin is not None:
+            raise GenerationError(f"{member.name}: no rule for an overload returning {returns}")
+        for annotation, module in sig.annotations:
+            imports.add(annotation, module)
+        imports.add(returns, item.module)
+        *head, last = _def(member.name, sig.params, returns, indent)
+        lines += [f"{indent}@overload", *head, f"{last} ...", ""]
+    imports.overloads = imports.overloads or bool(lines)
+    return lines
+
+
 def _method(member: Member, imports: Imports, indent: str, generated: bool) -> list[str]:
     sig = signature(member)
     returns, twin = _returns(member)
@@ -662,7 +684,7 @@ def _method(member: Member, imports: Imports, indent: str, generated: bool) -> l
         imports.require("collections.abc", "Iterator")
         local.add("Iterator")
     imports.add(returns, member.module, local=local)
-    lines = _def(member.name, sig.params, returns, indent)
+    lines = _overloads(member, imports, indent) + _def(member.name, sig.params, returns, indent)
     doc = _docstring(member.doc, indent + "    ")
     lines += doc
     if not generated:
@@ -886,7 +908,7 @@ async class, run ``{command}`` (``--check`` in CI fails while this file is stale
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import {typing_names}
 
 from x402lab._loop import run
 '''
@@ -898,7 +920,8 @@ def render() -> str:
     generated = [generated_class(t, imports) for t in TWINS if t.generated]
     declared = [declared_class(t, imports) for t in TWINS if not t.generated]
     runtime = sorted((t.module, t.name) for t in TWINS if not t.generated)
-    lines = HEADER.format(command=COMMAND).splitlines()
+    typing_names = "TYPE_CHECKING, overload" if imports.overloads else "TYPE_CHECKING"
+    lines = HEADER.format(command=COMMAND, typing_names=typing_names).splitlines()
     lines += ["", "if TYPE_CHECKING:", *imports.lines("    ")]
     for block in declared:
         lines += ["", *block]

@@ -20,7 +20,7 @@ import tempfile
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 import x402lab.widgets  # noqa: F401  (registers the job and batch displays with IPython)
 from x402lab.analysis.api import CostAnalysis
@@ -47,6 +47,7 @@ DEFAULT_PER_CALL_USD = 1.0
 
 P = ParamSpec("P")
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _to(
@@ -61,6 +62,12 @@ def _to(
         return method(owner(self), *args, **kwargs)
 
     return forward
+
+
+def _forward(resource: str, method: F) -> F:
+    """``_to`` for a method with overloads, typed as that method so type checkers and IDEs see
+    every overload (``_to``'s ParamSpec keeps only the first); the overloads' ``self`` is Any."""
+    return cast(F, _to(resource, method))
 
 
 class AsyncLab:
@@ -226,8 +233,8 @@ class AsyncLab:
 
     # -- batches and cost analysis ---------------------------------------------------------
 
-    batch_chat = _to("batches", Batches.batch_chat)
-    batch_embed = _to("batches", Batches.batch_embed)
+    batch_chat = _forward("batches", Batches.batch_chat)
+    batch_embed = _forward("batches", Batches.batch_embed)
     estimate = _to("batches", Batches.estimate)
     spend = _to("costs", CostAnalysis.spend)
     cost_report = _to("costs", CostAnalysis.cost_report)

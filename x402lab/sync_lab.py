@@ -10,7 +10,7 @@ async class, run ``python tools/gen_sync.py`` (``--check`` in CI fails while thi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from x402lab._loop import run
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    import dask.bag as db
+    import dask.dataframe as dd
     import httpx
     import pandas as pd
     import pyarrow as pa
@@ -1088,6 +1090,25 @@ class Lab:
         """The handle of a stored job (free, no request). Raises JobError for an unknown id."""
         return Job(run(self._async.job(queue_id, poll_interval=poll_interval, timeout=timeout)))
 
+    @overload
+    def batch_chat(
+        self,
+        rows: dd.DataFrame | dd.Series | db.Bag,
+        *,
+        model: str,
+        prompt: str | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        concurrency: int = 8,
+        max_usd: float | None = None,
+        rebuy: bool = False,
+        progress: Any = "auto",
+        column: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> dd.DataFrame: ...
+
+    @overload
     def batch_chat(
         self,
         rows: Any,
@@ -1103,7 +1124,24 @@ class Lab:
         column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
-    ) -> pd.DataFrame:
+    ) -> pd.DataFrame: ...
+
+    def batch_chat(
+        self,
+        rows: Any,
+        *,
+        model: str,
+        prompt: str | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        concurrency: int = 8,
+        max_usd: float | None = None,
+        rebuy: bool = False,
+        progress: Any = "auto",
+        column: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> pd.DataFrame | dd.DataFrame:
         """Spends money: one chat completion per distinct row, within the lab's budget.
 
         ``rows``: a list of prompts, a pandas or polars Series or DataFrame with a ``prompt``
@@ -1152,6 +1190,60 @@ class Lab:
             )
         )
 
+    @overload
+    def batch_embed(
+        self,
+        texts: dd.DataFrame | dd.Series | db.Bag,
+        *,
+        model: str,
+        concurrency: int = 8,
+        out: None = None,
+        per_request: int = 1,
+        column: str | None = None,
+        row_group_size: int = 8192,
+        max_usd: float | None = None,
+        rebuy: bool = False,
+        progress: Any = "auto",
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> dd.DataFrame: ...
+
+    @overload
+    def batch_embed(
+        self,
+        texts: Any,
+        *,
+        model: str,
+        concurrency: int = 8,
+        out: PathLike,
+        per_request: int = 1,
+        column: str | None = None,
+        row_group_size: int = 8192,
+        max_usd: float | None = None,
+        rebuy: bool = False,
+        progress: Any = "auto",
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> BatchSummary: ...
+
+    @overload
+    def batch_embed(
+        self,
+        texts: Any,
+        *,
+        model: str,
+        concurrency: int = 8,
+        out: None = None,
+        per_request: int = 1,
+        column: str | None = None,
+        row_group_size: int = 8192,
+        max_usd: float | None = None,
+        rebuy: bool = False,
+        progress: Any = "auto",
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> pd.DataFrame: ...
+
     def batch_embed(
         self,
         texts: Any,
@@ -1167,7 +1259,7 @@ class Lab:
         progress: Any = "auto",
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
-    ) -> pd.DataFrame | BatchSummary:
+    ) -> pd.DataFrame | dd.DataFrame | BatchSummary:
         """Spends money: embeddings of every distinct text, within the lab's budget.
 
         ``texts``: a list of strings, a pandas or polars Series, an Arrow array, a DataFrame

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
-from x402lab.batch.chunks import ChunkProgress, add_tallies
+from x402lab.batch.arguments import (
+    all_texts,
+    check_clash,
+    concurrency_of,
+    index_frame,
+    no_checkpoint,
+)
 from x402lab.batch.distributed import on_cluster
 from x402lab.batch.estimate import quote_plan
-from x402lab.batch.inputs import Texts, chat_frame, embed_source, with_prompt
+from x402lab.batch.inputs import chat_frame, embed_source, with_prompt
 from x402lab.batch.items import Tally
+from x402lab.batch.lazy_embed import embed_chunks
 from x402lab.batch.plan import (
     ChatCodec,
     EmbedCodec,
@@ -23,7 +29,7 @@ from x402lab.batch.plan import (
 )
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.recipe import Connection
-from x402lab.batch.results import BatchEstimate, BatchSummary
+from x402lab.batch.results import BatchEstimate, BatchSummary, summary_of
 from x402lab.batch.runner import Runner
 from x402lab.batch.sinks import ColumnSink, ParquetSink
 from x402lab.batch.store import STALE_AFTER_S, BatchStore
@@ -38,38 +44,14 @@ from x402lab.tables.batch import (
 )
 
 if TYPE_CHECKING:
+    import dask.bag as db
+    import dask.dataframe as dd
     import pandas as pd
 
     from x402lab.gateway import Catalog, Generic, PaidRequests
     from x402lab.session import Session
 
 PathLike = str | os.PathLike[str]
-
-
-def _concurrency(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
-        raise ConfigError(f"concurrency must be an int in 1..1024, got {value!r}")
-    return value
-
-
-def _no_checkpoint(call: str, params: dict[str, Any]) -> None:
-    # ``checkpoint=`` was removed: without this, it would land in the request body. None (what
-    # a caller written for the old signature passes by default) asks for nothing: dropped.
-    if params.pop("checkpoint", None) is not None:
-        raise TypeError(
-            f"{call}() no longer takes checkpoint=: batches now resume from the ledger by"
-            " default. Run the same call again: settled rows are reused (their answers are"
-            " stored in the ledger) and nothing is paid twice. Remove checkpoint=;"
-            " rebuy=True buys everything again."
-        )
-
-
-def _check_clash(inputs: pd.DataFrame, names: list[str]) -> None:
-    clash = [name for name in names if name in inputs.columns]
-    if clash:
-        raise ConfigError(
-            f"input columns clash with result columns: {', '.join(clash)} (rename them)"
-        )
 
 
 class Batches:
@@ -88,7 +70,7 @@ class Batches:
         #: How connect() made this lab: what Dask workers need to connect the same way.
         self.connection: Connection | None = None
 
-    async def _check_batch(self, plan: Plan, caller: str, unchecked: Mapping[str, Any]) -> None:
+    async def check_batch(self, plan: Plan, caller: str, unchecked: Mapping[str, Any]) -> None:
         # Checked once for the whole batch before anything is sent (the model id, the request
         # body against the gateway's published schema, the prompt size), not row by row;
         # ``extra_body`` fields go through unchecked, as in openai-python.
@@ -96,6 +78,46 @@ class Batches:
         await self._paid.check(
             "POST", plan.path, body, model=plan.model, caller=caller, own=tuple(unchecked)
         )
+
+    # What a call returns depends on its input (a Dask collection runs on the cluster and
+    # comes back as a Dask DataFrame) and, for batch_embed, on ``out=``: the overloads tell
+    # type checkers and IDEs which. Their ``self`` is Any because AsyncLab forwards these
+    # methods as its own (``x402lab.lab._forward``) and the type checker binds its self.
+    @overload
+    async def batch_chat(
+        self: Any,
+        rows: dd.DataFrame | dd.Series | db.Bag,
+        *,
+        model: str,
+        prompt: str | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        concurrency: int = 8,
+        max_usd: float | None = None,
+        rebuy: bool = False,
+        progress: Any = "auto",
+        column: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> dd.DataFrame: ...
+
+    @overload
+    async def batch_chat(
+        self: Any,
+        rows: Any,
+        *,
+        model: str,
+        prompt: str | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        concurrency: int = 8,
+        max_usd: float | None = None,
+        rebuy: bool = False,
+        progress: Any = "auto",
+        column: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> pd.DataFrame: ...
 
     @on_cluster
     async def batch_chat(
@@ -113,7 +135,7 @@ class Batches:
         column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
-    ) -> pd.DataFrame:
+    ) -> pd.DataFrame | dd.DataFrame:
         """Spends money: one chat completion per distinct row, within the lab's budget.
 
         ``rows``: a list of prompts, a pandas or polars Series or DataFrame with a ``prompt``
@@ -145,15 +167,15 @@ class Batches:
         (removed), BatchInterrupted on Ctrl+C (its message says how to resume); a failing
         row never raises.
         """
-        _no_checkpoint("batch_chat", params)
+        no_checkpoint("batch_chat", params)
         unchecked = dict(extra_body or {})
         params = {**params, **unchecked}
         inputs = chat_frame(rows, column)
-        _check_clash(inputs, batch_chat_schema().names)
+        check_clash(inputs, batch_chat_schema().names)
         messages = chat_messages(inputs, prompt)
         inputs = with_prompt(inputs, messages)
         plan = chat_plan(messages, model=model, system=system, max_tokens=max_tokens, params=params)
-        await self._check_batch(plan, "batch_chat()", unchecked)
+        await self.check_batch(plan, "batch_chat()", unchecked)
         codec = ChatCodec()
         sink = ColumnSink(codec)
         summary = await self._run(
@@ -162,6 +184,60 @@ class Batches:
         frame = join_inputs(inputs, chat_table(sink.columns))
         frame.attrs["batch"] = summary.to_dict()
         return frame
+
+    @overload
+    async def batch_embed(
+        self: Any,
+        texts: dd.DataFrame | dd.Series | db.Bag,
+        *,
+        model: str,
+        concurrency: int = 8,
+        out: None = None,
+        per_request: int = 1,
+        column: str | None = None,
+        row_group_size: int = 8192,
+        max_usd: float | None = None,
+        rebuy: bool = False,
+        progress: Any = "auto",
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> dd.DataFrame: ...
+
+    @overload
+    async def batch_embed(
+        self: Any,
+        texts: Any,
+        *,
+        model: str,
+        concurrency: int = 8,
+        out: PathLike,
+        per_request: int = 1,
+        column: str | None = None,
+        row_group_size: int = 8192,
+        max_usd: float | None = None,
+        rebuy: bool = False,
+        progress: Any = "auto",
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> BatchSummary: ...
+
+    @overload
+    async def batch_embed(
+        self: Any,
+        texts: Any,
+        *,
+        model: str,
+        concurrency: int = 8,
+        out: None = None,
+        per_request: int = 1,
+        column: str | None = None,
+        row_group_size: int = 8192,
+        max_usd: float | None = None,
+        rebuy: bool = False,
+        progress: Any = "auto",
+        extra_body: Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> pd.DataFrame: ...
 
     @on_cluster
     async def batch_embed(
@@ -179,7 +255,7 @@ class Batches:
         progress: Any = "auto",
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
-    ) -> pd.DataFrame | BatchSummary:
+    ) -> pd.DataFrame | dd.DataFrame | BatchSummary:
         """Spends money: embeddings of every distinct text, within the lab's budget.
 
         ``texts``: a list of strings, a pandas or polars Series, an Arrow array, a DataFrame
@@ -207,7 +283,7 @@ class Batches:
         A Dask collection runs on the current cluster (``x402lab.batch.distributed``): a Dask
         DataFrame back, or with ``out=folder`` one Parquet file per partition and the summary.
         """
-        _no_checkpoint("batch_embed", params)
+        no_checkpoint("batch_embed", params)
         unchecked = dict(extra_body or {})
         params = {**params, **unchecked}
         source = embed_source(texts, column)
@@ -215,7 +291,8 @@ class Batches:
             raise ConfigError(f"row_group_size must be a positive int, got {row_group_size!r}")
         dim = params.get("dimensions") if isinstance(params.get("dimensions"), int) else None
         if source.values is None:
-            return await self._embed_chunks(
+            return await embed_chunks(
+                self,
                 source,
                 model=model,
                 per_request=per_request,
@@ -228,7 +305,7 @@ class Batches:
             )
         values, index = source.values, source.index
         plan = embed_plan(values, model=model, per_request=per_request, params=params)
-        await self._check_batch(plan, "batch_embed()", unchecked)
+        await self.check_batch(plan, "batch_embed()", unchecked)
         codec = EmbedCodec()
         if out is not None:
             target = Path(out).expanduser()
@@ -246,60 +323,7 @@ class Batches:
             plan, codec, sink, concurrency, max_usd, rebuy, progress, out=None
         )
         table = embed_table(sink.columns, sink.dim or dim or 0)
-        frame = join_inputs(_index_frame(index, len(values)), table)
-        frame.attrs["batch"] = summary.to_dict()
-        return frame
-
-    async def _embed_chunks(
-        self,
-        source: Texts,
-        *,
-        model: str,
-        per_request: int,
-        params: dict[str, Any],
-        unchecked: dict[str, Any],
-        run: tuple[int, float | None, bool, Any],
-        out: PathLike | None,
-        row_group_size: int,
-        dim: int | None,
-    ) -> pd.DataFrame | BatchSummary:
-        """``batch_embed`` of a lazy source: one plan and run per chunk (``batch.chunks``)."""
-        concurrency, max_usd, rebuy, progress = run
-        progress_of = ChunkProgress(Throttle(resolve_progress(progress)), source.total)
-        target = Path(out).expanduser() if out is not None else None
-        codec = EmbedCodec()
-        sink: Any = None
-        tally, rows = Tally(), 0
-        assert source.chunks is not None
-        try:
-            for texts in itertools.chain(source.chunks, [None]):
-                if texts is None and sink is not None:
-                    break  # the source ended (an empty one still runs once, with no rows)
-                plan = embed_plan(texts or [], model=model, per_request=per_request, params=params)
-                if sink is None:
-                    await self._check_batch(plan, "batch_embed()", unchecked)
-                    sink = (
-                        ParquetSink(target, plan, row_group_size=row_group_size, dim=dim)
-                        if target is not None
-                        else ColumnSink(codec, plan=plan)
-                    )
-                sink.use(plan)
-                part = await self._run_plan(
-                    plan, codec, sink, concurrency, max_usd, rebuy, progress_of
-                )
-                progress_of.next_chunk(part, plan.rows)
-                tally, rows = add_tallies(tally, part), rows + plan.rows
-            progress_of.finish()
-        finally:
-            if isinstance(sink, ParquetSink):
-                sink.close()
-        summary = self._summary("embed", rows, tally, progress_of.throttle, target)
-        if isinstance(sink, ParquetSink):
-            sink.commit()
-            return summary
-        frame = join_inputs(
-            _index_frame(None, rows), embed_table(sink.columns, sink.dim or dim or 0)
-        )
+        frame = join_inputs(index_frame(index, len(values)), table)
         frame.attrs["batch"] = summary.to_dict()
         return frame
 
@@ -321,10 +345,13 @@ class Batches:
         out: Path | None,
     ) -> BatchSummary:
         throttle = Throttle(resolve_progress(progress))
-        tally = await self._run_plan(plan, codec, sink, concurrency, max_usd, rebuy, throttle)
-        return self._summary(plan.kind, plan.rows, tally, throttle, out)
+        tally = await self.run_plan(plan, codec, sink, concurrency, max_usd, rebuy, throttle)
+        return summary_of(plan.kind, plan.rows, tally, throttle, out, self.budget_left())
 
-    async def _run_plan(
+    def budget_left(self) -> int | None:
+        return self._session.budget.state().remaining_atomic
+
+    async def run_plan(
         self,
         plan: Plan,
         codec: Any,
@@ -341,35 +368,11 @@ class Batches:
             plan,
             codec,
             self._store(plan.kind, rebuy),
-            concurrency=_concurrency(concurrency),
+            concurrency=concurrency_of(concurrency),
             progress=throttle,
             max_usd=max_usd,
         )
         return await runner.run(sink)
-
-    def _summary(
-        self, kind: str, rows: int, tally: Tally, throttle: Throttle, out: Path | None
-    ) -> BatchSummary:
-        return BatchSummary(
-            kind=kind,
-            rows=rows,
-            requests=tally.requests,
-            paid_requests=tally.paid_requests,
-            counts=dict(tally.counts),
-            paid_atomic=tally.paid_atomic,
-            saved_atomic=tally.saved_atomic,
-            cached_atomic=tally.cached_atomic,
-            lost_atomic=tally.lost_atomic,
-            unknown_atomic=tally.unknown_atomic,
-            duplicates=tally.duplicates,
-            from_store=tally.from_store,
-            budget_left_atomic=self._session.budget.state().remaining_atomic,
-            out=str(out) if out is not None else None,
-            progress_error=repr(throttle.error) if throttle.error is not None else None,
-            prepay_hits=tally.prepay_hits,
-            prepay_misses=tally.prepay_misses,
-            extra_signatures=tally.extra_signatures,
-        )
 
     async def estimate(
         self,
@@ -403,12 +406,12 @@ class Batches:
         budget. Raises ConfigError or ModelNotFound, TypeError for ``checkpoint=``.
         """
         del out, row_group_size, progress, max_usd  # accepted for a drop-in call
-        _no_checkpoint("estimate", params)
+        no_checkpoint("estimate", params)
         unchecked = dict(extra_body or {})
         params = {**params, **unchecked}
         if kind == "chat":
             inputs = chat_frame(rows, column)
-            _check_clash(inputs, estimate_schema().names)
+            check_clash(inputs, estimate_schema().names)
             messages = chat_messages(inputs, prompt)
             inputs = with_prompt(inputs, messages)
             plan = chat_plan(
@@ -416,32 +419,18 @@ class Batches:
             )
         elif kind == "embed":
             source = embed_source(rows, column)
-            values, index = _all_texts(source)
-            inputs = _index_frame(index, len(values))
+            values, index = all_texts(source)
+            inputs = index_frame(index, len(values))
             inputs["text"] = values
             plan = embed_plan(values, model=model, per_request=per_request, params=params)
         else:
             raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
-        await self._check_batch(plan, "estimate()", unchecked)
+        await self.check_batch(plan, "estimate()", unchecked)
         return await quote_plan(
             plan,
             inputs,
             self._generic,
             self._store(plan.kind, rebuy),
-            _concurrency(concurrency),
+            concurrency_of(concurrency),
             self._session.budget.state().remaining_atomic,
         )
-
-
-def _all_texts(source: Texts) -> tuple[list[str], pd.Index | None]:
-    """Every text of ``source`` in memory (``estimate`` quotes them all at once)."""
-    if source.values is not None:
-        return source.values, source.index
-    assert source.chunks is not None
-    return [text for chunk in source.chunks for text in chunk], None
-
-
-def _index_frame(index: Any, n: int) -> pd.DataFrame:
-    import pandas as pd
-
-    return pd.DataFrame(index=index if index is not None else pd.RangeIndex(n))

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from x402lab.batch.items import Tally
+    from x402lab.batch.progress import Throttle
+
 
 @dataclass(frozen=True)
 class BatchSummary:
@@ -190,6 +193,32 @@ class BatchSummary:
     @property
     def path(self) -> Path | None:
         return Path(self.out) if self.out else None
+
+
+def summary_of(
+    kind: str, rows: int, tally: Tally, throttle: Throttle, out: Path | None, left: int | None
+) -> BatchSummary:
+    """The BatchSummary of a run: its ``tally``, where it wrote (``out``) and the budget left."""
+    return BatchSummary(
+        kind=kind,
+        rows=rows,
+        requests=tally.requests,
+        paid_requests=tally.paid_requests,
+        counts=dict(tally.counts),
+        paid_atomic=tally.paid_atomic,
+        saved_atomic=tally.saved_atomic,
+        cached_atomic=tally.cached_atomic,
+        lost_atomic=tally.lost_atomic,
+        unknown_atomic=tally.unknown_atomic,
+        duplicates=tally.duplicates,
+        from_store=tally.from_store,
+        budget_left_atomic=left,
+        out=str(out) if out is not None else None,
+        progress_error=repr(throttle.error) if throttle.error is not None else None,
+        prepay_hits=tally.prepay_hits,
+        prepay_misses=tally.prepay_misses,
+        extra_signatures=tally.extra_signatures,
+    )
 
 
 @dataclass(frozen=True)

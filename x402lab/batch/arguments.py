@@ -1,0 +1,57 @@
+"""The arguments of a batch call checked before anything is sent, and the frames its rows
+are joined to (``batch.api`` runs the call)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from x402lab.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from x402lab.batch.inputs import Texts
+
+
+def concurrency_of(value: Any) -> int:
+    """``value`` as the number of requests a batch keeps in flight; ConfigError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
+        raise ConfigError(f"concurrency must be an int in 1..1024, got {value!r}")
+    return value
+
+
+def no_checkpoint(call: str, params: dict[str, Any]) -> None:
+    """Refuse ``checkpoint=`` (removed) with what to do instead."""
+    # Without this, it would land in the request body. None (what a caller written for the
+    # old signature passes by default) asks for nothing: dropped.
+    if params.pop("checkpoint", None) is not None:
+        raise TypeError(
+            f"{call}() no longer takes checkpoint=: batches now resume from the ledger by"
+            " default. Run the same call again: settled rows are reused (their answers are"
+            " stored in the ledger) and nothing is paid twice. Remove checkpoint=;"
+            " rebuy=True buys everything again."
+        )
+
+
+def check_clash(inputs: pd.DataFrame, names: list[str]) -> None:
+    """ConfigError when an input column has the name of a result column."""
+    clash = [name for name in names if name in inputs.columns]
+    if clash:
+        raise ConfigError(
+            f"input columns clash with result columns: {', '.join(clash)} (rename them)"
+        )
+
+
+def all_texts(source: Texts) -> tuple[list[str], pd.Index | None]:
+    """Every text of ``source`` in memory (``estimate`` quotes them all at once)."""
+    if source.values is not None:
+        return source.values, source.index
+    assert source.chunks is not None
+    return [text for chunk in source.chunks for text in chunk], None
+
+
+def index_frame(index: Any, n: int) -> pd.DataFrame:
+    """An empty frame with ``index`` (or 0..n-1): the rows results are joined to."""
+    import pandas as pd
+
+    return pd.DataFrame(index=index if index is not None else pd.RangeIndex(n))
