@@ -5,6 +5,7 @@ summary too, rebuilt with ``BatchSummary.of``)."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from x402lab.batch import BatchSummary
 from x402lab.errors import ConfigError
-from x402lab.tables.attrs import json_safe
+from x402lab.tables.attrs import json_safe, set_attrs
 
 CHAT_MODEL = "zai-org-glm-4.7-flash"
 EMBED_MODEL = "text-embedding-3-small"
@@ -108,3 +109,28 @@ def test_batch_summary_of_a_frame_without_one_says_why(emulator_factory, lab_fac
         BatchSummary.of({"rows": 3})
     with pytest.raises(ConfigError, match="a pandas DataFrame"):
         BatchSummary.of(42)
+
+
+def test_set_attrs_stores_plain_data_and_refuses_what_json_cannot_hold():
+    import datetime as dt
+
+    import numpy as np
+
+    frame = set_attrs(
+        pd.DataFrame({"a": [1]}),
+        at=pd.Timestamp("2026-05-01 12:00:00.5", tz="Europe/Paris"),
+        naive=dt.datetime(2026, 5, 1, 10, 0),
+        count=np.int64(3),
+        share=np.float32(0.5),
+        nested={"path": Path("/tmp/x.parquet"), "days": (dt.date(2026, 5, 1),)},
+    )
+    assert frame.attrs == {
+        "at": "2026-05-01T10:00:00.500000+00:00",
+        "naive": "2026-05-01T10:00:00.000000+00:00",  # x402lab's times are UTC
+        "count": 3,
+        "share": 0.5,
+        "nested": {"path": "/tmp/x.parquet", "days": ["2026-05-01"]},
+    }
+    assert type(frame.attrs["count"]) is int
+    with pytest.raises(TypeError, match=r"attrs 'lock'\['inner'\] is a lock.*to_parquet"):
+        set_attrs(frame, lock={"inner": threading.Lock()})
