@@ -69,8 +69,6 @@ class BatchSummary:
         Raises ConfigError when the frame carries no summary (pandas drops ``attrs`` in some
         operations, e.g. a merge) or the dict lacks fields.
         """
-        if isinstance(source, BatchSummary):
-            return source
         attrs = getattr(source, "attrs", None)
         if isinstance(attrs, Mapping) and hasattr(source, "columns"):
             if "batch" not in attrs:
@@ -80,6 +78,8 @@ class BatchSummary:
                     " Parquet file); pandas drops attrs in some operations, e.g. a merge"
                 )
             source = attrs["batch"]
+        if isinstance(source, BatchSummary):  # also in a frame pickled before attrs were plain
+            return source
         if not isinstance(source, Mapping):
             raise ConfigError(
                 "BatchSummary.of() takes a pandas DataFrame of batch_chat()/batch_embed(), its"
