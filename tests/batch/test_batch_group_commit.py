@@ -1,8 +1,11 @@
-"""A batch's signed rows share fsyncs (group commit) and every money fact still holds: each
-paid request settles once, the ledger agrees with the chain, and a killed-then-rerun batch
-pays nothing twice (``test_batch_interrupt``)."""
+"""A batch's signed rows share fsyncs (group commit) and its writes share commits (grouped
+writes), and every money fact still holds: each paid request settles once, the ledger
+agrees with the chain, and a killed-then-rerun batch pays nothing twice
+(``test_batch_interrupt``)."""
 
 from __future__ import annotations
+
+import sqlite3
 
 from batch_testdata import CHEAP, chain_atomic, settled_atomic, transfers_per_key
 
@@ -16,6 +19,14 @@ def test_a_batch_shares_fsyncs_between_its_paid_requests(emulator_factory, lab_f
     assert (frame["status"] == "ok").all()
     paid = [row for row in lab.ledger.rows() if row["status"] == "settled"]
     assert len(paid) == 120
+    # Reservations and settlements were grouped into shared commits, and the run committed
+    # the last group before returning: another connection sees every row settled.
+    other = sqlite3.connect(lab.ledger.path)
+    try:
+        seen = dict(other.execute("SELECT status, COUNT(*) FROM payments GROUP BY status"))
+    finally:
+        other.close()
+    assert seen == {"settled": 120}
     syncs = lab.ledger.write_ahead.syncs - before
     assert 1 <= syncs < len(paid)  # signed rows of concurrent requests share an fsync
     assert max(transfers_per_key(lab, emulator).values()) == 1

@@ -50,6 +50,7 @@ from x402lab.errors import (
     X402LabError,
 )
 from x402lab.ledger import ClaimAction, Claimed, ClaimStatus
+from x402lab.ledger.database import grouped_writes
 from x402lab.payments.prediction import prepay_tally
 
 if TYPE_CHECKING:
@@ -115,7 +116,9 @@ class Runner:
         how to resume) after storing what arrived and releasing the claims still held.
         """
         self._sink = sink
-        with prepay_tally() as prepay:  # this run's tasks count their prepaid payments there
+        # The tasks count prepaid payments in ``prepay`` and share ledger commits
+        # (``grouped_writes``); the last group is committed before this returns.
+        with prepay_tally() as prepay, grouped_writes():
             try:
                 await self._drive()
             except asyncio.CancelledError:
@@ -124,6 +127,8 @@ class Runner:
                 self.tally.prepay_hits += prepay.hits
                 self.tally.prepay_misses += prepay.misses
                 self.tally.extra_signatures += prepay.extra_signatures
+        # Interrupted, the next ungrouped write (the claims released) commits the group.
+        self.ledger.db.end_group()  # StoreError if a group could not be committed
         return self.tally
 
     async def _drive(self) -> None:

@@ -22,11 +22,20 @@ up front, so a read-then-write inside it is atomic across threads, tasks and pro
 share the file. ``durable=True`` commits with ``synchronous=FULL`` (an fsync of the WAL);
 other commits use ``NORMAL``. One durable commit flushes every earlier commit to the same
 file (they share one WAL), so a row written before a durable one is on disk with it.
+
+Grouped writes: in a batch run (``grouped_writes``) the reservations and settlements of one
+event-loop iteration are savepoints of one transaction, committed by a callback of the next
+iteration (or by the write-ahead fsync, an ungrouped transaction, ``end_group``), so each
+page they touch reaches the WAL once per group rather than once per payment: about a tenth
+of a batch's client CPU per paid call. The write lock is held meanwhile; other processes
+wait for it as for any transaction.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import os
 import sqlite3
 import threading
@@ -36,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from x402lab.errors import ConfigError
+from x402lab.errors import ConfigError, StoreError
 
 
 class Row(Protocol):
@@ -85,6 +94,36 @@ class Migration:
     version: int
     name: str
     apply: Callable[[Tx], None]
+
+
+_GROUPING: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "x402lab_grouped_writes", default=False
+)
+
+
+@contextlib.contextmanager
+def grouped_writes() -> Iterator[None]:
+    """Within this block (and the tasks it starts), ``transaction(grouped=True)`` groups.
+
+    A batch run sets it: its many concurrent payments share commits, and it ends with
+    ``Database.end_group()``, so what it wrote is committed when it returns. A single call
+    does not: when it returns, another connection already sees its rows.
+    """
+    token = _GROUPING.set(True)
+    try:
+        yield
+    finally:
+        _GROUPING.reset(token)
+
+
+def grouping_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop of this thread when writes may be grouped here (``grouped_writes``)."""
+    if not _GROUPING.get():
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class Tx:
@@ -155,12 +194,29 @@ class Database(ABC):
         """Where the data lives, as a person would write it (never with a password)."""
 
     @abstractmethod
-    def transaction(self, *, durable: bool = False) -> contextlib.AbstractContextManager[Tx]:
+    def transaction(
+        self, *, durable: bool = False, grouped: bool = False
+    ) -> contextlib.AbstractContextManager[Tx]:
         """A write transaction that locks out other writers from its first statement.
 
         Commits when the block ends (durably, on disk, when ``durable``), rolls back when it
         raises. Not reentrant: a store never opens one inside another.
+
+        ``grouped`` (a hint; SQLite takes it inside ``grouped_writes`` on an event loop):
+        the block's writes may be
+        committed with the other grouped blocks of the same event-loop iteration, at most
+        one iteration later or at the next ungrouped transaction or ``end_group()``, which
+        comes first. Other connections see them then; this one at once. For writes whose
+        caller either waits for ``WriteAhead.durable()`` before acting on them (a signed
+        row) or loses nothing if a crash drops them (a settlement, found again by
+        recovery and reconciliation).
         """
+
+    def end_group(self) -> None:
+        """Commit the open group of ``transaction(grouped=True)`` blocks, if any; raises
+        StoreError when a group could not be committed since the last call. (Backends
+        that do not group have nothing to do.)"""
+        return None
 
     @abstractmethod
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
@@ -256,6 +312,9 @@ class SQLiteDatabase(Database):
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"cannot open the ledger {self.path}: {exc}") from None
         self._tx = Tx(self._db, self.dialect)
+        #: The event loop whose grouped blocks share the open transaction, if one is open.
+        self._group: asyncio.AbstractEventLoop | None = None
+        self._group_failure: str | None = None
 
     def __repr__(self) -> str:
         return f"SQLiteDatabase({str(self.path)!r})"
@@ -265,13 +324,16 @@ class SQLiteDatabase(Database):
         return str(self.path)
 
     @contextlib.contextmanager
-    def transaction(self, *, durable: bool = False) -> Iterator[Tx]:
+    def transaction(self, *, durable: bool = False, grouped: bool = False) -> Iterator[Tx]:
         # BEGIN IMMEDIATE takes the write lock up front; ``durable`` commits with
         # synchronous=FULL (an fsync of the WAL), other commits with NORMAL.
+        loop = grouping_loop() if grouped and not durable else None
         with self._lock:
-            if durable != self._durable:
-                self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-                self._durable = durable
+            if loop is not None:
+                yield from self._grouped(loop)
+                return
+            self._commit_group()  # transactions never nest: an open group ends first
+            self._synchronous(durable)
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 yield self._tx
@@ -282,6 +344,60 @@ class SQLiteDatabase(Database):
                     self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def _synchronous(self, durable: bool) -> None:
+        if durable != self._durable:
+            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self._durable = durable
+
+    def _grouped(self, loop: asyncio.AbstractEventLoop) -> Iterator[Tx]:
+        """One grouped block: a savepoint in the group's transaction, opened by the first
+        block of an iteration and committed by a callback of the next (or earlier)."""
+        if self._group is not loop:
+            self._commit_group()
+            self._synchronous(False)
+            self._db.execute("BEGIN IMMEDIATE")
+            self._group = loop
+            loop.call_soon(self._end_group_quietly)
+        self._db.execute("SAVEPOINT grouped")
+        try:
+            yield self._tx
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK TO grouped")
+                self._db.execute("RELEASE grouped")
+            else:  # the engine rolled the whole group back (a full disk, an I/O error)
+                self._group = None
+                self._group_failure = "a write it held failed"
+            raise
+        self._db.execute("RELEASE grouped")
+
+    def _commit_group(self) -> None:
+        # Under ``_lock``. One COMMIT for every block of the group: each row's pages are
+        # written to the WAL once per group instead of once per block.
+        if self._group is None:
+            return
+        self._group = None
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            self._group_failure = str(exc)
+
+    def _end_group_quietly(self) -> None:
+        with self._lock:
+            self._commit_group()  # a failure is kept for the next ``end_group``
+
+    def end_group(self) -> None:
+        with self._lock:
+            self._commit_group()
+            failure, self._group_failure = self._group_failure, None
+        if failure is not None:
+            raise StoreError(
+                f"the ledger {self.path} could not commit signed payments ({failure}):"
+                " they were not sent"
+            )
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self._lock:
@@ -294,6 +410,7 @@ class SQLiteDatabase(Database):
 
     def close(self) -> None:
         with self._lock:
+            self._commit_group()
             self._db.close()
 
     def _stored_version(self, tx: Tx | None) -> int:

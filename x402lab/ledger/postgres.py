@@ -283,7 +283,8 @@ class PostgresDatabase(Database):
         return self._url
 
     @contextlib.contextmanager
-    def transaction(self, *, durable: bool = False) -> Iterator[Tx]:
+    def transaction(self, *, durable: bool = False, grouped: bool = False) -> Iterator[Tx]:
+        # ``grouped`` is a hint this backend does not take: every commit is its own.
         # One round trip opens the transaction, relaxes the commit's flush, and takes the
         # ledger's write lock (held until COMMIT or ROLLBACK). A durable transaction is
         # flushed after the lock is let go (``FLUSH``), so writers do not queue behind a

@@ -168,7 +168,9 @@ class Ledger:
         in-flight, unknown and held spend plus this amount would pass its cap.
         """
         fsync = sign is not None and (durable or not self.write_ahead.needed)
-        with self.db.transaction(durable=fsync) as tx:
+        # Waited for with ``write_ahead.durable()``, which commits the group first.
+        grouped = sign is not None and not durable
+        with self.db.transaction(durable=fsync, grouped=grouped) as tx:
             # The common case in two statements: the running total moves only if the cap
             # allows it. Otherwise (or for a budget not seen yet) the exact path below.
             if totals.take(tx, budget, cap_atomic, amount_atomic):
@@ -249,8 +251,15 @@ class Ledger:
     def record_signed(self, row_id: int, *, nonce: str, payer: str, valid_before: int) -> None:
         """Write-ahead: commit the signed authorization's nonce, with an fsync, before the
         request is sent (``reserve(sign=...)`` does this and keeps the signed payload too)."""
-        fields = {"nonce": nonce, "payer": payer, "valid_before": valid_before}
-        self._move(row_id, S.SIGNED, durable=True, owner=process_owner(), **fields)
+        self._move(
+            row_id,
+            S.SIGNED,
+            durable=True,
+            owner=process_owner(),
+            nonce=nonce,
+            payer=payer,
+            valid_before=valid_before,
+        )
 
     def record_settled(
         self, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
@@ -259,7 +268,9 @@ class Ledger:
         ``resolved_by`` (``statuses.Resolution``, default the receipt) and ``error`` (a note:
         an answer lost)."""
         outcome.setdefault("resolved_by", Resolution.RECEIPT)
-        self._move(row_id, S.SETTLED, tx_hash=tx_hash, payer=payer, **outcome)
+        # Grouped in a batch run: a settlement a crash drops is found again (the row stays
+        # counted as in flight; recovery and reconciliation settle it).
+        self._move(row_id, S.SETTLED, grouped=True, tx_hash=tx_hash, payer=payer, **outcome)
 
     def record_rejected(
         self, row_id: int, error: str, *, resolved_by: Resolution = Resolution.RECEIPT
@@ -296,11 +307,17 @@ class Ledger:
         self._move(row_id, S.RELEASED, error=error)
 
     def _move(
-        self, row_id: int, status: PaymentStatus, *, durable: bool = False, **fields: Any
+        self,
+        row_id: int,
+        status: PaymentStatus,
+        *,
+        durable: bool = False,
+        grouped: bool = False,
+        **fields: Any,
     ) -> None:
         """Move one row to ``status`` (allowed moves: ``statuses.TRANSITIONS``); raises
         ConfigError for a move from any other status."""
-        with self.db.transaction(durable=durable) as tx:
+        with self.db.transaction(durable=durable, grouped=grouped) as tx:
             if status != S.SETTLED or not self._settle(tx, row_id, fields):
                 self._move_in(tx, row_id, status, fields)
 

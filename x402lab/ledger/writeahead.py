@@ -60,6 +60,7 @@ class WriteAhead:
         # that changes folder later must still sync this WAL, not miss it.
         self._wal = Path(os.path.abspath(f"{db.path}-wal")) if db.dialect == "sqlite" else None
         self._url = db.url
+        self._db = db
         self._groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Group] = (
             weakref.WeakKeyDictionary()
         )
@@ -148,6 +149,9 @@ class WriteAhead:
         if self._wal is None:
             return
         with self._lock:
+            # Grouped reservations (``Database.transaction(grouped=True)``) are committed
+            # first: the fsync below must cover them. Raises StoreError if a group failed.
+            self._db.end_group()
             try:
                 fd = os.open(self._wal, os.O_RDONLY)
             except FileNotFoundError:
