@@ -5,6 +5,7 @@ lab = xl.connect()            # the embedded emulator, a throwaway funded wallet
 """
 
 from x402lab._loop import run
+from x402lab.batch import BatchSummary
 from x402lab.budget import Budget
 from x402lab.errors import (
     AnswerLost,
@@ -37,6 +38,7 @@ __all__ = [
     "ApiError",
     "AsyncLab",
     "BatchInterrupted",
+    "BatchSummary",
     "Budget",
     "BudgetExceeded",
     "ConfigError",

@@ -13,6 +13,7 @@ import pandas as pd
 import polars as pl
 import pytest
 
+import x402lab as xl
 from x402lab.batch import BatchSummary
 from x402lab.errors import ConfigError
 from x402lab.tables.attrs import json_safe, set_attrs
@@ -92,7 +93,7 @@ def test_batch_summary_is_a_dict_in_attrs_and_of_rebuilds_it(
     assert summary.to_dict() == plain
     frame.to_parquet(tmp_path / "chat.parquet")
     back = pd.read_parquet(tmp_path / "chat.parquet")
-    assert BatchSummary.of(back) == summary  # the same numbers from the file
+    assert xl.BatchSummary.of(back) == summary  # the same numbers from the file
     assert BatchSummary.of(back.attrs["batch"]) == summary and BatchSummary.of(summary) is summary
     embed = lab.batch_embed(["a", "b", "a"], model=EMBED_MODEL, dimensions=8, progress=None)
     embed.to_parquet(tmp_path / "embed.parquet")

@@ -69,7 +69,8 @@ def test_reconcile_settles_frees_and_leaves_open(mixed, lab_for, ledger_path):
     assert (row["before"], row["after"], row["tx_hash"]) == ("unknown", "settled", transfer.tx_hash)
     assert row["amount_atomic"] == transfer.amount_atomic and row["block"] >= 1
     assert done.attrs["checked"] == 3 and done.attrs["still_open"] == 2
-    assert done.attrs["next_expiry"] is not None
+    assert done.attrs["next_expiry"].endswith("+00:00")  # ISO 8601 UTC: attrs are plain data
+    assert json.loads(json.dumps(done.attrs)) == done.attrs  # so to_parquet keeps them
     # The claim follows the ledger: the purchase settled, its answer was not stored.
     record = claims.get("test", ["item"])["item"]
     assert (record.payment_status, record.tx_hash) == ("settled", transfer.tx_hash)

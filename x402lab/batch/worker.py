@@ -110,7 +110,7 @@ def run_partition(
         result = lab.batch_chat(rows, progress=None, **call)
     if isinstance(result, BatchSummary):
         return None, result
-    summary = result.attrs.pop("batch")
+    summary = BatchSummary.of(result.attrs.pop("batch"))  # attrs hold it as plain data
     return result, summary
 
 

@@ -26,6 +26,7 @@ from x402lab.ledger import Ledger
 from x402lab.ledger.outcomes import Applied
 from x402lab.ledger.records import OpenPayment
 from x402lab.payments.reconcile import UsedLog, decide
+from x402lab.tables.attrs import set_attrs
 from x402lab.tables.reconcile import reconcile_frame
 
 if TYPE_CHECKING:
@@ -48,15 +49,15 @@ class Reconciliation:
     def to_pandas(self) -> pd.DataFrame:
         """The rows changed (``tables.reconcile.reconcile_schema``); ``attrs`` holds
         ``checked`` (rows asked about), ``still_open`` (unused and still valid) and
-        ``next_expiry`` (when the first of those expires, UTC, or None)."""
+        ``next_expiry`` (when the first of those expires, ISO 8601 in UTC, or None)."""
         frame = reconcile_frame(self.changed)
         expiries = [row.expires_at for row in self.still_open if row.expires_at is not None]
-        frame.attrs.update(
+        return set_attrs(
+            frame,
             checked=self.checked,
             still_open=len(self.still_open),
             next_expiry=min(expiries) if expiries else None,
         )
-        return frame
 
 
 def _record(applied: Applied, block: int | None) -> dict[str, Any]:
