@@ -60,7 +60,7 @@ def read_receipt(header: str | None) -> SettlementResponse | None:
     if not header:
         return None
     try:
-        return SettlementResponse.from_wire(decode_header(header))
+        return SettlementResponse.from_wire(decode_header(header), owned=True)
     except ProtocolError:
         return None
 

@@ -377,8 +377,10 @@ class SettlementResponse:
             object.__setattr__(self, "raw", self.to_wire())
 
     @classmethod
-    def from_wire(cls, d: Mapping[str, Any]) -> SettlementResponse:
-        """Parse a wire settlement response; raises ProtocolError naming the field."""
+    def from_wire(cls, d: Mapping[str, Any], *, owned: bool = False) -> SettlementResponse:
+        """Parse a wire settlement response; raises ProtocolError naming the field.
+
+        ``owned=True``: the caller hands over ``d`` (freshly decoded), kept as ``raw``."""
         d = need_object(d, "settlement response")
         success = d.get("success")
         if not isinstance(success, bool):
@@ -393,7 +395,7 @@ class SettlementResponse:
             payer=get_str(d, "payer", "", optional=True),
             error_reason=get_str(d, "errorReason", "", optional=True),
             amount=amount,
-            raw=copy_json(dict(d)),
+            raw=dict(d) if owned else copy_json(dict(d)),
         )
 
     def to_wire(self) -> dict[str, Any]:

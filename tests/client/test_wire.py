@@ -1,0 +1,143 @@
+"""``Wire``: the short way (the auth flow driven over the aiohttp session) answers exactly
+what the httpx way answers, and aiohttp's failures reach the callers as httpx's errors
+(which the retry and re-send rules read). Real sockets on 127.0.0.1 throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from x402lab.emulator.server import start_emulator
+from x402lab.emulator.settings import EmulatorSettings
+from x402lab.transport import Wire
+
+
+@pytest.fixture(scope="module")
+def gateway_url() -> Iterator[str]:
+    emulator = start_emulator(EmulatorSettings())
+    yield emulator.gateway_url
+    emulator.stop()
+
+
+def _both_ways(request_of: Callable[[Wire], httpx.Request]) -> tuple[httpx.Response, ...]:
+    """The answer to the same request sent the short way and through httpx's client."""
+
+    async def run() -> tuple[httpx.Response, ...]:
+        wire = Wire(timeout_s=10)
+        try:
+            short = await wire.send(request_of(wire))
+            long = await wire.client.send(request_of(wire))
+            await long.aread()
+            return short, long
+        finally:
+            await wire.aclose()
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/api/v1/models", None),  # free, JSON
+        ("GET", "/llms.txt", None),  # free, text
+        ("POST", "/api/v1/chat/completions", {"model": "zai-org-glm-4.7-flash",
+                                              "messages": [{"role": "user", "content": "hi"}]}),
+        ("GET", "/api/v1/no-such-route", None),  # an error answer
+    ],
+)  # fmt: skip
+def test_the_short_way_answers_what_httpx_answers(gateway_url, method, path, body):
+    url = httpx.URL(gateway_url + path)
+    short, long = _both_ways(lambda wire: wire.build_request(method, url, json=body))
+    assert short.status_code == long.status_code
+    assert short.content == long.content or path.endswith("completions")  # 402s differ in time
+    drop = {"date", "payment-required"}
+    assert {k: v for k, v in short.headers.items() if k not in drop} == {
+        k: v for k, v in long.headers.items() if k not in drop
+    }
+    assert short.request.url == url and short.is_stream_consumed
+
+
+def _serve_once(handle: Callable[[socket.socket], None]) -> tuple[str, threading.Thread]:
+    """A one-connection TCP server on 127.0.0.1 that runs ``handle`` on its connection."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def run() -> None:
+        with server:
+            connection, _ = server.accept()
+            with connection:
+                handle(connection)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return f"http://127.0.0.1:{port}/", thread
+
+
+def _send(url: str, timeout_s: float = 10) -> httpx.Response:
+    async def run() -> httpx.Response:
+        wire = Wire(timeout_s=timeout_s)
+        try:
+            return await wire.send(wire.build_request("POST", httpx.URL(url), json={"a": 1}))
+        finally:
+            await wire.aclose()
+
+    return asyncio.run(run())
+
+
+def _read_request(connection: socket.socket) -> None:
+    data = b""
+    while b'{"a":1}' not in data:
+        data += connection.recv(65536)
+
+
+def test_a_gzip_answer_is_decoded():
+    body = b'{"answer": "unzipped"}'
+    packed = gzip.compress(body)
+
+    def answer(connection: socket.socket) -> None:
+        _read_request(connection)
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\n"
+            + f"content-length: {len(packed)}\r\n\r\n".encode()
+            + packed
+        )
+
+    url, thread = _serve_once(answer)
+    response = _send(url)
+    thread.join(5)
+    assert response.json() == {"answer": "unzipped"}
+    assert response.headers["content-encoding"] == "gzip"
+
+
+def test_a_refused_connection_is_an_httpx_connect_error():
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    with pytest.raises(httpx.ConnectError):
+        _send(f"http://127.0.0.1:{port}/")
+
+
+def test_a_connection_closed_without_an_answer_is_an_httpx_transport_error():
+    url, thread = _serve_once(_read_request)  # reads the request, closes, never answers
+    with pytest.raises(httpx.RemoteProtocolError):
+        _send(url)
+    thread.join(5)
+
+
+def test_no_answer_in_time_is_an_httpx_read_timeout():
+    done = threading.Event()
+
+    def stall(connection: socket.socket) -> None:
+        _read_request(connection)
+        done.wait(10)
+
+    url, thread = _serve_once(stall)
+    with pytest.raises(httpx.ReadTimeout):
+        _send(url, timeout_s=0.3)
+    done.set()
+    thread.join(5)
