@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from x402lab.batch.heap import frozen_heap
 from x402lab.batch.items import (
     Emitted,
     ItemResult,
@@ -117,8 +118,9 @@ class Runner:
         """
         self._sink = sink
         # The tasks count prepaid payments in ``prepay`` and share ledger commits
-        # (``grouped_writes``); the last group is committed before this returns.
-        with prepay_tally() as prepay, grouped_writes():
+        # (``grouped_writes``; the last group is committed before this returns); the
+        # collector skips the process's older objects meanwhile (``heap``).
+        with prepay_tally() as prepay, grouped_writes(), frozen_heap():
             try:
                 await self._drive()
             except asyncio.CancelledError:
