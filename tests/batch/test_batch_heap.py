@@ -1,6 +1,6 @@
 """While a batch runs, the collector skips the objects the process had before it
 (``batch.heap``): they are set aside for the run and handed back when the last run ends,
-also when runs overlap or one fails."""
+also when runs overlap or one fails; objects the process froze itself stay frozen."""
 
 from __future__ import annotations
 
@@ -53,3 +53,14 @@ def test_overlapping_runs_hand_back_when_the_last_ends_even_after_a_failure():
             raise RuntimeError("a run that fails")
         assert gc.get_freeze_count() >= frozen  # the outer run still holds them
     assert gc.get_freeze_count() == 0
+
+
+def test_a_process_that_froze_objects_itself_is_left_as_it_is():
+    gc.freeze()
+    try:
+        theirs = gc.get_freeze_count()
+        with frozen_heap():
+            assert gc.get_freeze_count() == theirs
+        assert gc.get_freeze_count() == theirs  # not handed back: they are not ours
+    finally:
+        gc.unfreeze()

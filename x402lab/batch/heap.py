@@ -18,20 +18,25 @@ from collections.abc import Iterator
 
 _lock = threading.Lock()
 _runs = 0
+_ours = False  # whether the objects set aside now were set aside here
 
 
 @contextlib.contextmanager
 def frozen_heap() -> Iterator[None]:
-    """Inside: collections skip the objects older than the outermost block."""
-    global _runs
+    """Inside: collections skip the objects older than the outermost block. A process that
+    froze objects itself (a server forking workers does) is left as it is."""
+    global _runs, _ours
     with _lock:
         if _runs == 0:
-            gc.freeze()
+            _ours = gc.get_freeze_count() == 0
+            if _ours:
+                gc.freeze()
         _runs += 1
     try:
         yield
     finally:
         with _lock:
             _runs -= 1
-            if _runs == 0:
+            if _runs == 0 and _ours:
                 gc.unfreeze()
+                _ours = False
