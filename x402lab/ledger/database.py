@@ -203,13 +203,12 @@ class Database(ABC):
         raises. Not reentrant: a store never opens one inside another.
 
         ``grouped`` (a hint; SQLite takes it inside ``grouped_writes`` on an event loop):
-        the block's writes may be
-        committed with the other grouped blocks of the same event-loop iteration, at most
-        one iteration later or at the next ungrouped transaction or ``end_group()``, which
-        comes first. Other connections see them then; this one at once. For writes whose
-        caller either waits for ``WriteAhead.durable()`` before acting on them (a signed
-        row) or loses nothing if a crash drops them (a settlement, found again by
-        recovery and reconciliation).
+        the block's writes may be committed with the other grouped blocks of the same
+        event-loop iteration, at most one iteration later or at the next ungrouped
+        transaction or ``end_group()``, which comes first. Other connections see them
+        then; this one at once. For writes whose caller either waits for
+        ``WriteAhead.durable()`` before acting on them (a signed row) or loses nothing if a
+        crash drops them (a settlement, found again by recovery and reconciliation).
         """
 
     def end_group(self) -> None:
@@ -395,8 +394,8 @@ class SQLiteDatabase(Database):
             failure, self._group_failure = self._group_failure, None
         if failure is not None:
             raise StoreError(
-                f"the ledger {self.path} could not commit signed payments ({failure}):"
-                " they were not sent"
+                f"the ledger {self.path} could not commit a batch's writes ({failure}):"
+                " the signed payments among them were not sent"
             )
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
