@@ -287,14 +287,22 @@ def main() -> None:
         clients.append(("x402lab, ledger fsync off (diagnostic)", no_fsync))
     wall = dict.fromkeys((name for name, _ in clients), 0.0)
     cpu = dict(wall)
+    # Each round's x402lab / bare ratios: how far one run's figures move on this machine.
+    per_round: list[tuple[float, float]] = []
     try:
         for round_ in range(args.rounds):
+            this_round: dict[str, tuple[float, float]] = {}
             for name, run in clients:
                 spent_wall, spent_cpu = asyncio.run(
                     run(gateway, args.calls, args.concurrency, round_)
                 )
                 wall[name] += spent_wall
                 cpu[name] += spent_cpu
+                this_round[name] = (spent_wall, spent_cpu)
+            lab_round, bare_round = this_round["x402lab"], this_round["bare"]
+            per_round.append(
+                (bare_round[0] / lab_round[0], lab_round[1] / bare_round[1])  # calls/s, CPU
+            )
     finally:
         stop()
     calls = args.calls * args.rounds
@@ -325,6 +333,15 @@ def main() -> None:
     print(
         f"x402lab / bare: {cpu_to_bare:5.2f}x CPU per call (goal <= 1x: {_met(cpu_to_bare <= 1)})"
     )
+    if len(per_round) > 1:
+        rates_ratio = [r for r, _ in per_round]
+        cpu_ratio = [c for _, c in per_round]
+        print(
+            "rounds alone, x402lab / bare: calls/s "
+            + " ".join(f"{r:.2f}x" for r in rates_ratio)
+            + "; CPU per call "
+            + " ".join(f"{c:.2f}x" for c in cpu_ratio)
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
