@@ -210,3 +210,27 @@ def test_without_a_cluster_the_error_says_to_create_a_client(emulator, tmp_path)
     assert "no dask.distributed cluster is running" in done.stdout, done.stderr
     assert "distributed.Client(" in done.stdout
     assert emulator.chain.transfers() == []
+
+
+def test_estimate_refuses_a_dask_collection_instead_of_reading_its_column_names(
+    emulator, team_lab
+):
+    # Iterated, a Dask DataFrame gives its column names: estimate() once quoted one row
+    # named "text" for a corpus of ten. It is refused before anything is sent.
+    import httpx
+
+    lab = team_lab(emulator)
+    frame = dd.from_pandas(pd.DataFrame({"text": [f"q {i}" for i in range(10)]}), npartitions=2)
+    stats = f"{emulator.gateway_url}/api/x402/stats"
+    before = httpx.get(stats).json()["payments"]["requests"]
+    collections = [
+        ("chat", frame),
+        ("chat", frame["text"]),
+        ("embed", frame["text"]),
+        ("embed", db.from_sequence(["a", "b"])),
+    ]
+    for kind, collection in collections:
+        model = CHEAP if kind == "chat" else EMBED
+        with pytest.raises(ConfigError, match=r"ddf\.head\(1000\)"):
+            lab.estimate(collection, model=model, kind=kind)
+    assert httpx.get(stats).json()["payments"]["requests"] == before

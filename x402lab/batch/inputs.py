@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,22 @@ class Texts:
     index: pd.Index | None = None
     chunks: Iterator[list[str]] | None = None
     total: int | None = None
+
+
+def _refuse_dask(value: Any) -> None:
+    """A Dask collection is never read as rows here: iterated, a Dask DataFrame gives its
+    column names (an estimate of one row named after a column, not of the corpus)."""
+    if "dask" not in sys.modules:  # a Dask collection means dask is already imported
+        return
+    import dask
+
+    if dask.is_dask_collection(value):
+        raise ConfigError(
+            f"a Dask {type(value).__name__} is not read in this process: batch_chat() and"
+            " batch_embed() take it as it is and run on the current cluster; estimate() reads"
+            " its rows here, so pass a pandas sample (ddf.head(1000), then scale the total)"
+            " or ddf.compute()"
+        )
 
 
 def _is_polars(value: Any) -> bool:
@@ -114,6 +131,7 @@ def chat_frame(rows: Any, column: str | None = None) -> pd.DataFrame:
     """The input frame of ``batch_chat`` from any input (see the module docstring): a
     DataFrame as given; a list, Series or array as a ``prompt`` column; ``column=`` names
     the column holding the prompts (renamed ``prompt``). Raises ConfigError."""
+    _refuse_dask(rows)
     path = as_path(rows)
     if path is not None:
         rows = read_file(path)
@@ -240,6 +258,7 @@ def _text_lines(path: Path) -> Iterator[str]:
 def embed_source(texts: Any, column: str | None = None) -> Texts:
     """The texts of ``batch_embed`` from any input (see the module docstring). Raises
     ConfigError (a lazy source's bad value is found when its chunk is read)."""
+    _refuse_dask(texts)
     path = as_path(texts)
     if path is not None:
         lazy, total = _file_texts(path, column)
