@@ -48,6 +48,7 @@ def test_every_input_kind_gives_the_same_texts(tmp_path):
         "pandas DataFrame": lambda: pd.DataFrame({"body": TEXTS}),
         "polars Series": lambda: pl.Series("body", TEXTS),
         "polars DataFrame": lambda: pl.DataFrame({"body": TEXTS}),
+        "polars LazyFrame": lambda: pl.DataFrame({"body": TEXTS}).lazy(),
         "Arrow array": lambda: pa.array(TEXTS),
         "Arrow chunked array": lambda: pa.chunked_array([TEXTS[:1], TEXTS[1:]]),
         "Arrow table": lambda: table,

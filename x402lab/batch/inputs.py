@@ -64,6 +64,14 @@ def _is_polars(value: Any) -> bool:
     return type(value).__module__.split(".")[0] == "polars"
 
 
+def _polars_to_pandas(value: Any) -> Any:
+    """A polars Series or DataFrame as pandas; a LazyFrame (``pl.scan_parquet(...)``) is
+    collected first."""
+    if not hasattr(value, "to_pandas") and hasattr(value, "collect"):
+        value = value.collect()
+    return value.to_pandas()
+
+
 def _is_dataset(value: Any) -> bool:
     import pyarrow.dataset as ds
 
@@ -136,7 +144,7 @@ def chat_frame(rows: Any, column: str | None = None) -> pd.DataFrame:
     if path is not None:
         rows = read_file(path)
     elif _is_polars(rows):
-        rows = rows.to_pandas()
+        rows = _polars_to_pandas(rows)
     elif isinstance(rows, pa.Array | pa.ChunkedArray):
         rows = pd.Series(rows.to_pylist(), dtype="str" if pa.types.is_string(rows.type) else None)
     elif isinstance(rows, pa.Table):
@@ -268,7 +276,7 @@ def embed_source(texts: Any, column: str | None = None) -> Texts:
         batches = texts.to_batches(columns=[name], batch_size=CHUNK_ROWS)
         return Texts(chunks=_chunked(_batches(batches, name), CHUNK_ROWS), total=None)
     if _is_polars(texts):
-        texts = texts.to_pandas()
+        texts = _polars_to_pandas(texts)
     if isinstance(texts, pd.DataFrame):
         texts = texts[_pick(list(texts.columns), column, "text", "the DataFrame")]
     if isinstance(texts, pa.Table):
