@@ -27,7 +27,8 @@ from x402lab.errors import ConfigError
 CHUNK_ROWS = 32_768
 FILE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json", ".txt")
 _ACCEPTED = (
-    "a list of strings, a pandas or polars Series/DataFrame, an Arrow array/table/dataset,"
+    "a list of strings, a pandas or polars Series/DataFrame/LazyFrame, an Arrow"
+    " array/table/dataset,"
     " an iterable or generator of strings, or a path to a CSV, Parquet, JSON Lines or text"
     " file"
 )
