@@ -29,7 +29,8 @@ LARGE_BODY_BYTES = int(getattr(aiohttp.payload, "TOO_LARGE_BYTES_BODY", 2**20))
 BODY_CHUNK_BYTES = 2**16
 
 #: aiohttp's failures as httpx's, most specific first (a ConnectionTimeoutError is also a
-#: ServerTimeoutError; a ClientConnectorError is also a ClientOSError).
+#: ServerTimeoutError; a ClientConnectorError is also a ClientOSError); the last two rows
+#: take every timeout and every other aiohttp failure.
 _ERRORS: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
     (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
     (aiohttp.ServerTimeoutError, httpx.ReadTimeout),
@@ -44,12 +45,12 @@ _ERRORS: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
 )
 
 
-def as_httpx_error(exc: BaseException, request: httpx.Request) -> httpx.TransportError | None:
-    """The httpx error that says what ``exc`` (an aiohttp failure) says; None for others."""
-    for theirs, ours in _ERRORS:
-        if isinstance(exc, theirs):
-            return ours(str(exc) or type(exc).__name__, request=request)
-    return None
+def as_httpx_error(
+    exc: TimeoutError | aiohttp.ClientError, request: httpx.Request
+) -> httpx.TransportError:
+    """The httpx error that says what ``exc`` (an aiohttp failure or a timeout) says."""
+    ours = next(ours for theirs, ours in _ERRORS if isinstance(exc, theirs))
+    return ours(str(exc) or type(exc).__name__, request=request)
 
 
 class _Chunks(httpx.AsyncByteStream):
@@ -182,10 +183,7 @@ class Wire:
             ) as answer:
                 content = await answer.read()
         except (TimeoutError, aiohttp.ClientError) as exc:
-            error = as_httpx_error(exc, request)
-            if error is None:
-                raise
-            raise error from exc
+            raise as_httpx_error(exc, request) from exc
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
         if answer.reason:
             extensions["reason_phrase"] = answer.reason.encode()
