@@ -1,4 +1,4 @@
-"""The protocol layer stays pure: it imports only stdlib, the eth crypto libraries and
+"""The protocol layer stays pure: it imports only stdlib, the eth crypto libraries (and safe-pysha3's sha3) and
 x402lab.errors / x402lab.money (DESIGN §1)."""
 
 import ast
@@ -8,7 +8,7 @@ from pathlib import Path
 import x402lab.x402 as protocol
 
 PACKAGE = Path(protocol.__file__).parent
-ALLOWED_THIRD_PARTY = {"eth_account", "eth_abi", "eth_utils", "eth_hash", "coincurve"}
+ALLOWED_THIRD_PARTY = {"eth_account", "eth_abi", "eth_utils", "eth_hash", "sha3", "coincurve"}
 ALLOWED_INTERNAL = {"x402lab.errors", "x402lab.money"}
 
 

@@ -1,5 +1,6 @@
 import copy
 import pickle
+import secrets
 
 import pytest
 from eth_account import Account
@@ -287,3 +288,15 @@ def test_any_digest_signer_works(challenge):
     payload = sign_payment(challenge, challenge.accepts[0], other, now=NOW, nonce=NONCE)
     assert payload.signature == GOLDEN_SIGNATURE
     assert verify_payment(payload, challenge.accepts[0], now=NOW).is_valid
+
+
+def test_keccak_is_the_c_one_and_agrees_with_eth_hash():
+    from eth_hash.auto import keccak as reference
+
+    from x402lab.x402.keccak import keccak
+
+    # safe-pysha3 is a declared dependency on CPython: its absence must show, not slow us.
+    assert keccak is not reference
+    for size in (0, 1, 31, 32, 135, 136, 137, 1000):  # around Keccak-256's 136-byte block
+        data = secrets.token_bytes(size)
+        assert keccak(data) == reference(data)

@@ -7,7 +7,7 @@ as constants. Encoding is the Solidity ABI for static types: every argument and 
 
 from __future__ import annotations
 
-from eth_hash.auto import keccak
+from x402lab.x402.keccak import keccak
 
 BALANCE_OF = "balanceOf(address)"
 AUTHORIZATION_STATE = "authorizationState(address,bytes32)"

@@ -20,7 +20,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from eth_hash.auto import keccak
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -28,6 +27,7 @@ from starlette.routing import Route
 
 from x402lab.emulator import chain_abi as abi
 from x402lab.emulator.chain import SETTLER_ADDRESS, Chain, Transfer
+from x402lab.x402.keccak import keccak
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

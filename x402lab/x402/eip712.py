@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from eth_hash.auto import keccak
-
+from x402lab.x402.keccak import keccak
 from x402lab.x402.models import Authorization
 from x402lab.x402.tokens import Token
 

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from typing import Any, NoReturn, Protocol, runtime_checkable
 
 import coincurve
-from eth_hash.auto import keccak
 from eth_utils import to_checksum_address
 
 from x402lab.errors import ConfigError, PaymentRefused
 from x402lab.x402._wire import ADDRESS_RE, NONCE_RE, copy_json
 from x402lab.x402.eip712 import authorization_digest
+from x402lab.x402.keccak import keccak
 from x402lab.x402.models import (
     X402_VERSION,
     Authorization,

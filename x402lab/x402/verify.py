@@ -10,11 +10,11 @@ from functools import lru_cache
 from typing import Any
 
 import coincurve
-from eth_hash.auto import keccak
 from eth_utils import to_checksum_address
 
 from x402lab.errors import ProtocolError
 from x402lab.x402.eip712 import authorization_digest
+from x402lab.x402.keccak import keccak
 from x402lab.x402.models import X402_VERSION, PaymentPayload, PaymentRequirements
 from x402lab.x402.tokens import token_for
 
