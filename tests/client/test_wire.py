@@ -141,3 +141,22 @@ def test_no_answer_in_time_is_an_httpx_read_timeout():
         _send(url, timeout_s=0.3)
     done.set()
     thread.join(5)
+
+
+@pytest.mark.parametrize("headers", [None, {}, {"X-Trace": "1"}, {"User-Agent": "mine/1"}])
+def test_a_json_request_is_built_as_httpx_builds_it(headers):
+    wire = Wire(timeout_s=7)
+    url = httpx.URL("http://127.0.0.1:9/api/v1/chat/completions")
+    body = {"model": "m", "messages": [{"role": "user", "content": "héllo ✓"}], "n": 1.5}
+    for _ in range(2):  # the second time from the kept headers
+        ours = wire.build_request("POST", url, headers=headers, json=body)
+        theirs = wire.client.build_request("POST", url, headers=headers, json=body)
+        assert ours.content == theirs.content
+        assert sorted(ours.headers.multi_items()) == sorted(theirs.headers.multi_items())
+        assert ours.extensions == theirs.extensions
+        assert (ours.method, ours.url) == (theirs.method, theirs.url)
+    ours.headers["payment-signature"] = "x"  # a payment header stays on its own request
+    again = wire.build_request("POST", url, headers=headers, json=body)
+    assert "payment-signature" not in again.headers
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        wire.build_request("POST", url, json={"x": float("nan")})

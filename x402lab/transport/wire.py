@@ -16,7 +16,8 @@ upload, a chat stream) go through ``httpx.AsyncClient.send`` on the same session
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -121,7 +122,10 @@ class Wire:
         # The ``cookies`` setter would copy into a plain jar; the attribute it sets is replaced.
         if isinstance(getattr(self.client, "_cookies", None), httpx.Cookies):
             self.client._cookies = _NoCookies()
-        self.build_request = self.client.build_request
+        # The headers of a JSON request (the client's defaults, then the caller's), kept
+        # per set of caller's headers: a batch sends thousands with the same ones.
+        self._json_headers: dict[tuple[tuple[str, str], ...], httpx.Headers] = {}
+        self._timeouts = self.client.timeout.as_dict()
 
     def __repr__(self) -> str:
         return f"Wire(max_connections={self._max_connections})"
@@ -135,6 +139,41 @@ class Wire:
                 connector=connector, cookie_jar=aiohttp.DummyCookieJar(), timeout=self._timeout
             )
         return self._session
+
+    def build_request(
+        self,
+        method: str,
+        url: httpx.URL | str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> httpx.Request:
+        """``httpx.AsyncClient.build_request``. A JSON body alone (every paid gateway call)
+        is built without the client's merging layers, in half the time: the same headers,
+        body bytes and extensions as httpx's (``tests/client/test_wire.py``)."""
+        body = kwargs.get("json")
+        if body is None or len(kwargs) != 1:
+            return self.client.build_request(method, url, headers=headers, **kwargs)
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return httpx.Request(
+            method,
+            url,
+            headers=self._headers_for(headers),
+            content=content.encode("utf-8"),
+            extensions={"timeout": self._timeouts},
+        )
+
+    def _headers_for(self, headers: Mapping[str, str] | None) -> httpx.Headers:
+        key = tuple(headers.items()) if headers else ()
+        found = self._json_headers.get(key)
+        if found is None:
+            found = self.client.headers.copy()
+            found.update(headers or {})
+            found["Content-Type"] = "application/json"
+            if len(self._json_headers) > 64:
+                self._json_headers.clear()
+            self._json_headers[key] = found
+        return found
 
     async def send(
         self, request: httpx.Request, *, auth: httpx.Auth | None = None, stream: bool = False
