@@ -226,10 +226,18 @@ class Wire:
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
         if answer.reason:
             extensions["reason_phrase"] = answer.reason.encode()
-        return httpx.Response(
+        response = httpx.Response(
             answer.status,
             headers=answer.raw_headers,
-            content=content,
+            stream=httpx.ByteStream(content),
             request=request,
             extensions=extensions,
         )
+        if answer.headers.get("Content-Encoding", "identity").lower() != "identity":
+            response.read()  # httpx's decoders, as its client would
+        else:
+            # Read as the bytes received: httpx's ``read`` would run them through its
+            # chunker and identity decoder to the same bytes, half the cost of the object.
+            response._content = content
+            response.is_stream_consumed = response.is_closed = True
+        return response
