@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import polars as pl
@@ -152,3 +154,15 @@ def test_progress_is_a_tqdm_bar_with_spend_as_its_postfix(emulator_factory, lab_
     line = err.getvalue()
     assert "4/4" in line and "row/s" in line and "spent" in line
     assert line.count("\n") <= 1
+
+
+def test_a_list_of_prompts_does_not_load_pyarrow_dataset():
+    # Loading it took the first batch of a session about 0.4 s; a Dataset input loads it.
+    code = (
+        "import sys\n"
+        "from x402lab.batch.inputs import chat_frame\n"
+        "assert chat_frame(['a', 'b'])['prompt'].tolist() == ['a', 'b']\n"
+        "print('pyarrow.dataset' in sys.modules)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "False"

@@ -28,6 +28,8 @@ import httpx
 #: stream of chunks under the same Content-Length.
 LARGE_BODY_BYTES = int(getattr(aiohttp.payload, "TOO_LARGE_BYTES_BODY", 2**20))
 BODY_CHUNK_BYTES = 2**16
+#: How httpx writes a ``json=`` body (``httpx._content.encode_json``), one encoder for all.
+_JSON_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 #: aiohttp's failures as httpx's, most specific first (a ConnectionTimeoutError is also a
 #: ServerTimeoutError; a ClientConnectorError is also a ClientOSError); the last two rows
@@ -154,7 +156,7 @@ class Wire:
         body = kwargs.get("json")
         if body is None or len(kwargs) != 1:
             return self.client.build_request(method, url, headers=headers, **kwargs)
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        content = _JSON_BODY(body)
         return httpx.Request(
             method,
             url,

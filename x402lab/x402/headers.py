@@ -17,9 +17,9 @@ from typing import Any
 
 from x402lab.x402.models import PaymentPayload, PaymentRequired, PaymentRequirements
 
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+#: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``, without
+#: building an encoder per call.
+_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 class PaymentHeaders:
