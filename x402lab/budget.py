@@ -92,6 +92,17 @@ class Budget:
         their sum, the same as ``committed`` in ``lab.spend(by="budget")``)."""
         return self.ledger.budget_state(self.name, self.cap_atomic)
 
+    def committed_atomic(self) -> int:
+        """``state().committed_atomic`` (what counts against the cap now) from the running
+        total, without reading every payment of the budget."""
+        return self.ledger.budget_committed(self.name)
+
+    def remaining_atomic(self) -> int | None:
+        """``state().remaining_atomic`` the same way (None without a total cap)."""
+        if self.cap_atomic is None:
+            return None
+        return max(0, self.cap_atomic - self.committed_atomic())
+
     @property
     def spent_usd(self) -> float:
         """Settled spend in USD."""

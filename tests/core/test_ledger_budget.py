@@ -196,3 +196,31 @@ def test_processes_sharing_a_ledger_never_overshoot(tmp_path):
         assert proc.exitcode == 0
     state = xl.Budget(usd=1.0, name="shared").bind(xl.Ledger(path)).state()
     assert 1_000_000 - max(max(c) for c in prices) < state.in_flight_atomic <= 1_000_000
+
+
+def test_the_running_total_answers_what_the_rows_answer(tmp_path):
+    # A batch asks the running total (``committed_atomic``) before and after it runs; it must
+    # agree with the sum over the rows (``state()``) through every kind of row.
+    clock = [1000.0]
+    ledger = xl.Ledger(tmp_path / "l.sqlite", now=lambda: clock[0])
+    budget = xl.Budget(usd=1.0, name="t").bind(ledger)
+
+    def agree() -> int:
+        state = budget.state()
+        assert budget.committed_atomic() == state.committed_atomic
+        assert budget.remaining_atomic() == state.remaining_atomic
+        return state.committed_atomic
+
+    assert agree() == 0
+    amounts = (100_000, 20_000, 3_000, 400_000, 5)
+    settled, signed, unknown, rejected, released = (budget.reserve(a, META) for a in amounts)
+    for row, byte in ((settled, "01"), (signed, "02"), (unknown, "03"), (rejected, "04")):
+        ledger.record_signed(row, nonce="0x" + byte * 32, payer="0xP", valid_before=1300)
+    ledger.record_settled(settled, tx_hash="0xabc", payer="0xP")
+    ledger.record_unknown(unknown, "no answer")
+    ledger.record_rejected(rejected, "settlement failed")  # held until it expires
+    ledger.release(released, error="not sent")
+    assert agree() == 523_000
+    clock[0] = 1300 + 61  # the rejected authorization can no longer settle
+    assert agree() == 123_000
+    assert xl.Budget(usd=2.0, name="never used").bind(ledger).committed_atomic() == 0

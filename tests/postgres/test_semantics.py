@@ -81,11 +81,14 @@ def test_a_refused_signed_payment_counts_until_it_expires(ledger_url):
     ledger.record_signed(row, nonce="0x" + "04" * 32, payer="0xP", valid_before=1300)
     ledger.record_rejected(row, "settlement failed")
     assert budget.state().held_atomic == 200_000
+    assert budget.committed_atomic() == 200_000  # the running total agrees with the rows
     with pytest.raises(xl.BudgetExceeded):
         budget.reserve(200_000, meta("r2"))
     clock[0] = 1300 + 61
+    assert budget.committed_atomic() == 0  # expired: it stops counting
     budget.reserve(200_000, meta("r3"))
     assert budget.state().held_atomic == 0
+    assert budget.committed_atomic() == budget.state().committed_atomic == 200_000
     table = spend(ledger, by="budget", atomic=True).set_index("budget")
     assert int(table.loc["h", "committed_atomic"]) == budget.state().committed_atomic
 

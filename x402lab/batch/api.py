@@ -349,7 +349,7 @@ class Batches:
         return summary_of(plan.kind, plan.rows, tally, throttle, out, self.budget_left())
 
     def budget_left(self) -> int | None:
-        return self._session.budget.state().remaining_atomic
+        return self._session.budget.remaining_atomic()
 
     async def run_plan(
         self,
@@ -432,5 +432,5 @@ class Batches:
             self._generic,
             self._store(plan.kind, rebuy),
             concurrency_of(concurrency),
-            self._session.budget.state().remaining_atomic,
+            self._session.budget.remaining_atomic(),
         )

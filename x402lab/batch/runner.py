@@ -102,9 +102,8 @@ class Runner:
         self._fatal: BaseException | None = None  # answers that cannot be stored end the batch
         self._paid_atomic = 0  # settled by this run, emitted or not
         self._sink: Callable[[list[Emitted]], None] = lambda rows: None
-        state = budget.state()
-        self._cap = state.cap_atomic
-        self._spent_before = state.committed_atomic
+        self._cap = budget.cap_atomic
+        self._spent_before = budget.committed_atomic()
 
     # -- public ------------------------------------------------------------------------------
 
