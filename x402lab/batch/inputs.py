@@ -75,7 +75,7 @@ def _polars_to_pandas(value: Any) -> Any:
 
 def _is_dataset(value: Any) -> bool:
     # A Dataset exists only once its module is loaded: importing it here would cost the first
-    # batch of a session about half a second for a list of prompts.
+    # batch of a session about 0.4 s for a list of prompts.
     ds = sys.modules.get("pyarrow.dataset")
     return ds is not None and isinstance(value, ds.Dataset)
 
