@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
+from functools import lru_cache
 from typing import Any
 
 from x402lab import routes
@@ -105,6 +106,12 @@ def _rate(agent: Mapping[str, Any], key: str) -> Decimal | None:
     value = agent.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
+    return _exact(value)
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _exact(value: int | float) -> Decimal:
+    # Every paid call is priced from the same few published rates: each converted once.
     return Decimal(str(value))
 
 

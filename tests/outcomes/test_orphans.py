@@ -5,10 +5,12 @@ instead of waiting for the authorization's window to pass."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 
+import pytest
 from outcomes_support import (
     CHAT,
     CHAT_MODEL,
@@ -39,6 +41,22 @@ def test_an_owner_is_alive_while_its_process_runs():
     assert owner_alive(f"{host}:{pid}:{int(start) - 1000}") is False  # a reused pid
     assert owner_alive(f"elsewhere:{pid}:{start}") is None  # another host: cannot tell
     assert not owner_gone(f"elsewhere:{pid}:{start}")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_is_its_own_owner():
+    parent = process_owner()  # kept by the parent, as every paid call asks for it
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its owner and leave at once
+        os.write(write, process_owner().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 1000).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child.split(":")[1] == str(pid) and child != parent
+    assert process_owner() == parent
 
 
 def test_a_pending_claim_of_a_dead_process_is_taken_over_at_once(tmp_path):

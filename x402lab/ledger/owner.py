@@ -21,10 +21,21 @@ _HOST: str | None = None
 def process_owner() -> str:
     """``host:pid:start``: this process, told apart from a later one that reuses its pid."""
     global _OWNER
-    pid = os.getpid()
-    if _OWNER is None or _OWNER[0] != pid:  # recomputed in a forked child
+    if _OWNER is None:  # forgotten in a forked child (below): recomputed there
+        pid = os.getpid()
         _OWNER = (pid, f"{_hostname()}:{pid}:{_process_start('self')}")
     return _OWNER[1]
+
+
+def _forget_owner() -> None:
+    global _OWNER
+    _OWNER = None
+
+
+# Every paid call asks; a fork is the only way the answer changes (and asking the kernel
+# for the pid each time was a system call per ledger row).
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_owner)
 
 
 def user_label() -> str:
