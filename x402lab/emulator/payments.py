@@ -149,6 +149,7 @@ class PaymentGate:
         # (payer, nonce) of payments settling or settled here: catches concurrent replays and,
         # with a remote facilitator, replays the local chain cannot know about.
         self._claimed: set[tuple[str, str]] = set()
+        self._parsed_requirements: dict[tuple[int, str], PaymentRequirements] = {}
         self._facilitator = (
             FacilitatorClient(settings.facilitator_url) if settings.facilitator_url else None
         )
@@ -234,16 +235,17 @@ class PaymentGate:
         *,
         amount_atomic: int,
         description: str,
-        extensions: Mapping[str, Any] | None = None,
+        extensions: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
         challenge_body: ChallengeBody | None = None,
         on_refused: RefusalHandler | None = None,
     ) -> Charge:
         """Spends the payer's money: challenge, verify and settle ``amount_atomic``.
 
         Returns a Charge whose ``response`` is the answer to send (429/503 fault, 402
-        challenge or refusal, 400 malformed payment), or a settled Charge. ``on_refused`` may
-        answer a refusal its own way (return None for the default 402). Never raises for bad
-        client input.
+        challenge or refusal, 400 malformed payment), or a settled Charge. ``extensions`` (or
+        a function building them, called only when a challenge is sent) go into challenges.
+        ``on_refused`` may answer a refusal its own way (return None for the default 402).
+        Never raises for bad client input.
         """
         self._count("requests")
         fault = self.request_fault()
@@ -256,7 +258,7 @@ class PaymentGate:
                 resource_url=resource_url,
                 description=description,
                 amount_atomic=amount_atomic,
-                extensions=extensions,
+                extensions=extensions() if callable(extensions) else extensions,
                 error=error,
             )
 
@@ -321,18 +323,25 @@ class PaymentGate:
         """The requirements to verify ``payload`` against: this request's price, or the value
         the authorization moves when overpayment is accepted and it moves more; in the 402
         body's form when the payment echoes that entry."""
-        wire = self.requirements_wire(amount_atomic)
         if self.accept_overpayment and payload.authorization.value > amount_atomic:
-            wire["amount"] = str(payload.authorization.value)
+            amount_atomic = payload.authorization.value
         if body_entry is not None and "scheme" not in payload.accepted:
             # A client that paid from a body without the standard fields echoes that entry;
             # normalize_challenge records which fields it lacked, and verify allows for them.
-            entry = {**body_entry, "amount": wire["amount"]}
+            entry = {**body_entry, "amount": str(int(amount_atomic))}
             try:
                 return normalize_challenge({"x402Version": 2, "accepts": [entry]}).accepts[0]
             except ProtocolError:
                 pass
-        return PaymentRequirements.from_wire(wire)
+        # Parsed once per price and payee: every call of a price class pays the same.
+        key = (amount_atomic, self.settings.pay_to)
+        found = self._parsed_requirements.get(key)
+        if found is None:
+            if len(self._parsed_requirements) >= 4096:
+                self._parsed_requirements.clear()
+            wire = self.requirements_wire(amount_atomic)
+            found = self._parsed_requirements[key] = PaymentRequirements.from_wire(wire)
+        return found
 
     async def _verify(
         self, raw: dict[str, Any], payload: PaymentPayload, requirements: PaymentRequirements

@@ -53,15 +53,15 @@ class Gateway:
     ) -> Response:
         """Spends the payer's money: 402 until paid, then ``produce(charge)`` with a receipt."""
         spec = route("POST", path)
-        extensions = {
-            **self.pricer.extensions(price),
-            "bazaar": bazaar(spec, self.catalog, path_params),
-        }
         charge = await self.gate.charge(
             request,
             amount_atomic=price.agent_atomic,
             description=description,
-            extensions=extensions,
+            # Built only for a challenge: a paid request that settles never shows them.
+            extensions=lambda: {
+                **self.pricer.extensions(price),
+                "bazaar": bazaar(spec, self.catalog, path_params),
+            },
         )
         if charge.response is not None:
             return charge.response
