@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from x402lab.errors import ConfigError
 from x402lab.ledger import BudgetState, PaymentMeta, SignedAuthorization
+from x402lab.ledger.records import left_under_cap
 from x402lab.money import format_usd, usd_to_atomic
 
 if TYPE_CHECKING:
@@ -100,8 +101,8 @@ class Budget:
     def remaining_atomic(self) -> int | None:
         """``state().remaining_atomic`` the same way (None without a total cap)."""
         if self.cap_atomic is None:
-            return None
-        return max(0, self.cap_atomic - self.committed_atomic())
+            return None  # without asking the ledger
+        return left_under_cap(self.cap_atomic, self.committed_atomic())
 
     @property
     def spent_usd(self) -> float:

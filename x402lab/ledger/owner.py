@@ -14,7 +14,7 @@ import os
 import socket
 import time
 
-_OWNER: tuple[int, str] | None = None
+_OWNER: str | None = None
 _HOST: str | None = None
 
 
@@ -22,9 +22,8 @@ def process_owner() -> str:
     """``host:pid:start``: this process, told apart from a later one that reuses its pid."""
     global _OWNER
     if _OWNER is None:  # forgotten in a forked child (below): recomputed there
-        pid = os.getpid()
-        _OWNER = (pid, f"{_hostname()}:{pid}:{_process_start('self')}")
-    return _OWNER[1]
+        _OWNER = f"{_hostname()}:{os.getpid()}:{_process_start('self')}"
+    return _OWNER
 
 
 def _forget_owner() -> None:

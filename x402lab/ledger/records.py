@@ -109,9 +109,14 @@ class BudgetState:
 
     @property
     def remaining_atomic(self) -> int | None:
-        if self.cap_atomic is None:
-            return None
-        return max(0, self.cap_atomic - self.committed_atomic)
+        return left_under_cap(self.cap_atomic, self.committed_atomic)
+
+
+def left_under_cap(cap_atomic: int | None, committed_atomic: int) -> int | None:
+    """What a budget has left to reserve (None without a total cap)."""
+    if cap_atomic is None:
+        return None
+    return max(0, cap_atomic - committed_atomic)
 
 
 class ClaimAction(StrEnum):
