@@ -156,3 +156,28 @@ def test_the_wal_is_checkpointed_every_4000_pages_not_1000(tmp_path):
         assert row < 20_000, "no checkpoint at all"
     assert largest > 3_900 * frame  # well past SQLite's default of 1,000 pages
     assert ledger.db.read_one("PRAGMA wal_autocheckpoint")[0] == 4000
+
+
+def test_a_grouped_settlement_is_one_statement_and_a_late_one_keeps_the_rules(tmp_path):
+    """Settling an in-flight row in a group is a single UPDATE (atomic by itself, so no
+    savepoint); a row that is not in flight any more still goes through the full rules."""
+    ledger = Ledger(tmp_path / "l.sqlite")
+    statements: list[str] = []
+
+    async def run() -> None:
+        with grouped_writes():
+            row = _reserve(ledger, "k")
+            await ledger.write_ahead.durable()
+            ledger.db._db.set_trace_callback(statements.append)
+            ledger.record_settled(row, tx_hash="0xtx", payer="0xPayer")
+            ledger.db._db.set_trace_callback(None)
+            # Settled is final: a second receipt changes nothing but a missing hash.
+            ledger.record_settled(row, tx_hash="0xother", payer="0xPayer")
+            await ledger.write_ahead.durable()
+
+    asyncio.run(run())
+    assert [s.split()[0] for s in statements] == ["BEGIN", "UPDATE"]
+    assert "payment_header = NULL" in statements[1]
+    assert _seen_elsewhere(str(ledger.path)) == {"settled": 1}
+    (only,) = ledger.rows()
+    assert only["tx_hash"] == "0xtx"

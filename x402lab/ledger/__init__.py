@@ -5,7 +5,7 @@ the record types (``records``) and numbered schema migrations (``schema``)."""
 
 from x402lab.ledger.backends import open_database
 from x402lab.ledger.claims import Claims
-from x402lab.ledger.database import Database, Migration, SQLiteDatabase, Tx
+from x402lab.ledger.database import Database, Migration, Tx
 from x402lab.ledger.jobs import JobRecord, Jobs
 from x402lab.ledger.library import Order, ReportLibrary
 from x402lab.ledger.owner import process_owner, user_label
@@ -19,6 +19,7 @@ from x402lab.ledger.records import (
     SignedAuthorization,
 )
 from x402lab.ledger.schema import MIGRATIONS, SCHEMA_VERSION, job_scope, report_scope
+from x402lab.ledger.sqlite import SQLiteDatabase
 from x402lab.ledger.statuses import (
     COUNTING,
     FINAL,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 
 from x402lab.errors import ConfigError
-from x402lab.ledger.database import Database, SQLiteDatabase
+from x402lab.ledger.database import Database
 from x402lab.ledger.postgres import PostgresDatabase
+from x402lab.ledger.sqlite import SQLiteDatabase
 
 #: The schemes of ledger URLs (a location without ``://`` is a SQLite file path).
 SCHEMES = ("sqlite", "postgresql", "postgres")

@@ -1,7 +1,7 @@
-"""The database under the store: connection, pragmas, transactions, reads and migrations.
+"""The database under the store: transactions, reads and migrations, as an interface.
 
 ``Database`` is the interface of the one object that talks to the database engine
-(``SQLiteDatabase`` implements it; ``open_database`` picks it). Everything above it
+(``sqlite.SQLiteDatabase`` implements it). Everything above it
 (payments, claims, jobs, the report library) writes SQL in the subset that SQLite and
 PostgreSQL share, and leaves the differences to a few methods here:
 
@@ -15,20 +15,8 @@ PostgreSQL share, and leaves the differences to a few methods here:
 - rows: readable by index and by column name (``sqlite3.Row``; a backend supplies the same).
 
 ``PostgresDatabase`` (``postgres.py``) is the second subclass; ``backends.open_database``
-picks one from the URL's scheme.
-
-SQLite runs in WAL mode. A write transaction is ``BEGIN IMMEDIATE``: it takes the write lock
-up front, so a read-then-write inside it is atomic across threads, tasks and processes that
-share the file. ``durable=True`` commits with ``synchronous=FULL`` (an fsync of the WAL);
-other commits use ``NORMAL``. One durable commit flushes every earlier commit to the same
-file (they share one WAL), so a row written before a durable one is on disk with it.
-
-Grouped writes: in a batch run (``grouped_writes``) the reservations and settlements of one
-event-loop iteration are savepoints of one transaction, committed by a callback of the next
-iteration (or by the write-ahead fsync, an ungrouped transaction, ``end_group``), so each
-page they touch reaches the WAL once per group rather than once per payment: about a tenth
-of a batch's client CPU per paid call. The write lock is held meanwhile; other processes
-wait for it as for any transaction.
+picks one from the URL's scheme. Grouped writes (``grouped_writes``, ``sqlite.py``): a batch's
+writes of one event-loop iteration share one commit where the backend can.
 """
 
 from __future__ import annotations
@@ -36,22 +24,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import os
 import sqlite3
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from x402lab.errors import ConfigError, StoreError
-
-#: WAL pages between automatic checkpoints (16 MiB at 4 KiB pages): about 5% less client
-#: CPU per paid call in a batch than SQLite's default of 1,000, and no gain beyond.
-WAL_CHECKPOINT_PAGES = 4000
-#: The WAL file is cut back to this size after a checkpoint that emptied it.
-WAL_LIMIT_BYTES = 32 * 1024 * 1024
+from x402lab.errors import ConfigError
 
 
 class Row(Protocol):
@@ -217,6 +197,15 @@ class Database(ABC):
         crash drops them (a settlement, found again by recovery and reconciliation).
         """
 
+    def write_one(
+        self, sql: str, params: Sequence[Any] = (), *, durable: bool = False, grouped: bool = False
+    ) -> int:
+        """Run one write statement in a transaction of its own (``durable`` and ``grouped``
+        as for ``transaction``); returns the rows it changed. One statement is atomic by
+        itself, so a grouped one needs no savepoint of its own."""
+        with self.transaction(durable=durable, grouped=grouped) as tx:
+            return int(tx.execute(sql, params).rowcount)
+
     def end_group(self) -> None:
         """Commit the open group of ``transaction(grouped=True)`` blocks, if any; raises
         StoreError when a group could not be committed since the last call. (Backends
@@ -285,147 +274,3 @@ class Database(ABC):
                 f" understands ({latest}): it was written by a newer x402lab. Upgrade x402lab"
                 " (pip install -U x402lab) or use another ledger file; nothing was changed"
             )
-
-
-class SQLiteDatabase(Database):
-    """A SQLite database file shared by every store of one ledger (WAL mode).
-
-    Raises ConfigError when the file cannot be opened or created, or is not a database.
-    """
-
-    dialect = "sqlite"
-    driver_errors = (sqlite3.DatabaseError,)
-
-    def __init__(self, path: str | os.PathLike[str], *, timeout_s: float = 60.0) -> None:
-        self.path = Path(path).expanduser()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot create the ledger folder {self.path.parent}: {exc}"
-            ) from None
-        self._lock = threading.RLock()
-        try:
-            self._db = sqlite3.connect(
-                self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False
-            )
-            self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
-            self._db.execute("PRAGMA synchronous=FULL")
-            # A checkpoint every WAL_CHECKPOINT_PAGES instead of SQLite's 1,000: the pages a
-            # batch rewrites all the time (indexes, the budget's row) are copied into the
-            # file once per checkpoint, and each checkpoint reads back and syncs what it moves.
-            self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
-            self._db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
-            self._durable = True
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"cannot open the ledger {self.path}: {exc}") from None
-        self._tx = Tx(self._db, self.dialect)
-        #: The event loop whose grouped blocks share the open transaction, if one is open.
-        self._group: asyncio.AbstractEventLoop | None = None
-        self._group_failure: str | None = None
-
-    def __repr__(self) -> str:
-        return f"SQLiteDatabase({str(self.path)!r})"
-
-    @property
-    def url(self) -> str:
-        return str(self.path)
-
-    @contextlib.contextmanager
-    def transaction(self, *, durable: bool = False, grouped: bool = False) -> Iterator[Tx]:
-        # BEGIN IMMEDIATE takes the write lock up front; ``durable`` commits with
-        # synchronous=FULL (an fsync of the WAL), other commits with NORMAL.
-        loop = grouping_loop() if grouped and not durable else None
-        with self._lock:
-            if loop is not None:
-                yield from self._grouped(loop)
-                return
-            self._commit_group()  # transactions never nest: an open group ends first
-            self._synchronous(durable)
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                yield self._tx
-            except BaseException:
-                # Even an interrupt must not leave a write transaction open: it would lock
-                # every process sharing the file.
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-
-    def _synchronous(self, durable: bool) -> None:
-        if durable != self._durable:
-            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-            self._durable = durable
-
-    def _grouped(self, loop: asyncio.AbstractEventLoop) -> Iterator[Tx]:
-        """One grouped block: a savepoint in the group's transaction, opened by the first
-        block of an iteration and committed by a callback of the next (or earlier)."""
-        if self._group is not loop:
-            self._commit_group()
-            self._synchronous(False)
-            self._db.execute("BEGIN IMMEDIATE")
-            self._group = loop
-            loop.call_soon(self._end_group_quietly)
-        self._db.execute("SAVEPOINT grouped")
-        try:
-            yield self._tx
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK TO grouped")
-                self._db.execute("RELEASE grouped")
-            else:  # the engine rolled the whole group back (a full disk, an I/O error)
-                self._group = None
-                self._group_failure = "a write it held failed"
-            raise
-        self._db.execute("RELEASE grouped")
-
-    def _commit_group(self) -> None:
-        # Under ``_lock``. One COMMIT for every block of the group: each row's pages are
-        # written to the WAL once per group instead of once per block.
-        if self._group is None:
-            return
-        self._group = None
-        try:
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            self._group_failure = str(exc)
-
-    def _end_group_quietly(self) -> None:
-        with self._lock:
-            self._commit_group()  # a failure is kept for the next ``end_group``
-
-    def end_group(self) -> None:
-        with self._lock:
-            self._commit_group()
-            failure, self._group_failure = self._group_failure, None
-        if failure is not None:
-            raise StoreError(
-                f"the ledger {self.path} could not commit a batch's writes ({failure}):"
-                " the signed payments among them were not sent"
-            )
-
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
-
-    def read_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        with self._lock:
-            found: Row | None = self._db.execute(sql, params).fetchone()
-            return found
-
-    def close(self) -> None:
-        with self._lock:
-            self._commit_group()
-            self._db.close()
-
-    def _stored_version(self, tx: Tx | None) -> int:
-        found = tx.one("PRAGMA user_version") if tx else self.read_one("PRAGMA user_version")
-        return int(found[0]) if found is not None else 0
-
-    def _record_version(self, tx: Tx, version: int) -> None:
-        tx.execute(f"PRAGMA user_version = {int(version)}")

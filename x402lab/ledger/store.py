@@ -325,22 +325,25 @@ class Ledger:
     ) -> None:
         """Move one row to ``status`` (allowed moves: ``statuses.TRANSITIONS``); raises
         ConfigError for a move from any other status."""
+        if status == S.SETTLED and self._settle(row_id, fields, durable, grouped):
+            return
         with self.db.transaction(durable=durable, grouped=grouped) as tx:
-            if status != S.SETTLED or not self._settle(tx, row_id, fields):
-                self._move_in(tx, row_id, status, fields)
+            self._move_in(tx, row_id, status, fields)
 
-    def _settle(self, tx: Tx, row_id: int, fields: dict[str, Any]) -> bool:
+    def _settle(self, row_id: int, fields: dict[str, Any], durable: bool, grouped: bool) -> bool:
         """The common move in one statement: an in-flight row (``signed`` or ``unknown``:
         counted, never held) to ``settled`` (counted): no total changes. False for any other
-        row (``_move_in`` then applies the full rules)."""
+        row (``_move_in`` then applies the full rules, reading the row again)."""
         fields = {key: value for key, value in fields.items() if value is not None}
         assignments = "".join(f", {key} = ?" for key in fields)
-        cursor = tx.execute(
+        changed = self.db.write_one(
             "UPDATE payments SET status = ?, updated_us = ?, held = 0, payment_header = NULL"
             f"{assignments} WHERE id = ? AND {in_sql('status', UNRESOLVED)}",
             (str(S.SETTLED), self._now_us(), *fields.values(), row_id),
+            durable=durable,
+            grouped=grouped,
         )
-        return cursor.rowcount == 1
+        return changed == 1
 
     def _move_in(self, tx: Tx, row_id: int, status: PaymentStatus, fields: dict[str, Any]) -> str:
         """``_move`` inside the open transaction ``tx``; returns the status it came from."""
