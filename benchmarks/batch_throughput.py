@@ -10,7 +10,8 @@ timed calls (``time.process_time``) is that client's CPU alone: the emulator's i
 subprocess. Each client pays for the same number of distinct short
 chat completions (one 402 and one paid request each) with its own fresh wallet, in rounds
 that alternate between the clients so a change in machine load hits all three alike (the
-load average is printed: other work on the machine moves these figures):
+load average is printed: other work on the machine moves these figures; x402lab and bare
+run back to back in each round, their CPU ratio being the tightest goal):
 
 - x402lab: ``AsyncLab.batch_chat`` with a budget, the SQLite ledger (write-ahead, fsync),
   dedup, each row claimed in the ledger before it is paid and its answer stored there (the
@@ -274,10 +275,13 @@ def main() -> None:
         f" {args.rounds} rounds of {args.calls} paid chat calls per client at concurrency"
         f" {args.concurrency}"
     )
+    # x402lab and bare run back to back in each round: their CPU ratio is the tightest goal,
+    # and a change in machine load between two adjacent runs is smaller than across the
+    # SDK's longer run.
     clients: list[tuple[str, Callable[..., Awaitable[tuple[float, float]]]]] = [
         ("x402lab", run_x402lab),
-        ("x402 SDK", run_sdk),
         ("bare", run_bare),
+        ("x402 SDK", run_sdk),
     ]
     if args.diagnose:
 

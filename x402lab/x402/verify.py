@@ -98,9 +98,14 @@ def _invalid(reason: str, payer: str | None = None) -> VerifyResult:
 def _accepted_matches(accepted: Mapping[str, Any], requirements: PaymentRequirements) -> bool:
     # Exact wire values (strings stay strings), against the verbatim entry; a field that
     # normalize_challenge filled may be absent, since the client echoes the raw entry.
-    wire = requirements.to_wire()
+    raw = requirements.raw
+    wire = None  # built only for a field the verbatim entry lacks (rare)
     for key in _MATCHED_FIELDS:
-        expected = requirements.raw.get(key, wire[key])
+        if key in raw:
+            expected = raw[key]
+        else:
+            wire = wire or requirements.to_wire()
+            expected = wire[key]
         if key in accepted:
             got = accepted[key]
             if got != expected or type(got) is not type(expected):
