@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
+import time
 from types import FrameType
 
 HELP = "run the local emulator (gateway, report service, chain RPC) until interrupted"
@@ -82,10 +82,12 @@ def run(args: argparse.Namespace) -> int:
     settings = EmulatorSettings.from_env(
         job_seconds=args.job_seconds, seed=args.seed, balance_usd=args.balance_usd, faults=faults
     )
-    stop = threading.Event()
+    # The handler only records the signal: one that took a lock (``threading.Event.set``)
+    # could deadlock when the signal lands while the main thread holds that same lock.
+    stopping: list[int] = []
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        stopping.append(signum)
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -106,10 +108,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"chain: {emulator.chain_url}", flush=True)
             print(connect_snippet(emulator.gateway_url, emulator.reports_url), file=sys.stderr)
             print("x402lab serve: running; press Ctrl+C to stop", file=sys.stderr, flush=True)
-            while not stop.wait(0.25):
+            while not stopping:
                 if not emulator.running:
                     print("x402lab serve: a server stopped unexpectedly", file=sys.stderr)
                     return 1
+                time.sleep(0.25)
         finally:
             emulator.stop()
     finally:
