@@ -99,7 +99,11 @@ class AsyncLab:
         # process, or stale ones, are released.
         ledger.recover_interrupted()
         payer = Payer(
-            wallet, budget, ledger, allowed_networks=allowed_networks, pinned_payees=pay_to,
+            wallet,
+            budget,
+            ledger,
+            allowed_networks=allowed_networks,
+            pinned_payees=pay_to,
             prepay=prepay,
         )
         self.emulator = emulator

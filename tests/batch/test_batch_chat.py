@@ -139,9 +139,7 @@ def test_failed_rows_never_fail_the_batch(emulator_factory, lab_factory):
     assert failed["error"].str.contains("PaymentRejected").all()
     assert usd_to_atomic(frame["paid_usd"].sum()) == chain_atomic(emulator)
     # A row above the per-call cap is refused (nothing signed); the rest still run.
-    pricey = lab.batch_chat(
-        ["short", "another"], model=PRICEY, max_tokens=4000, progress=None
-    )
+    pricey = lab.batch_chat(["short", "another"], model=PRICEY, max_tokens=4000, progress=None)
     assert set(pricey["status"]) == {"refused"}
     assert pricey["error"].str.contains("cap").all()
 
@@ -159,8 +157,12 @@ def test_prompt_template_and_input_columns(emulator_factory, lab_factory):
     lab = lab_factory(emulator_factory())
     rows = pd.DataFrame({"city": ["Lyon", "Oslo"], "days": [2, 3]}, index=["a", "b"])
     frame = lab.batch_chat(
-        rows, model=CHEAP, prompt="Plan {days} days in {city}", system="Be brief",
-        max_tokens=40, progress=None,
+        rows,
+        model=CHEAP,
+        prompt="Plan {days} days in {city}",
+        system="Be brief",
+        max_tokens=40,
+        progress=None,
     )
     assert list(frame.index) == ["a", "b"]
     assert frame.columns[:2].tolist() == ["city", "days"]

@@ -212,9 +212,7 @@ def test_without_a_cluster_the_error_says_to_create_a_client(emulator, tmp_path)
     assert emulator.chain.transfers() == []
 
 
-def test_estimate_refuses_a_dask_collection_instead_of_reading_its_column_names(
-    emulator, team_lab
-):
+def test_estimate_refuses_a_dask_collection_instead_of_reading_its_column_names(emulator, team_lab):
     # Iterated, a Dask DataFrame gives its column names: estimate() once quoted one row
     # named "text" for a corpus of ten. It is refused before anything is sent.
     import httpx

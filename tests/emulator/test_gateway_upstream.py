@@ -42,6 +42,7 @@ def test_chat_is_deterministic_per_seed_and_request():
 
 def test_png_is_valid():
     import PIL.Image as pil
+
     data = media.png(*media.preview_size(1024, 768), media.seed_bytes("x"))
     image = pil.open(io.BytesIO(data))
     image.load()

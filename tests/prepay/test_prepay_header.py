@@ -47,6 +47,4 @@ def test_headers_match_the_plain_encoding(wire: dict[str, Any]) -> None:
         payload = sign_payment(
             challenge, requirements, signer, now=1_800_000_000, nonce=new_nonce()
         )
-        assert headers.encode(payload, challenge, requirements) == encode_header(
-            payload.to_wire()
-        )
+        assert headers.encode(payload, challenge, requirements) == encode_header(payload.to_wire())

@@ -28,9 +28,7 @@ class PaymentHeaders:
 
     def __init__(self, size: int = 64) -> None:
         self._size = size
-        self._parts: OrderedDict[tuple[int, int], tuple[object, object, str, str]] = (
-            OrderedDict()
-        )
+        self._parts: OrderedDict[tuple[int, int], tuple[object, object, str, str]] = OrderedDict()
 
     def encode(
         self,
