@@ -250,8 +250,8 @@ def _key() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=500, help="paid calls per client per round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=400, help="paid calls per client per round")
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument(
         "--latency", type=float, default=0.0, help="the emulator's delay before every answer (s)"
