@@ -88,7 +88,7 @@ class SQLiteDatabase(Database):
     def transaction(self, *, durable: bool = False, grouped: bool = False) -> Iterator[Tx]:
         # BEGIN IMMEDIATE takes the write lock up front; ``durable`` commits with
         # synchronous=FULL (an fsync of the WAL), other commits with NORMAL.
-        loop = grouping_loop() if grouped and not durable else None
+        loop = _group_loop(durable, grouped)
         with self._lock:
             if loop is not None:
                 yield from self._grouped(loop)
@@ -114,7 +114,7 @@ class SQLiteDatabase(Database):
     def write_one(
         self, sql: str, params: Sequence[Any] = (), *, durable: bool = False, grouped: bool = False
     ) -> int:
-        loop = grouping_loop() if grouped and not durable else None
+        loop = _group_loop(durable, grouped)
         if loop is None:
             return super().write_one(sql, params, durable=durable)
         with self._lock:
@@ -153,8 +153,7 @@ class SQLiteDatabase(Database):
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK TO grouped")
                 self._db.execute("RELEASE grouped")
-            else:
-                self._lost_group_unless_open()
+            self._lost_group_unless_open()
             raise
         self._db.execute("RELEASE grouped")
 
@@ -205,3 +204,9 @@ class SQLiteDatabase(Database):
 
     def _record_version(self, tx: Tx, version: int) -> None:
         tx.execute(f"PRAGMA user_version = {int(version)}")
+
+
+def _group_loop(durable: bool, grouped: bool) -> asyncio.AbstractEventLoop | None:
+    """The loop whose group a write joins: only a grouped, non-durable one inside
+    ``grouped_writes`` on an event loop."""
+    return grouping_loop() if grouped and not durable else None

@@ -16,20 +16,19 @@ upload, a chat stream) go through ``httpx.AsyncClient.send`` on the same session
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
 import httpx
 
+from x402lab.x402.codec import compact_json
+
 #: aiohttp's limit for a body handed over as one bytes object (it warns above it, "Sending
 #: a large body directly with raw bytes might lock the event loop"); larger bodies go as a
 #: stream of chunks under the same Content-Length.
 LARGE_BODY_BYTES = int(getattr(aiohttp.payload, "TOO_LARGE_BYTES_BODY", 2**20))
 BODY_CHUNK_BYTES = 2**16
-#: How httpx writes a ``json=`` body (``httpx._content.encode_json``), one encoder for all.
-_JSON_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 #: aiohttp's failures as httpx's, most specific first (a ConnectionTimeoutError is also a
 #: ServerTimeoutError; a ClientConnectorError is also a ClientOSError); the last two rows
@@ -162,7 +161,7 @@ class Wire:
         pairs = self._json_headers_for(url, headers)
         if pairs is None:  # a header httpx must encode itself
             return self.client.build_request(method, url, headers=headers, **kwargs)
-        content = _JSON_BODY(body).encode("utf-8")
+        content = compact_json(body).encode("utf-8")  # as httpx writes ``json=``
         stream = httpx.ByteStream(content)
         request = httpx.Request(method, url, stream=stream, extensions={"timeout": self._timeouts})
         # Every header given whole, ASCII: httpx neither adds nor checks any, nor guesses

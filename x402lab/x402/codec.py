@@ -31,10 +31,14 @@ def preview(value: object, limit: int = 40) -> str:
     return repr(text) if isinstance(value, str) else text
 
 
+#: Compact JSON text, NaN refused: what payment headers carry, and how httpx writes a
+#: ``json=`` body. One encoder for every call (``json.dumps`` with options builds one each).
+compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def encode_header(obj: Mapping[str, Any]) -> str:
     """Return ``obj`` as compact UTF-8 JSON in standard base64 with padding."""
-    data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return base64.b64encode(data.encode("utf-8")).decode("ascii")
+    return base64.b64encode(compact_json(obj).encode("utf-8")).decode("ascii")
 
 
 def _reject_constant(name: str) -> Any:

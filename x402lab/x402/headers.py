@@ -11,15 +11,11 @@ is byte for byte ``encode_header(payload.to_wire())``.
 from __future__ import annotations
 
 import base64
-import json
 from collections import OrderedDict
 from typing import Any
 
+from x402lab.x402.codec import compact_json
 from x402lab.x402.models import PaymentPayload, PaymentRequired, PaymentRequirements
-
-#: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``, without
-#: building an encoder per call.
-_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 class PaymentHeaders:
@@ -45,14 +41,14 @@ class PaymentHeaders:
             if payload.resource is not None:
                 head["resource"] = payload.resource
             head["accepted"] = payload.accepted
-            prefix = _json(head)[:-1] + ',"payload":'
+            prefix = compact_json(head)[:-1] + ',"payload":'
             suffix = "}"
             if payload.extensions is not None:
-                suffix = ',"extensions":' + _json(payload.extensions) + "}"
+                suffix = ',"extensions":' + compact_json(payload.extensions) + "}"
             found = (challenge, requirements, prefix, suffix)
             self._parts[key] = found
             while len(self._parts) > self._size:
                 self._parts.popitem(last=False)
         signed = {"signature": payload.signature, "authorization": payload.authorization.to_wire()}
-        text = found[2] + _json(signed) + found[3]
+        text = found[2] + compact_json(signed) + found[3]
         return base64.b64encode(text.encode("utf-8")).decode("ascii")
