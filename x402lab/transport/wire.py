@@ -1,17 +1,21 @@
-"""The HTTP connection pool of a lab, and the short way over it for ordinary requests.
+"""The HTTP connections of a lab, and the short way over them for ordinary requests.
 
 Every request is an ``httpx.Request`` and every answer an ``httpx.Response``: the 402 flow
 (``transport.auth``) and the gateway's readers speak httpx, and so do the clients handed to
-other libraries. Underneath, one aiohttp session holds the connections (several times faster
-than httpx's own pool under concurrency).
+other libraries. Underneath, two pools hold the connections:
 
-``Wire.send`` takes the short way for a request that is not streamed either way (a body of
-bytes under aiohttp's large-body limit, an answer read whole): it drives the auth flow itself
-and hands each request straight to the aiohttp session. httpx's client adds nothing such a
-request needs (no redirects are followed, no cookies kept, no hooks are set) and its layers
-(the client's send chain, the transport adapter, the response's byte-stream chain) cost
-about a quarter of a batch's client CPU per paid call. Streamed requests and answers (an
-upload, a chat stream) go through ``httpx.AsyncClient.send`` on the same session.
+- ``transport.connections``, the lab's own HTTP/1.1 connections, carry every request that
+  is sent whole and answered whole (a body of bytes under aiohttp's large-body limit, an
+  answer read whole, not HEAD): every paid call of a batch. ``Wire.send`` drives the auth
+  flow itself and writes each request straight onto a kept connection;
+- one aiohttp session (several times faster than httpx's own pool under concurrency)
+  carries the rest: streamed requests and answers (an upload, a chat stream) go through
+  ``httpx.AsyncClient.send`` on it.
+
+httpx's client adds nothing the short way needs (no redirects are followed, no cookies
+kept, no hooks are set) and its layers (the client's send chain, the transport adapter, the
+response's byte-stream chain) cost about a quarter of a batch's client CPU per paid call;
+aiohttp's request and response objects cost another sixth (``transport.connections``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 import aiohttp
 import httpx
 
+from x402lab.transport.connections import Connections
 from x402lab.x402.codec import compact_json
 
 #: aiohttp's limit for a body handed over as one bytes object (it warns above it, "Sending
@@ -129,6 +134,13 @@ class Wire:
             tuple[bytes, tuple[tuple[str, str], ...]], list[tuple[bytes, bytes]] | None
         ] = {}
         self._timeouts = self.client.timeout.as_dict()
+        # Requests sent whole and answers read whole (every paid call) skip aiohttp too.
+        self._connections = Connections(
+            limit=max_connections,
+            connect_timeout_s=connect_s,
+            read_timeout_s=timeout_s,
+            pool_timeout_s=timeout_s,
+        )
 
     def __repr__(self) -> str:
         return f"Wire(max_connections={self._max_connections})"
@@ -213,6 +225,7 @@ class Wire:
             await flow.aclose()
 
     async def aclose(self) -> None:
+        await self._connections.aclose()
         await self.client.aclose()  # closes the session through the transport
         if self._session is not None and not self._session.closed:
             await self._session.close()
@@ -225,6 +238,26 @@ class Wire:
             return False  # a streamed upload
 
     async def _exchange(self, request: httpx.Request) -> httpx.Response:
+        """One request and its whole answer, on the lab's own connections where they take
+        it, else straight over the aiohttp session."""
+        if not Connections.takes(request):
+            return await self._exchange_aiohttp(request)
+        answer = await self._connections.exchange(request)
+        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
+        if answer.reason:
+            extensions["reason_phrase"] = answer.reason
+        return _whole_response(
+            httpx.Response(
+                answer.status,
+                headers=answer.headers,
+                stream=httpx.ByteStream(answer.body),
+                request=request,
+                extensions=extensions,
+            ),
+            answer.body,
+        )
+
+    async def _exchange_aiohttp(self, request: httpx.Request) -> httpx.Response:
         """One request and its whole answer, straight over the aiohttp session."""
         try:
             async with self.session.request(
@@ -249,11 +282,16 @@ class Wire:
             request=request,
             extensions=extensions,
         )
-        if answer.headers.get("Content-Encoding", "identity").lower() != "identity":
-            response.read()  # httpx's decoders, as its client would
-        else:
-            # Read as the bytes received: httpx's ``read`` would run them through its
-            # chunker and identity decoder to the same bytes, half the cost of the object.
-            response._content = content
-            response.is_stream_consumed = response.is_closed = True
-        return response
+        return _whole_response(response, content)
+
+
+def _whole_response(response: httpx.Response, content: bytes) -> httpx.Response:
+    """``response`` read, its body ``content`` as received."""
+    if response.headers.get("Content-Encoding", "identity").lower() != "identity":
+        response.read()  # httpx's decoders, as its client would
+    else:
+        # Read as the bytes received: httpx's ``read`` would run them through its
+        # chunker and identity decoder to the same bytes, half the cost of the object.
+        response._content = content
+        response.is_stream_consumed = response.is_closed = True
+    return response
