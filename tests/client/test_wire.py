@@ -1,6 +1,7 @@
-"""``Wire``: the short way (the auth flow driven over the aiohttp session) answers exactly
-what the httpx way answers, and aiohttp's failures reach the callers as httpx's errors
-(which the retry and re-send rules read). Real sockets on 127.0.0.1 throughout."""
+"""``Wire``: the short way (the auth flow driven over the lab's own connections) answers
+exactly what the httpx way (over the aiohttp session) answers, and failures reach the
+callers as httpx's errors (which the retry and re-send rules read). Real sockets on
+127.0.0.1 throughout; ``tests/transport/test_connections.py`` has the connections' own."""
 
 from __future__ import annotations
 

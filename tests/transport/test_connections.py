@@ -202,24 +202,20 @@ def test_a_header_with_a_line_break_is_refused_before_anything_is_sent():
     assert server.accepted == 0
 
 
-def test_a_malformed_answer_is_a_remote_protocol_error():
-    def garbage(connection: socket.socket) -> None:
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"NOT HTTP AT ALL\r\n\r\n", "malformed"),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly part", "disconnected"),
+    ],
+)
+def test_a_malformed_or_cut_answer_is_a_remote_protocol_error(raw, message):
+    def reply(connection: socket.socket) -> None:
         read_request(connection)
-        connection.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        connection.sendall(raw)
 
-    server = Server(garbage)
-    with pytest.raises(httpx.RemoteProtocolError, match="malformed"):
-        send(server.url())
-    server.close()
-
-
-def test_an_answer_cut_short_is_a_remote_protocol_error():
-    def cut(connection: socket.socket) -> None:
-        read_request(connection)
-        connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly part")
-
-    server = Server(cut)
-    with pytest.raises(httpx.RemoteProtocolError, match="disconnected"):
+    server = Server(reply)
+    with pytest.raises(httpx.RemoteProtocolError, match=message):
         send(server.url())
     server.close()
 
