@@ -207,9 +207,11 @@ def test_a_header_with_a_line_break_is_refused_before_anything_is_sent():
     [
         (b"NOT HTTP AT ALL\r\n\r\n", "malformed"),
         (b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly part", "disconnected"),
+        (b"HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: ws\r\n\r\n",
+         "switched protocols"),
     ],
-)
-def test_a_malformed_or_cut_answer_is_a_remote_protocol_error(raw, message):
+)  # fmt: skip
+def test_a_malformed_cut_or_upgraded_answer_is_a_remote_protocol_error(raw, message):
     def reply(connection: socket.socket) -> None:
         read_request(connection)
         connection.sendall(raw)

@@ -125,7 +125,9 @@ class _Connection(asyncio.Protocol):
         self._last_read = self._loop.time()
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:  # HttpParserUpgrade included
+        except httptools.HttpParserUpgrade:
+            self._fail(httpx.RemoteProtocolError("the server switched protocols"))
+        except httptools.HttpParserError as exc:
             self._fail(httpx.RemoteProtocolError(f"malformed answer: {exc}"))
 
     def connection_lost(self, exc: Exception | None) -> None:
