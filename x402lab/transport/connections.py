@@ -4,9 +4,9 @@ Every paid call of a batch is one such exchange: a JSON body of a few hundred by
 answer of a few kilobytes. aiohttp's client makes a request object, a response object, a
 task, timers and a stream reader for each; measured here at concurrency 32 it spends about
 0.2 ms of CPU per exchange where writing the request's bytes on a kept connection and
-parsing the answer with httptools (llhttp, Node.js's parser, in C) spends about 0.1 ms: a
-sixth of a paid call's client CPU. ``Wire`` sends such requests here; streams, large
-bodies and HEAD stay on aiohttp.
+parsing the answer with httptools (llhttp, Node.js's parser, in C) spends about 0.1 ms. A
+batch's paid call takes 11% fewer client instructions so. ``Wire`` sends such requests
+here; streams, large bodies and HEAD stay on aiohttp.
 
 What a client of these services needs and nothing else: one request at a time per
 connection (no pipelining), answers framed by Content-Length, chunks or the end of the
@@ -117,6 +117,11 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+
+    def eof_received(self) -> None:
+        # The server closed its side: no new request goes here (an answer that ends with
+        # the connection is completed in ``connection_lost``, which follows).
+        self.open = False
 
     def data_received(self, data: bytes) -> None:
         if self._answer is None:  # nothing asked: the server broke the protocol
