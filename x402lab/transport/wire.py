@@ -15,7 +15,8 @@ other libraries. Underneath, two pools hold the connections:
 httpx's client adds nothing the short way needs (no redirects are followed, no cookies
 kept, no hooks are set) and its layers (the client's send chain, the transport adapter, the
 response's byte-stream chain) cost about a quarter of a batch's client CPU per paid call;
-aiohttp's request and response objects cost another sixth (``transport.connections``).
+aiohttp's request and response objects another tenth of its instructions
+(``transport.connections``).
 """
 
 from __future__ import annotations
