@@ -16,6 +16,7 @@ import pytest
 
 from x402lab.emulator.server import start_emulator
 from x402lab.emulator.settings import EmulatorSettings
+from x402lab.errors import ConfigError
 from x402lab.transport import Wire
 
 
@@ -161,3 +162,14 @@ def test_a_json_request_is_built_as_httpx_builds_it(headers):
     assert "payment-signature" not in again.headers
     with pytest.raises(ValueError, match="not JSON compliant"):
         wire.build_request("POST", url, json={"x": float("nan")})
+
+
+@pytest.mark.parametrize("header", [("Authorization", "Bearer s3cret\r\nX-Forged: 1"),
+                                    ("X-Note\n", "fine")])  # fmt: skip
+def test_a_header_with_a_line_break_is_a_config_error_that_hides_the_value(header):
+    wire = Wire(timeout_s=7)
+    url = httpx.URL("http://127.0.0.1:9/api/v1/chat/completions")
+    for body in ({"json": {"a": 1}}, {}):  # the short way and httpx's
+        with pytest.raises(ConfigError, match="line break") as raised:
+            wire.build_request("POST", url, headers=dict([header]), **body)
+        assert "s3cret" not in str(raised.value)

@@ -99,24 +99,21 @@ def send(url: str, times: int = 1, timeout_s: float = 10) -> list[httpx.Response
     return asyncio.run(run())
 
 
-def test_a_kept_connection_carries_every_request():
-    server = Server(keep_answering)
-    responses = send(server.url(), times=5)
+def close_after_each(connection: socket.socket) -> None:
+    read_request(connection)
+    connection.sendall(answer(extra=b"connection: close\r\n"))
+
+
+@pytest.mark.parametrize(
+    ("handle", "connections"),
+    [(keep_answering, 1), (close_after_each, 4)],  # kept, or closed as the answer asks
+)
+def test_a_connection_is_kept_unless_the_answer_asks_to_close_it(handle, connections):
+    server = Server(handle)
+    responses = send(server.url(), times=4)
     server.close()
-    assert [r.text for r in responses] == ["ok"] * 5
-    assert server.accepted == 1
-
-
-def test_an_answer_that_asks_to_close_is_not_reused():
-    def close_after_each(connection: socket.socket) -> None:
-        read_request(connection)
-        connection.sendall(answer(extra=b"connection: close\r\n"))
-
-    server = Server(close_after_each)
-    responses = send(server.url(), times=3)
-    server.close()
-    assert [r.text for r in responses] == ["ok"] * 3
-    assert server.accepted == 3
+    assert [r.text for r in responses] == ["ok"] * 4
+    assert server.accepted == connections
 
 
 def test_an_idle_connection_the_server_closed_is_replaced():

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 import httpx
 
+from x402lab.errors import ConfigError
 from x402lab.transport.connections import Connections
 from x402lab.x402.codec import compact_json
 
@@ -167,7 +168,10 @@ class Wire:
         """``httpx.AsyncClient.build_request``. A JSON body alone (every paid gateway call)
         to an ``httpx.URL`` is built without the client's merging layers and httpx's header
         checks, in a third of the time: the same headers, body bytes and extensions as
-        httpx's (``tests/client/test_wire.py``)."""
+        httpx's (``tests/client/test_wire.py``). Raises ConfigError for a header with a
+        line break, before anything is signed or sent."""
+        if headers:
+            _refuse_line_breaks(headers)
         body = kwargs.get("json")
         if body is None or len(kwargs) != 1 or not isinstance(url, httpx.URL):
             return self.client.build_request(method, url, headers=headers, **kwargs)
@@ -284,6 +288,16 @@ class Wire:
             extensions=extensions,
         )
         return _whole_response(response, content)
+
+
+def _refuse_line_breaks(headers: Mapping[str, str]) -> None:
+    """A CR or LF in a header would forge others (httpx lets it through). The value is not
+    shown: it may be a secret (a bearer token)."""
+    for name, value in headers.items():
+        if any(c in text for text in (name, value) for c in "\r\n"):
+            raise ConfigError(
+                f"header {name.strip()!r} contains a line break (CR or LF); remove it"
+            )
 
 
 def _whole_response(response: httpx.Response, content: bytes) -> httpx.Response:
