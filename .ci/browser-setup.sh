@@ -13,7 +13,7 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium
 fi
 
-python -m pip install -q --root-user-action=ignore "jupyterlab>=4.2" "playwright>=1.45"
+python -m pip install -q --root-user-action=ignore -c constraints.txt "jupyterlab>=4.2" "playwright>=1.45"
 
 /usr/bin/chromium --version
 python -c "import jupyterlab, playwright.sync_api; print('jupyterlab', jupyterlab.__version__)"
