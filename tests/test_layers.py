@@ -1,4 +1,4 @@
-"""Import direction (DESIGN.md §1): a layer imports only from the layers above it.
+"""Import direction (docs/design.md, "Layers"): a layer imports only from the layers above it.
 
 Every ``import`` in every module of ``x402lab/`` is read with ``ast`` (including imports
 inside functions and ``TYPE_CHECKING`` blocks), so a lazy import cannot hide an upward
@@ -60,7 +60,7 @@ ROOT = ("x402lab", "x402lab.lab", "x402lab.sync_lab", "x402lab.__main__")
 EMULATOR = "x402lab.emulator"
 EMULATOR_MAY_IMPORT = ("x402lab.errors", "x402lab.money", "x402lab.x402", EMULATOR)
 
-# What each layer knows nothing of (DESIGN.md §1), as third-party top-level packages.
+# What each layer knows nothing of (docs/design.md, "Layers"), as third-party top-level packages.
 HTTP = {"httpx", "httpx_aiohttp", "aiohttp", "requests", "urllib3", "starlette", "uvicorn"}
 TABLES = {"pandas", "pyarrow"}
 WIDGETS = {"ipywidgets", "IPython", "matplotlib"}

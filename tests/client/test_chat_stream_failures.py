@@ -1,5 +1,5 @@
 """A chat stream is sent once: after a failure, iterating it again raises the same error and
-signs nothing new (DESIGN.md §4, invariant 4: never a new authorization for a request whose
+signs nothing new (docs/money.md, rule 4: never a new authorization for a request whose
 outcome is unknown). Checked in the ledger and on the emulator's chain."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Payee pinning end to end: a gateway whose payTo differs from the pinned one is refused,
-with a ``refused`` ledger row and nothing signed (DESIGN.md §4, invariant 1)."""
+with a ``refused`` ledger row and nothing signed (docs/money.md, rule 1)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """openai-python's own retries through ``lab.openai()`` under the emulator's faults: a retry
 of a paid request sends the same signed payment again, so each logical request settles at
-most once (DESIGN.md §4 invariant 4) and every payment is a ledger row."""
+most once (docs/money.md, rule 4) and every payment is a ledger row."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Identical music() calls at the same time pay the queue once (DESIGN.md §4, invariant 5).
+"""Identical music() calls at the same time pay the queue once (docs/money.md, rule 5).
 
 Concurrent calls in one Lab, in two Labs sharing a ledger file and in two processes sharing
 it all end with one payment and one job: the first call writes a ``pending`` claim before

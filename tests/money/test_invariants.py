@@ -1,4 +1,4 @@
-"""The money invariants of DESIGN.md §4, end to end against the emulator with faults on."""
+"""The money rules of docs/money.md, end to end against the emulator with faults on."""
 
 from __future__ import annotations
 

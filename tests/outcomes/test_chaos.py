@@ -1,7 +1,7 @@
 """Chaos, small (``benchmarks/chaos.py`` is the same at scale): three processes on one ledger
 file and one named budget against one emulator with every fault at 5%, one of them killed
 with SIGKILL and started again, then one ``lab.reconcile()``. Every payment outcome is known
-and the money invariants of DESIGN.md §4 hold to the atomic unit, read on the chain over
+and the money rules of docs/money.md hold to the atomic unit, read on the chain over
 JSON-RPC."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Re-send, never re-sign: after an ambiguous answer to a paid request the same request goes
 again with the same signed payload (same nonce), against the emulator with faults on.
 
-Each test checks the money invariants of DESIGN.md §4 on the emulator's chain: one transfer
+Each test checks the money rules of docs/money.md on the emulator's chain: one transfer
 per settled row, with that row's nonce; no request key paid twice; a re-send is counted in
 the ledger's ``resends`` and never writes a second row."""
 

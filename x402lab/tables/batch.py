@@ -1,4 +1,4 @@
-"""Declared Arrow schemas of batch results (DESIGN.md §3), and the frames derived from them.
+"""Declared Arrow schemas of batch results (docs/design.md, "Tables are schema first"), and the frames derived from them.
 
 Every batch result is built as an Arrow table of one of these schemas and only then turned
 into pandas (``x402lab.ledger.arrow_to_pandas``), so an empty batch and a full one have the
