@@ -153,3 +153,14 @@ def test_a_service_without_a_catalog_is_checked_by_its_own_400(tmp_path):
             assert lab.ledger.rows() == []
     finally:
         servers.stop()
+
+
+@pytest.mark.parametrize("method", ["quote", "call"])
+def test_the_order_before_0_2_is_a_type_error_naming_the_order(lab, method):
+    body = chat_body("Hello", model=CHAT_MODEL, max_tokens=16)
+    before = len(lab.ledger.rows())
+    with pytest.raises(TypeError, match=rf"{method}\(method, path, body\)"):
+        getattr(lab, method)(CHAT, body)  # the path first, as before 0.2
+    with pytest.raises(TypeError, match="path must be a string, not dict"):
+        getattr(lab, method)("POST", body)
+    assert len(lab.ledger.rows()) == before  # nothing reserved or signed

@@ -139,6 +139,18 @@ def _close_paths(path: str, paid: Sequence[str]) -> list[str]:
     return close or difflib.get_close_matches(path, unique, n=3, cutoff=0.6)
 
 
+def check_order(caller: str, method: object, path: object) -> None:
+    """A TypeError naming the argument order when ``method`` or ``path`` is not a string
+    (before 0.2 ``quote`` took the path first; a dict there failed deep inside ``re``)."""
+    for name, value in (("method", method), ("path", path)):
+        if not isinstance(value, str):
+            raise TypeError(
+                f"{caller}: {name} must be a string, not {type(value).__name__}; the order"
+                f" since 0.2 is {caller[:-2]}(method, path, body), for example"
+                f' {caller[:-2]}("POST", "/api/v1/chat/completions", {{...}})'
+            )
+
+
 class Generic:
     """``quote`` (free) and ``call`` (paid) for any gateway route by method and path."""
 
@@ -179,6 +191,7 @@ class Generic:
         body its published schema refuses, ModelNotFound for a bad model, ApiError for a
         free route or a refused request.
         """
+        check_order("quote()", method, path)
         model = body.get("model") or body.get("modelId") if isinstance(body, Mapping) else None
         if model is not None:
             await self._catalog.check_model(model, path)
@@ -228,6 +241,7 @@ class Generic:
         or MediaResult for binary answers). Raises ApiError subclasses and the payment
         errors (PaymentRefused, BudgetExceeded, PaymentRejected, SettlementUnknown).
         """
+        check_order("call()", method, path)
         route = await self._route("call()", method, path)
         if route is not None and not route.paid:
             raise not_a_paid_route("call()", method, path, [route])
