@@ -1,4 +1,5 @@
-"""One async core, one thin sync facade (docs/design.md, "Seams"): what the sync side does when used.
+"""One async core, one thin sync facade (docs/design.md, "Seams"): what the sync side does
+when used.
 
 The parameters, return types and docstrings of the typed sync source are compared with the
 async classes in ``tests/test_sync_source.py``; here the sync ``Lab`` runs against the

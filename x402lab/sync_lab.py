@@ -1103,6 +1103,9 @@ class Lab:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        rows_per_request: int | str = 1,
         column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -1121,6 +1124,9 @@ class Lab:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        rows_per_request: int | str = 1,
         column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -1138,6 +1144,9 @@ class Lab:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        rows_per_request: int | str = 1,
         column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -1184,6 +1193,9 @@ class Lab:
                 max_usd=max_usd,
                 rebuy=rebuy,
                 progress=progress,
+                labels=labels,
+                schema=schema,
+                rows_per_request=rows_per_request,
                 column=column,
                 extra_body=extra_body,
                 **params,
@@ -1314,6 +1326,9 @@ class Lab:
         system: str | None = None,
         max_tokens: int | None = None,
         per_request: int = 1,
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        rows_per_request: int | str = 1,
         column: str | None = None,
         concurrency: int = 8,
         max_usd: float | None = None,
@@ -1326,8 +1341,10 @@ class Lab:
     ) -> BatchEstimate:
         """Free: the exact price of a batch from each distinct request's 402; nothing signed.
 
-        Takes the arguments of ``batch_chat`` (``kind="chat"``) or ``batch_embed``
-        (``kind="embed"``); ``out``, ``row_group_size`` and ``progress`` are accepted and
+        Takes the arguments of ``batch_chat`` (``kind="chat"``, with ``labels``, ``schema``
+        and ``rows_per_request``: a packed batch also shows what one row per request would
+        cost) or ``batch_embed`` (``kind="embed"``); ``out``, ``row_group_size`` and
+        ``progress`` are accepted and
         ignored, so a call can be switched between the two. Rows a run would not buy (an
         answer stored, a payment that may have settled, a row another run holds) are marked
         and left out of the total, read from the ledger's claims without writing anything;
@@ -1344,6 +1361,9 @@ class Lab:
                 system=system,
                 max_tokens=max_tokens,
                 per_request=per_request,
+                labels=labels,
+                schema=schema,
+                rows_per_request=rows_per_request,
                 column=column,
                 concurrency=concurrency,
                 max_usd=max_usd,

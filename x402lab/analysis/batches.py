@@ -2,9 +2,9 @@
 
 A batch frame is what ``lab.batch_chat`` or ``lab.batch_embed`` returned (or the Parquet file
 ``batch_embed(..., out=path)`` wrote): one row per input with ``status``, ``quoted_usd``,
-``paid_usd`` and ``request_key`` (docs/design.md, "Tables are schema first"). The route and model of a batch come from
-the ledger rows that share its request keys. Only the cost columns are read, so a large
-Parquet output is never loaded whole.
+``paid_usd`` and ``request_key`` (docs/design.md, "Tables are schema first"). The route
+and model of a batch come from the ledger rows that share its request keys. Only the cost
+columns are read, so a large Parquet output is never loaded whole.
 """
 
 from __future__ import annotations

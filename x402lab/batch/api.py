@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
+
+import pandas as pd
+import pyarrow as pa
 
 from x402lab.batch.arguments import (
     all_texts,
@@ -19,6 +22,14 @@ from x402lab.batch.estimate import quote_plan
 from x402lab.batch.inputs import chat_frame, embed_source, with_prompt
 from x402lab.batch.items import Tally
 from x402lab.batch.lazy_embed import embed_chunks
+from x402lab.batch.packing import (
+    TypedCodec,
+    TypedRequests,
+    auto_rows_per_request,
+    rows_per_request_of,
+    typed_items,
+    with_typed_columns,
+)
 from x402lab.batch.plan import (
     ChatCodec,
     EmbedCodec,
@@ -26,6 +37,7 @@ from x402lab.batch.plan import (
     chat_messages,
     chat_plan,
     embed_plan,
+    packed_plan,
 )
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.recipe import Connection
@@ -33,8 +45,11 @@ from x402lab.batch.results import BatchEstimate, BatchSummary, summary_of
 from x402lab.batch.runner import Runner
 from x402lab.batch.sinks import ColumnSink, ParquetSink
 from x402lab.batch.store import STALE_AFTER_S, BatchStore
+from x402lab.batch.typed import OutputSpec, output_spec
 from x402lab.errors import ConfigError
+from x402lab.gateway.params import positive_int
 from x402lab.ledger import Claims
+from x402lab.routes import CHAT as CHAT_PATH
 from x402lab.tables.batch import (
     batch_chat_schema,
     chat_table,
@@ -42,16 +57,25 @@ from x402lab.tables.batch import (
     estimate_schema,
     join_inputs,
 )
+from x402lab.tables.ledger import arrow_to_pandas
 
 if TYPE_CHECKING:
     import dask.bag as db
     import dask.dataframe as dd
-    import pandas as pd
 
     from x402lab.gateway import Catalog, Generic, PaidRequests
     from x402lab.session import Session
 
 PathLike = str | os.PathLike[str]
+
+_EXTRA_TYPES = {"pack_size": pa.int64(), "invalid": pa.string()}
+_RESULT_NAMES = (*batch_chat_schema().names, "pack_size", "prompt")
+
+
+def _supports_schema(entry: Mapping[str, Any]) -> bool:
+    spec = entry.get("model_spec") if isinstance(entry.get("model_spec"), Mapping) else {}
+    capabilities = spec.get("capabilities") if isinstance(spec, Mapping) else None
+    return isinstance(capabilities, Mapping) and capabilities.get("supportsResponseSchema") is True
 
 
 class Batches:
@@ -96,6 +120,9 @@ class Batches:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        rows_per_request: int | str = 1,
         column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -114,6 +141,9 @@ class Batches:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        rows_per_request: int | str = 1,
         column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -132,6 +162,9 @@ class Batches:
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        rows_per_request: int | str = 1,
         column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -170,20 +203,89 @@ class Batches:
         no_checkpoint("batch_chat", params)
         unchecked = dict(extra_body or {})
         params = {**params, **unchecked}
+        spec = output_spec(labels, schema)
+        per_request = rows_per_request_of(rows_per_request)
         inputs = chat_frame(rows, column)
         check_clash(inputs, batch_chat_schema().names)
         messages = chat_messages(inputs, prompt)
         inputs = with_prompt(inputs, messages)
-        plan = chat_plan(messages, model=model, system=system, max_tokens=max_tokens, params=params)
+        if spec is None:
+            if per_request != 1:
+                raise ConfigError(
+                    "rows_per_request packs typed rows: give labels=[...] or schema=... too"
+                )
+            plan = chat_plan(
+                messages, model=model, system=system, max_tokens=max_tokens, params=params
+            )
+            codec: ChatCodec | TypedCodec = ChatCodec()
+        else:
+            plan = await self.typed_plan(
+                inputs, messages, spec, model=model, prompt=prompt, system=system,
+                max_tokens=max_tokens, params=params, rows_per_request=per_request,
+            )  # fmt: skip
+            codec = TypedCodec(spec)
         await self.check_batch(plan, "batch_chat()", unchecked)
-        codec = ChatCodec()
         sink = ColumnSink(codec)
         summary = await self._run(
             plan, codec, sink, concurrency, max_usd, rebuy, progress, out=None
         )
-        frame = join_inputs(inputs, chat_table(sink.columns))
+        if spec is None:
+            frame = join_inputs(inputs, chat_table(sink.columns))
+        else:
+            extra = {name: sink.columns.pop(name) for name in ("pack_size", "invalid")}
+            table = chat_table(sink.columns)
+            for name, values in extra.items():
+                table = table.append_column(name, pa.array(values, type=_EXTRA_TYPES[name]))
+            frame = with_typed_columns(join_inputs(inputs, table), spec, arrow_to_pandas)
         frame.attrs["batch"] = summary.to_dict()
         return frame
+
+    async def typed_plan(
+        self,
+        inputs: pd.DataFrame,
+        messages: list[Any],
+        spec: OutputSpec,
+        *,
+        model: str,
+        prompt: str | None,
+        system: str | None,
+        max_tokens: int | None,
+        params: Mapping[str, Any],
+        rows_per_request: int | str,
+    ) -> Plan:
+        """The plan of a typed batch, checked before anything is signed: the model must say
+        ``supportsResponseSchema``, the typed columns must not clash with the input's or the
+        result's, and ``response_format`` is the batch's own (schema= sets it)."""
+        if "response_format" in params:
+            raise TypeError("response_format is set by labels= or schema=; do not pass it too")
+        clash = [n for n in spec.names if n in inputs.columns or n in _RESULT_NAMES]
+        if clash:
+            raise ConfigError(
+                f"typed column(s) {', '.join(clash)} clash with input or result columns:"
+                " rename the field or the input column"
+            )
+        await self._catalog.check_model(model, CHAT_PATH)
+        entries = await self._catalog.entries("text")
+        entry = entries.get(model)
+        if entry is not None and not _supports_schema(entry):
+            able = sorted(k for k, e in entries.items() if _supports_schema(e))
+            raise ConfigError(
+                f"model {model} does not support structured output (its catalog entry says"
+                f" supportsResponseSchema: false); models that do: {', '.join(able)}"
+            )
+        instruction, items = typed_items(inputs, prompt, messages)
+        per_row = (
+            positive_int("max_tokens", max_tokens, "the longest answer of one row, in tokens")
+            if max_tokens is not None
+            else spec.tokens_per_row()
+        )
+        requests = TypedRequests(model, spec, instruction, system, per_row, dict(params))
+        if rows_per_request == "auto":
+            rows_per_request = auto_rows_per_request(
+                requests, items, await self._catalog.price_list(), entry
+            )
+        assert isinstance(rows_per_request, int)
+        return packed_plan(items, model=model, build=requests.body, per_request=rows_per_request)
 
     @overload
     async def batch_embed(
@@ -384,6 +486,9 @@ class Batches:
         system: str | None = None,
         max_tokens: int | None = None,
         per_request: int = 1,
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        rows_per_request: int | str = 1,
         column: str | None = None,
         concurrency: int = 8,
         max_usd: float | None = None,
@@ -396,8 +501,10 @@ class Batches:
     ) -> BatchEstimate:
         """Free: the exact price of a batch from each distinct request's 402; nothing signed.
 
-        Takes the arguments of ``batch_chat`` (``kind="chat"``) or ``batch_embed``
-        (``kind="embed"``); ``out``, ``row_group_size`` and ``progress`` are accepted and
+        Takes the arguments of ``batch_chat`` (``kind="chat"``, with ``labels``, ``schema``
+        and ``rows_per_request``: a packed batch also shows what one row per request would
+        cost) or ``batch_embed`` (``kind="embed"``); ``out``, ``row_group_size`` and
+        ``progress`` are accepted and
         ignored, so a call can be switched between the two. Rows a run would not buy (an
         answer stored, a payment that may have settled, a row another run holds) are marked
         and left out of the total, read from the ledger's claims without writing anything;
@@ -410,13 +517,25 @@ class Batches:
         unchecked = dict(extra_body or {})
         params = {**params, **unchecked}
         if kind == "chat":
+            spec = output_spec(labels, schema)
+            per_row = rows_per_request_of(rows_per_request)
             inputs = chat_frame(rows, column)
             check_clash(inputs, estimate_schema().names)
             messages = chat_messages(inputs, prompt)
             inputs = with_prompt(inputs, messages)
-            plan = chat_plan(
-                messages, model=model, system=system, max_tokens=max_tokens, params=params
-            )
+            if spec is not None:
+                plan = await self.typed_plan(
+                    inputs, messages, spec, model=model, prompt=prompt, system=system,
+                    max_tokens=max_tokens, params=params, rows_per_request=per_row,
+                )  # fmt: skip
+            elif per_row != 1:
+                raise ConfigError(
+                    "rows_per_request packs typed rows: give labels=[...] or schema=... too"
+                )
+            else:
+                plan = chat_plan(
+                    messages, model=model, system=system, max_tokens=max_tokens, params=params
+                )
         elif kind == "embed":
             source = embed_source(rows, column)
             values, index = all_texts(source)

@@ -107,6 +107,13 @@ async def quote_plan(
             items[i] = ("quoted", amount, upstream, found.price_mult, local, None, key)
 
     await asyncio.gather(*(quote(unit) for unit in range(plan.units)))
+    one_per_request = None
+    to_buy = [i for i in range(len(plan.item_keys)) if items[i][0] == "quoted"]
+    if plan.per_request > 1 and to_buy:
+        # One row alone, quoted exactly: rows of a typed batch differ only in their text, so
+        # one row's price times the rows to buy is what one row per request would cost.
+        single = await generic.quote("POST", plan.path, plan.body_for([to_buy[0]]))
+        one_per_request = single.amount_atomic * len(to_buy)
     columns: dict[str, list[Any]] = {name: [] for name in estimate_schema().names}
     unit_of = plan.unit_keys
     for row in range(plan.rows):
@@ -128,4 +135,6 @@ async def quote_plan(
         requests=requests,
         failed=failed,
         budget_left_atomic=budget_left_atomic,
+        one_per_request_atomic=one_per_request,
+        rows_per_request=plan.per_request,
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,9 @@ class Plan:
     per_request: int
     unit_keys: list[str]  # request key of each paid unit
     params: Mapping[str, Any]
+    #: The body of a request carrying some items' payloads (typed chat packs); None: chat
+    #: sends an item's own body, embeddings a list of texts.
+    build: Callable[[list[Any]], dict[str, Any]] | None = None
 
     @property
     def rows(self) -> int:
@@ -57,18 +60,24 @@ class Plan:
         return range(start, min(start + self.per_request, len(self.item_keys)))
 
     def unit_body(self, unit: int) -> dict[str, Any]:
-        items = self.unit_items(unit)
+        return self.body_for(list(self.unit_items(unit)))
+
+    def body_for(self, items: list[int]) -> dict[str, Any]:
+        """The body of one request carrying ``items``."""
+        payloads = [self.item_payloads[i] for i in items]
+        if self.build is not None:
+            return self.build(payloads)
         if self.kind == "chat":
-            return dict(self.item_payloads[items[0]])
-        return _embed_body(self.model, [self.item_payloads[i] for i in items], self.params)
+            return dict(payloads[0])
+        return _embed_body(self.model, payloads, self.params)
 
     def request_for(self, unit: int, items: list[int]) -> tuple[str, dict[str, Any]]:
         """The key and body of the request that pays for ``items`` of ``unit``: the unit's own
         request, or a smaller one when some of its items need no buying (stored, paid).
         A single item's request key is its own item key."""
-        if len(items) == len(self.unit_items(unit)):
+        if list(items) == list(self.unit_items(unit)):
             return self.unit_keys[unit], self.unit_body(unit)
-        body = _embed_body(self.model, [self.item_payloads[i] for i in items], self.params)
+        body = self.body_for(items)
         return request_key("POST", self.path, body), body
 
 
@@ -152,6 +161,42 @@ def chat_plan(
         per_request=1,
         unit_keys=item_keys,
         params=dict(params),
+    )
+
+
+def packed_plan(
+    payloads: list[Any],
+    *,
+    model: str,
+    build: Callable[[list[Any]], dict[str, Any]],
+    per_request: int,
+) -> Plan:
+    """The plan of a packed chat batch: ``per_request`` distinct items per paid request, each
+    item keyed by its request as a pack of one (so any pack size finds it again)."""
+    keys = (request_key("POST", CHAT_PATH, build([p])) for p in payloads)
+    row_items, item_keys, firsts = _index(keys)
+    distinct = [payloads[row] for row in firsts]
+    unit_keys = (
+        item_keys
+        if per_request == 1
+        else [
+            request_key("POST", CHAT_PATH, build(distinct[i : i + per_request]))
+            for i in range(0, len(distinct), per_request)
+        ]
+    )
+    return Plan(
+        kind="chat",
+        path=CHAT_PATH,
+        model=model,
+        row_items=row_items,
+        item_keys=item_keys,
+        item_payloads=distinct,
+        first_row=np.asarray(firsts, dtype=np.int64),
+        last_row=_last_rows(row_items, len(item_keys)),
+        per_request=per_request,
+        unit_keys=unit_keys,
+        params={},
+        build=build,
     )
 
 

@@ -240,10 +240,26 @@ class BatchEstimate:
     requests: int
     failed: int
     budget_left_atomic: int | None
+    #: Packed typed batches: what the same rows would cost at one row per request (one
+    #: row's exact quote times the rows to buy), the figure packing saves against.
+    one_per_request_atomic: int | None = None
+    rows_per_request: int = 1
 
     @property
     def total_usd(self) -> float:
         return float(atomic_to_usd(self.total_atomic) or 0.0)
+
+    @property
+    def saving(self) -> str | None:
+        """What packing saves against one row per request, in words (None unpacked)."""
+        single = self.one_per_request_atomic
+        if single is None or self.rows_per_request == 1:
+            return None
+        ratio = f"{single / self.total_atomic:.1f}x less" if self.total_atomic else "nothing paid"
+        return (
+            f"{self.rows_per_request} rows per request: {format_usd(self.total_atomic)} against"
+            f" {format_usd(single)} at one row per request ({ratio})"
+        )
 
     @property
     def fits_budget(self) -> bool | None:
@@ -260,6 +276,8 @@ class BatchEstimate:
         )
         if self.failed:
             text += f"; {self.failed} rows could not be quoted"
+        if self.saving is not None:
+            text += f"; {self.saving}"
         if self.budget_left_atomic is not None:
             verdict = "fits" if self.fits_budget else "does NOT fit"
             text += f"; {verdict} the budget left ({format_usd(self.budget_left_atomic)})"
@@ -276,6 +294,7 @@ class BatchEstimate:
         rows: list[tuple[str, object]] = [
             ("exact total", format_usd(self.total_atomic)),
             ("price list estimate", local),
+            ("packing", self.saving),
             ("rows", f"{len(self.rows)} ({self.requests} requests to pay)"),
             ("could not be quoted", self.failed or None),
             (

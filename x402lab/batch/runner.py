@@ -25,8 +25,10 @@ batch. Cancelled (Ctrl+C), the run stores what arrived, releases its claims and 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from x402lab.batch.heap import frozen_heap
@@ -41,6 +43,7 @@ from x402lab.batch.items import (
     shares,
     split_atomic,
 )
+from x402lab.batch.packing import REASKS, Reasked
 from x402lab.batch.plan import Plan
 from x402lab.batch.progress import BatchProgress, Throttle
 from x402lab.errors import (
@@ -283,12 +286,20 @@ class Runner:
     # -- paying one request ------------------------------------------------------------------
 
     async def _pay(
-        self, unit: int, items: list[int], results: dict[int, ItemResult], claimed_at: float
+        self,
+        unit: int,
+        items: list[int],
+        results: dict[int, ItemResult],
+        claimed_at: float,
+        asked: Reasked | None = None,
     ) -> list[int]:
         """Pay for ``items`` in one request and fill ``results``; returns items to wait for
-        instead (their claims were taken over while this run held them)."""
+        instead (their claims were taken over while this run held them). ``asked``: these
+        items are being asked again (``batch.packing``), with what they already paid."""
         plan = self.plan
         key, body = plan.request_for(unit, items)
+        if asked is not None:
+            key, body = asked.request(body)
         keys = [plan.item_keys[item] for item in items]
         async with self._sem:
             if self._fatal is not None:
@@ -299,17 +310,72 @@ class Runner:
                 self.store.release(keys, "taken over by another run")
                 return items
             outcome = await self._call(items, key, body)
+        if asked is not None:
+            outcome = [
+                asked.carry(item, result) for item, result in zip(items, outcome, strict=True)
+            ]
         if all(result.status == "ok" for result in outcome):
-            answers = [(k, self.codec.encode(r.data)) for k, r in zip(keys, outcome, strict=True)]
+            again = self._to_ask_again(outcome, asked)
+            done = [j for j in range(len(items)) if j not in again]
+            answers = [(keys[j], self.codec.encode(outcome[j].data)) for j in done]
             try:
                 self.store.put(answers, key)
             except Exception as exc:  # noqa: BLE001 (answers that cannot be kept stop the run)
                 self._fatal = exc
                 self._wake.set()
-        else:
-            outcome = self._give_back(keys, outcome)
+            results.update((items[j], outcome[j]) for j in done)
+            if again:
+                return await self._ask_again(unit, items, outcome, again, results, asked)
+            return []
+        outcome = self._give_back(keys, outcome)
         results.update(zip(items, outcome, strict=True))
         return []
+
+    def _to_ask_again(self, outcome: list[ItemResult], asked: Reasked | None) -> set[int]:
+        """Positions of rows whose answer did not hold them validly and may be asked again;
+        the others of them (no rounds left) become ``invalid``, their raw text kept."""
+        retry = getattr(self.codec, "retry", None)
+        if retry is None:
+            return set()
+        again = set()
+        for j, result in enumerate(outcome):
+            why = retry(result.data)
+            if why is None:
+                continue
+            if asked is None or asked.round < REASKS:
+                again.add(j)
+            else:
+                outcome[j] = replace(result, status="invalid", error=why)
+        return again
+
+    async def _ask_again(
+        self,
+        unit: int,
+        items: list[int],
+        outcome: list[ItemResult],
+        again: set[int],
+        results: dict[int, ItemResult],
+        asked: Reasked | None,
+    ) -> list[int]:
+        """Ask the rows at ``again`` once more: in packs half the size, then singly. Their
+        claims are given back (answered, so payable) and claimed under the new request."""
+        plan = self.plan
+        rows = [items[j] for j in sorted(again)]
+        keys = [plan.item_keys[item] for item in rows]
+        self.store.release(keys, "asked again", answered=True)
+        nxt = Reasked.after(asked, {items[j]: outcome[j] for j in again})
+        size = max(1, math.ceil(len(rows) / 2)) if nxt.round == 1 else 1
+        wait: list[int] = []
+        for start in range(0, len(rows), size):
+            chunk = rows[start : start + size]
+            key, _ = nxt.request(plan.request_for(unit, chunk)[1])
+            got = self.store.claim([plan.item_keys[i] for i in chunk], key)
+            decided = {i: got[plan.item_keys[i]] for i in chunk}
+            pay, more = self._classify(decided, _shares(decided.values()), results)
+            wait += more
+            if pay:
+                wait += await self._pay(unit, pay, results, time.monotonic(), nxt)
+        return wait
 
     def _give_back(self, keys: list[str], outcome: list[ItemResult]) -> list[ItemResult]:
         """Release the claims of a request that got no usable answer; returns the rows to

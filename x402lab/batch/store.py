@@ -82,10 +82,14 @@ class BatchStore:
         self._hold(key for key, claimed in got.items() if claimed.action is ClaimAction.PAY)
         return got
 
-    def release(self, keys: list[str], error: str) -> dict[str, ClaimStatus]:
+    def release(
+        self, keys: list[str], error: str, *, answered: bool = False
+    ) -> dict[str, ClaimStatus]:
         """Give back this run's pending claims of ``keys``: ``unknown`` if a payment of theirs
-        left (never bought again on its own), else ``failed`` (the next run may buy them)."""
-        statuses = self.claims.release(self.scope, keys, error)
+        left (never bought again on its own), else ``failed`` (the next run may buy them).
+        ``answered=True``: their paid request was answered without a valid answer for them
+        (a packed answer that missed them), so they are ``failed`` and may be asked again."""
+        statuses = self.claims.release(self.scope, keys, error, answered=answered)
         self._drop(keys)
         return statuses
 

@@ -44,6 +44,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     faults.add_argument(
         "--paid-then-500-rate", type=float, default=0.0, help="settle, then answer 500"
     )
+    faults.add_argument(
+        "--schema-violation-rate",
+        type=float,
+        default=0.0,
+        help="break structured (response_format) answers this often",
+    )
     faults.add_argument("--latency", type=float, default=0.0, help="delay before every answer")
     faults.add_argument(
         "--paid-latency", type=float, default=0.0, help="extra delay after settling"
@@ -78,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         paid_then_500_rate=args.paid_then_500_rate,
         latency_s=args.latency,
         paid_latency_s=args.paid_latency,
+        schema_violation_rate=args.schema_violation_rate,
     )
     settings = EmulatorSettings.from_env(
         job_seconds=args.job_seconds, seed=args.seed, balance_usd=args.balance_usd, faults=faults

@@ -42,9 +42,18 @@ class Faults:
     paid_then_500_rate: float = 0.0
     latency_s: float = 0.0
     paid_latency_s: float = 0.0
+    #: Structured answers (``response_format``) broken on purpose: invalid JSON, a missing or
+    #: duplicated item, a value outside an enum, or truncation with ``finish_reason: length``.
+    schema_violation_rate: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("rate_429", "rate_5xx", "settle_fail_rate", "paid_then_500_rate"):
+        for name in (
+            "rate_429",
+            "rate_5xx",
+            "settle_fail_rate",
+            "paid_then_500_rate",
+            "schema_violation_rate",
+        ):
             _check_range(name, getattr(self, name), 0.0, 1.0)
         for name in ("retry_after_s", "latency_s", "paid_latency_s"):
             _check_range(name, getattr(self, name), 0.0, math.inf)

@@ -1,4 +1,5 @@
-"""Declared Arrow schemas of batch results (docs/design.md, "Tables are schema first"), and the frames derived from them.
+"""Declared Arrow schemas of batch results (docs/design.md, "Tables are schema first"), and
+the frames derived from them.
 
 Every batch result is built as an Arrow table of one of these schemas and only then turned
 into pandas (``x402lab.ledger.arrow_to_pandas``), so an empty batch and a full one have the
@@ -24,8 +25,11 @@ from x402lab.tables.ledger import arrow_to_pandas
 # or an answer an earlier run stored in the ledger). ``paid_not_stored``: an earlier payment
 # settled and its answer was lost before it was stored. ``unknown``: a payment left and
 # whether it settled is not known. Neither is bought again without ``rebuy=True``.
+# ``invalid`` (typed batches): the answer did not validate against the schema, asked again
+# and still not; its raw text and the reason are kept, never coerced into the columns.
 STATUSES = (
     "ok",
+    "invalid",
     "cached",
     "skipped_budget",
     "refused",

@@ -31,6 +31,24 @@ def _png(data: bytes) -> Response:
     return Response(data, media_type="image/png")
 
 
+def _check_response_format(model: Any, body: dict[str, Any]) -> None:
+    """A 400 before any payment for a JSON Schema answer from a model that cannot give one,
+    or a response_format of another shape."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("json_schema", "json_object", "text"):
+        raise bad_request("response_format.type must be json_schema, json_object or text")
+    if fmt["type"] == "json_schema":
+        if not isinstance(fmt.get("json_schema"), dict):
+            raise bad_request("response_format.json_schema must be an object (a JSON Schema)")
+        if not model.spec.get("capabilities", {}).get("supportsResponseSchema"):
+            raise bad_request(
+                f"model {model.id} does not support response_format json_schema",
+                hint="use a text model whose capabilities say supportsResponseSchema",
+            )
+
+
 async def chat(gw: Gateway, request: Request) -> Response:
     body = await fields.json_object(request)
     model = gw.catalog.resolve_model(body.get("model"), ("text",))
@@ -45,6 +63,7 @@ async def chat(gw: Gateway, request: Request) -> Response:
     stream = fields.boolean(body, "stream", False)
     fields.obj(body, "provider_parameters")
     fields.number(body, "temperature", low=0, high=2)
+    _check_response_format(model, body)
     price = gw.pricer.chat(model, body)
 
     def produce(_charge: Any) -> Response:

@@ -64,6 +64,28 @@ _MESSAGE = {
     "required": ["role", "content"],
 }
 
+# As the upstream defines it: a JSON Schema the answer must follow (OpenAI's shape, the schema
+# under "schema", or the schema itself), a JSON object, or plain text (the default).
+_RESPONSE_FORMAT = {
+    "description": "Format of the answer; json_schema needs a model whose capabilities say"
+    " supportsResponseSchema.",
+    "anyOf": [
+        {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": ["json_schema"]},
+                "json_schema": {"type": "object"},
+            },
+            "required": ["type", "json_schema"],
+        },
+        {
+            "type": "object",
+            "properties": {"type": {"type": "string", "enum": ["json_object", "text"]}},
+            "required": ["type"],
+        },
+    ],
+}
+
 
 def chat_body(c: Catalog) -> Schema:
     return _obj(
@@ -84,6 +106,7 @@ def chat_body(c: Catalog) -> Schema:
                 "properties": {"disable_thinking": _BOOL},
                 "description": "Upstream provider options (disable_thinking for thinking models).",
             },
+            "response_format": _RESPONSE_FORMAT,
         },
         ["model", "messages"],
     )

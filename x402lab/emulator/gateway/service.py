@@ -33,7 +33,9 @@ class Gateway:
         self.chain = chain
         self.catalog = Catalog.from_fixtures()
         self.pricer = Pricer(settings)
-        self.upstream = Upstream(settings.seed)
+        self.upstream = Upstream(
+            settings.seed, schema_violation_rate=settings.faults.schema_violation_rate
+        )
         self.jobs = JobStore(settings.seed, settings.job_seconds)
         self.gate = PaymentGate(settings, chain, service="gateway")
         self._lock = threading.Lock()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import random
 import re
 import time
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from x402lab.emulator.gateway import media
+from x402lab.emulator.gateway import media, structured
 from x402lab.emulator.gateway.catalog import Model
 from x402lab.emulator.gateway.pricing import (
     estimate_message_tokens,
@@ -91,16 +92,21 @@ def _cut(words: list[str], limit: int | None) -> tuple[list[str], str]:
 class Upstream:
     """The simulated provider behind every paid route."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, *, schema_violation_rate: float = 0.0) -> None:
         self.seed = seed
+        self.schema_violation_rate = schema_violation_rate
 
     # -- chat --------------------------------------------------------------------------------
 
     def _chat_plan(self, model: Model, body: dict[str, Any]) -> dict[str, Any]:
         rng = _rng(self.seed, "chat", model.id, _request_key(body.get("messages")))
-        words = _answer_words(rng, model, _last_user_text(body.get("messages")))
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        words, finish = _cut(words, limit if isinstance(limit, int) else None)
+        limit = limit if isinstance(limit, int) else None
+        requested = structured.requested_schema(body)
+        if requested is not None:
+            return self._structured_plan(model, body, requested, limit, rng)
+        words = _answer_words(rng, model, _last_user_text(body.get("messages")))
+        words, finish = _cut(words, limit)
         provider = body.get("provider_parameters")
         disable = isinstance(provider, dict) and provider.get("disable_thinking") is True
         thinking = bool(model.spec.get("capabilities", {}).get("supportsReasoning")) and not disable
@@ -109,6 +115,44 @@ class Upstream:
             "tokens": len(words),
             "finish": finish,
             "thinking": thinking,
+            "prompt_tokens": estimate_message_tokens(body.get("messages")),
+            "id": "chatcmpl-" + _request_key((self.seed, model.id, body))[:24],
+        }
+
+    def _structured_plan(
+        self,
+        model: Model,
+        body: dict[str, Any],
+        requested: tuple[str, structured.Schema | None],
+        limit: int | None,
+        rng: random.Random,
+    ) -> dict[str, Any]:
+        """A JSON answer under the request's ``response_format`` (``structured``): no
+        thinking, completion tokens counted from the JSON's length (about 4 characters a
+        token), cut at ``max_tokens`` like any answer, broken on purpose at
+        ``schema_violation_rate``."""
+        kind, schema = requested
+        pricing = model.pricing or {}
+        output = pricing.get("output", {})
+        value = structured.answer(
+            kind,
+            schema,
+            _last_user_text(body.get("messages")),
+            model_id=model.id,
+            output_usd_per_m=float(output.get("usd", 1.0)) if isinstance(output, dict) else 1.0,
+        )
+        text, finish = json.dumps(value, separators=(", ", ": ")), "stop"
+        if self.schema_violation_rate > 0 and rng.random() < self.schema_violation_rate:
+            text, forced = structured.violate(value, schema, rng.random())
+            finish = forced or finish
+        tokens = max(1, -(-len(text) // 4))
+        if limit is not None and tokens > limit:
+            text, tokens, finish = text[: limit * 4], limit, "length"
+        return {
+            "text": text,
+            "tokens": tokens,
+            "finish": finish,
+            "thinking": False,
             "prompt_tokens": estimate_message_tokens(body.get("messages")),
             "id": "chatcmpl-" + _request_key((self.seed, model.id, body))[:24],
         }

@@ -1,6 +1,7 @@
 """The paid report service (spec/reports.md): a free shelf, free menus, paid report bodies.
 
-Readings where the spec is silent (docs/design.md, "The emulator"): an unknown handle is 404 ``unknown_handle``;
+Readings where the spec is silent (docs/design.md, "The emulator"): an unknown handle is
+404 ``unknown_handle``;
 a missing username, a bad select or a bad ISO date is 400 ``invalid_query``; ids, from and
 to are accepted with select=range only; payments are read from X-402-Payment, X-Payment and
 PAYMENT-SIGNATURE; the payment id is the authorization nonce (used once: 409); a payment
