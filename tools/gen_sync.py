@@ -96,7 +96,7 @@ LAB_GROUPS: Groups = (
     ),
     (
         "Batches: many rows within the budget, priced first by estimate()",
-        ("estimate", "batch_chat", "batch_embed"),
+        ("estimate", "batch_chat", "batch_embed", "compare"),
     ),
     (
         "Media jobs: queued music and video, paid once, then polled",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 import x402lab.widgets  # noqa: F401  (registers the job and batch displays with IPython)
 from x402lab.analysis.api import CostAnalysis
+from x402lab.analysis.compare import Comparisons
 from x402lab.batch.api import Batches, Connection
 from x402lab.budget import Budget
 from x402lab.chain import ChainClient, Reconciler, chain_url_from_env, reconcile_orphans
@@ -129,6 +130,7 @@ class AsyncLab:
         self.reports = AsyncReports(self.session)
         self.batches = Batches(self.session, self.catalog, paid, self.generic)
         self.costs = CostAnalysis(self.session, self.catalog, self.media, self.reports)
+        self.comparisons = Comparisons(self.batches, self.catalog)
         self._clients = PayingClients(self.session, self.catalog)
 
     def __repr__(self) -> str:
@@ -240,6 +242,7 @@ class AsyncLab:
     batch_chat = _forward("batches", Batches.batch_chat)
     batch_embed = _forward("batches", Batches.batch_embed)
     estimate = _to("batches", Batches.estimate)
+    compare = _to("comparisons", Comparisons.compare)
     spend = _to("costs", CostAnalysis.spend)
     cost_report = _to("costs", CostAnalysis.cost_report)
     reconcile = _to("reconciler", Reconciler.reconcile)

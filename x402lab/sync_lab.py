@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
 
     from x402lab.analysis.batches import BatchInput
+    from x402lab.analysis.compare import Comparison
     from x402lab.analysis.report import CostReport
     from x402lab.batch.api import PathLike
     from x402lab.batch.results import BatchEstimate, BatchSummary
@@ -343,7 +344,7 @@ class Lab:
         search  scrape  parse_document  rpc  quote  call
 
     Batches: many rows within the budget, priced first by estimate()
-        estimate  batch_chat  batch_embed
+        estimate  batch_chat  batch_embed  compare
 
     Media jobs: queued music and video, paid once, then polled
         quote_music  quote_video  music  video  jobs  job  media_dir
@@ -1373,6 +1374,56 @@ class Lab:
                 progress=progress,
                 extra_body=extra_body,
                 **params,
+            )
+        )
+
+    def compare(
+        self,
+        sample: Any,
+        *,
+        prompt: str | None,
+        models: Sequence[str],
+        rows_per_request: Sequence[int] = (1, 10, 25),
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        reference: str | tuple[str, int] | None = None,
+        total_rows: int | None = None,
+        column: str | None = None,
+        system: str | None = None,
+        concurrency: int = 8,
+        progress: Any = None,
+    ) -> Comparison:
+        """Spends money: the sample answered under every model × pack size, compared.
+
+        ``labels=`` or ``schema=`` as in ``batch_chat``; ``reference``: a model (at one row
+        per request) or ``(model, rows_per_request)``, default the most expensive model of
+        ``models`` at one row per request (run even when 1 is not in ``rows_per_request``).
+        ``total_rows``: the size of the whole input, for ``projected_usd`` (default the
+        sample's). Returns a Comparison: one row per configuration with ``model``,
+        ``rows_per_request``, ``rows``, ``answered``, ``invalid_share``, ``paid_usd`` (paid
+        by this call), ``cost_usd`` (what the configuration's answers cost, now or when they
+        were bought), ``usd_per_1k_rows``, ``agreement`` (and ``agreement_<column>`` with
+        several columns), ``median_latency_s`` (of rows answered now), ``projected_usd``.
+
+        Checked before anything is signed: a sample smaller than the largest pack size, an
+        unknown model, a model without structured output (ConfigError, ModelNotFound); then
+        the exact price of every configuration (free 402s) against the budget
+        (BudgetExceeded).
+        """
+        return run(
+            self._async.compare(
+                sample,
+                prompt=prompt,
+                models=models,
+                rows_per_request=rows_per_request,
+                labels=labels,
+                schema=schema,
+                reference=reference,
+                total_rows=total_rows,
+                column=column,
+                system=system,
+                concurrency=concurrency,
+                progress=progress,
             )
         )
 

@@ -13,8 +13,10 @@ from collections.abc import Iterable
 from datetime import UTC, timedelta
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.dates import AutoDateLocator, DateFormatter
 from matplotlib.figure import Figure
 
@@ -298,3 +300,65 @@ def png_bytes(figure: Figure, dpi: int = 110) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()
+
+
+def comparison(table: pd.DataFrame) -> Figure:
+    """Cost per 1,000 rows (log x) against agreement with the reference, one labelled point
+    per configuration (``lab.compare``). The cheapest configuration at each agreement level
+    is filled and joined by a step line; the reference is a star. Labels are placed beside
+    their points and moved apart until none overlaps another (checked with the renderer)."""
+    figure, axes = _figure("Cost against agreement with the reference", height=4.2)
+    if table.empty:
+        _empty(axes, "no configurations")
+        return figure
+    x = table["usd_per_1k_rows"].astype(float).clip(lower=1e-6).to_numpy()
+    y = table["agreement"].astype(float).to_numpy()
+    front = table["cheapest_at_agreement"].to_numpy(dtype=bool)
+    ref = table["reference"].to_numpy(dtype=bool)
+    axes.set_xscale("log")
+    axes.set_xlabel("USD per 1,000 rows (log scale)")
+    axes.set_ylabel("agreement with the reference")
+    order = np.argsort(x[front])
+    axes.step(x[front][order], y[front][order], where="post", color=FAIR_COLOR, zorder=1,
+              label="cheapest at its agreement")  # fmt: skip
+    axes.scatter(x[~front & ~ref], y[~front & ~ref], s=36, facecolors="white",
+                 edgecolors=SETTLED_COLOR, zorder=2, label="configuration")  # fmt: skip
+    axes.scatter(x[front & ~ref], y[front & ~ref], s=36, color=SETTLED_COLOR, zorder=3)
+    axes.scatter(x[ref], y[ref], s=110, marker="*", color=UNKNOWN_COLOR, zorder=4,
+                 label="reference")  # fmt: skip
+    low, high = float(np.nanmin(y)), float(np.nanmax(y))
+    axes.set_ylim(max(-0.02, low - 0.1 * max(high - low, 0.05)), min(1.05, high + 0.08))
+    axes.set_xlim(x.min() / 2.5, x.max() * 4)
+    axes.legend(loc="lower right", fontsize=8, frameon=False)
+    axes.grid(True, which="major", alpha=0.3)
+    labels = [
+        f"{model} ×{int(n)}"
+        for model, n in zip(table["model"], table["rows_per_request"], strict=True)
+    ]
+    _place_labels(figure, axes, x, y, labels)
+    return figure
+
+
+def _place_labels(
+    figure: Figure, axes: Axes, x: np.ndarray, y: np.ndarray, labels: list[str]
+) -> None:
+    """Annotate each point, then move labels (up or down by a step, alternating) until no
+    label's box overlaps an earlier one's."""
+    texts = [
+        axes.annotate(label, (xi, yi), xytext=(7, 4), textcoords="offset points", fontsize=8)
+        for label, xi, yi in zip(labels, x, y, strict=True)
+    ]
+    for text in texts:
+        text.set_in_layout(False)  # the layout is fixed first; labels then move within it
+    canvas = FigureCanvasAgg(figure)
+    figure.draw_without_rendering()
+    renderer = canvas.get_renderer()
+    placed: list[Any] = []
+    steps = [0, 11, -11, 22, -22, 33, -33, 44, -44, 55, -55]
+    for text in sorted(texts, key=lambda t: (t.xy[1], t.xy[0])):
+        for dy in steps:
+            text.set_position((7, 4 + dy))
+            box = text.get_window_extent(renderer).expanded(1.02, 1.1)
+            if not any(box.overlaps(other) for other in placed):
+                break
+        placed.append(text.get_window_extent(renderer))

@@ -203,14 +203,41 @@ class Batches:
         no_checkpoint("batch_chat", params)
         unchecked = dict(extra_body or {})
         params = {**params, **unchecked}
-        spec = output_spec(labels, schema)
-        per_request = rows_per_request_of(rows_per_request)
+        return await self.run_chat(
+            rows, model=model, spec=output_spec(labels, schema),
+            rows_per_request=rows_per_request_of(rows_per_request), prompt=prompt,
+            system=system, max_tokens=max_tokens, concurrency=concurrency, max_usd=max_usd,
+            rebuy=rebuy, progress=progress, column=column, params=params, unchecked=unchecked,
+        )  # fmt: skip
+
+    async def run_chat(
+        self,
+        rows: Any,
+        *,
+        model: str,
+        spec: OutputSpec | None,
+        rows_per_request: int | str,
+        prompt: str | None,
+        system: str | None,
+        max_tokens: int | None,
+        concurrency: int,
+        max_usd: float | None,
+        rebuy: bool,
+        progress: Any,
+        column: str | None,
+        params: Mapping[str, Any],
+        unchecked: Mapping[str, Any],
+        variant: str | None = None,
+    ) -> pd.DataFrame:
+        """Spends money: ``batch_chat`` on a local input, checked arguments in hand.
+        ``variant`` (``lab.compare``) names a configuration whose rows are asked and stored
+        apart from the plain batch's (its words go into the system message)."""
         inputs = chat_frame(rows, column)
         check_clash(inputs, batch_chat_schema().names)
         messages = chat_messages(inputs, prompt)
         inputs = with_prompt(inputs, messages)
         if spec is None:
-            if per_request != 1:
+            if rows_per_request != 1:
                 raise ConfigError(
                     "rows_per_request packs typed rows: give labels=[...] or schema=... too"
                 )
@@ -221,7 +248,8 @@ class Batches:
         else:
             plan = await self.typed_plan(
                 inputs, messages, spec, model=model, prompt=prompt, system=system,
-                max_tokens=max_tokens, params=params, rows_per_request=per_request,
+                max_tokens=max_tokens, params=params, rows_per_request=rows_per_request,
+                variant=variant,
             )  # fmt: skip
             codec = TypedCodec(spec)
         await self.check_batch(plan, "batch_chat()", unchecked)
@@ -240,6 +268,36 @@ class Batches:
         frame.attrs["batch"] = summary.to_dict()
         return frame
 
+    async def quote_chat(
+        self,
+        rows: Any,
+        *,
+        model: str,
+        spec: OutputSpec,
+        rows_per_request: int | str,
+        prompt: str | None,
+        column: str | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        params: Mapping[str, Any] | None = None,
+        variant: str | None = None,
+        concurrency: int = 8,
+    ) -> BatchEstimate:
+        """Free: the exact price of a typed batch (``estimate``'s, for ``lab.compare``)."""
+        inputs = chat_frame(rows, column)
+        messages = chat_messages(inputs, prompt)
+        inputs = with_prompt(inputs, messages)
+        plan = await self.typed_plan(
+            inputs, messages, spec, model=model, prompt=prompt, system=system,
+            max_tokens=max_tokens, params=dict(params or {}), rows_per_request=rows_per_request,
+            variant=variant,
+        )  # fmt: skip
+        await self.check_batch(plan, "compare()", {})
+        return await quote_plan(
+            plan, inputs, self._generic, self._store(plan.kind, False),
+            concurrency_of(concurrency), self._session.budget.remaining_atomic(),
+        )  # fmt: skip
+
     async def typed_plan(
         self,
         inputs: pd.DataFrame,
@@ -252,6 +310,7 @@ class Batches:
         max_tokens: int | None,
         params: Mapping[str, Any],
         rows_per_request: int | str,
+        variant: str | None = None,
     ) -> Plan:
         """The plan of a typed batch, checked before anything is signed: the model must say
         ``supportsResponseSchema``, the typed columns must not clash with the input's or the
@@ -279,6 +338,8 @@ class Batches:
             if max_tokens is not None
             else spec.tokens_per_row()
         )
+        if variant is not None:
+            system = f"{system}\n\n{variant}" if system else variant
         requests = TypedRequests(model, spec, instruction, system, per_row, dict(params))
         if rows_per_request == "auto":
             rows_per_request = auto_rows_per_request(
