@@ -51,6 +51,10 @@ _SYNONYMS = {
         "best",
         "nice",
         "solid",
+        "lovely",
+        "quick",
+        "friendly",
+        "early",
     },
     "negative": {
         "bad",
@@ -68,9 +72,20 @@ _SYNONYMS = {
         "useless",
         "never",
         "rude",
+        "overpriced",
+        "flickers",
+        "drains",
+        "died",
+        "dead",
+        "crushed",
     },
-    "neutral": {"okay", "ok", "fine", "average", "expected", "decent"},
+    "neutral": {"okay", "ok", "fine", "average", "expected", "decent", "usual"},
     "mixed": {"but", "however", "although", "though"},
+    "screen": {"display", "pixels", "colours", "colors", "dim"},
+    "delivery": {"arrived", "box", "packed", "shipping"},
+    "price": {"value", "cheap", "expensive", "overpriced", "deal", "priced"},
+    "battery": {"charges", "charge", "drains", "charging"},
+    "support": {"replied", "help", "contact", "team"},
 }
 #: The kinds of a broken answer ``violate`` produces, in the order it picks them.
 VIOLATIONS = ("invalid_json", "missing_item", "duplicated_item", "outside_enum", "truncated")
@@ -100,10 +115,10 @@ def requested_schema(body: dict[str, Any]) -> tuple[str, Schema | None] | None:
 
 def error_rate(model_id: str, output_usd_per_m: float, pack_size: int) -> float:
     """The simulated share of fields a model gets wrong in a pack of ``pack_size`` items:
-    about 1% for the most expensive models and 5% for the cheapest, growing with the pack
-    (twice as many at 25 items), with a little of the model's own on top."""
-    base = 0.01 + 0.04 / (1.0 + output_usd_per_m) + 0.01 * _unit("model", model_id)
-    return min(0.5, base * (1.0 + (max(pack_size, 1) - 1) / 24.0))
+    about 0.5% for the most expensive models and 3% for the cheapest, growing with the pack
+    (half as many again at 25 items), with a little of the model's own on top."""
+    base = 0.005 + 0.03 / (1.0 + output_usd_per_m) + 0.005 * _unit("model", model_id)
+    return min(0.5, base * (1.0 + (max(pack_size, 1) - 1) / 48.0))
 
 
 def pack_items(text: str) -> list[dict[str, Any]] | None:
