@@ -1177,7 +1177,23 @@ class Lab:
         buys every row again. When the budget cannot cover a row, it and every row not yet
         started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto" (a
         ``tqdm.auto`` bar: rows, rate, elapsed, ETA, "spent X of Y USD"), "text", a tqdm
-        instance, a callable taking BatchProgress, or None. Raises ConfigError or
+        instance, a callable taking BatchProgress, or None.
+
+        Typed answers: ``labels=[...]`` adds a ``label`` column holding only those values;
+        ``schema=`` (a mapping of name to ``str``, ``int``, ``float``, ``bool``,
+        ``list[str]`` or a list of allowed strings; a JSON Schema object; or a pydantic
+        model class) adds one typed column per field, cast through a declared Arrow schema.
+        The request carries a strict ``response_format``; ``response`` keeps each row's raw
+        JSON; an answer that does not validate is asked again, then shown ``invalid`` with
+        its raw text and the reason in ``error``, never coerced. The model's catalog entry
+        must say ``supportsResponseSchema``. ``rows_per_request=N`` (or ``"auto"``: as many
+        rows as make a request's price reach the minimum charge, within the model's limits,
+        at most 40) sends N rows in one paid request; each row carries its share of the
+        payment (``paid_usd``, ``quoted_usd``; the shares add up to what was paid),
+        ``pack_size`` and the pack's ``request_key``, and is stored under its own key, so a
+        re-run with any pack size pays nothing for it (docs/typed-batches.md).
+
+        Raises ConfigError or
         ModelNotFound before anything is paid, TypeError for an unknown keyword (fields the
         gateway's schema does not list go through ``extra_body=``) and for ``checkpoint=``
         (removed), BatchInterrupted on Ctrl+C (its message says how to resume); a failing
@@ -1211,7 +1227,7 @@ class Lab:
         model: str,
         concurrency: int = 8,
         out: None = None,
-        per_request: int = 1,
+        per_request: int | str = 1,
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -1229,7 +1245,7 @@ class Lab:
         model: str,
         concurrency: int = 8,
         out: PathLike,
-        per_request: int = 1,
+        per_request: int | str = 1,
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -1247,7 +1263,7 @@ class Lab:
         model: str,
         concurrency: int = 8,
         out: None = None,
-        per_request: int = 1,
+        per_request: int | str = 1,
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -1264,7 +1280,7 @@ class Lab:
         model: str,
         concurrency: int = 8,
         out: PathLike | None = None,
-        per_request: int = 1,
+        per_request: int | str = 1,
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -1293,10 +1309,12 @@ class Lab:
 
         ``per_request`` packs that many texts into one paid request (the spec's shape is one
         text per request; the emulator, like OpenAI-style gateways, takes a list): each row
-        then shows its share of the request's cost. Identical texts are paid once; stored
-        answers and re-runs, budget, ``max_usd``, ``rebuy`` and ``progress`` work as in
-        ``batch_chat`` (a re-run reuses stored texts whatever ``per_request`` it uses); extra
-        keyword arguments (``dimensions``, ``encoding_format``) go into each request body.
+        then shows its share of the request's cost. ``per_request="auto"`` packs 256 when the
+        gateway's published request schema takes a list ``input``, else sends one per request.
+        Identical texts are paid once; stored answers and re-runs, budget, ``max_usd``,
+        ``rebuy`` and ``progress`` work as in ``batch_chat`` (a re-run reuses stored texts
+        whatever ``per_request`` it uses); extra keyword arguments (``dimensions``,
+        ``encoding_format``) go into each request body.
         A Dask collection runs on the current cluster (``x402lab.batch.distributed``): a Dask
         DataFrame back, or with ``out=folder`` one Parquet file per partition and the summary.
         """
@@ -1326,7 +1344,7 @@ class Lab:
         prompt: str | None = None,
         system: str | None = None,
         max_tokens: int | None = None,
-        per_request: int = 1,
+        per_request: int | str = 1,
         labels: Sequence[str] | None = None,
         schema: Any = None,
         rows_per_request: int | str = 1,

@@ -101,3 +101,16 @@ def test_empty_embed_batch_keeps_its_schema(emulator_factory, lab_factory, tmp_p
     assert len(empty) == 0 and empty.dtypes.to_dict() == full.dtypes.to_dict()
     summary = lab.batch_embed([], model=EMBED, out=tmp_path / "none.parquet", progress=None)
     assert summary.to_pandas().columns.tolist() == full.columns.tolist()
+
+
+def test_auto_packs_texts_when_the_gateway_takes_a_list(emulator_factory, lab_factory):
+    emulator = emulator_factory()
+    lab = lab_factory(emulator)
+    texts = [f"text number {i}" for i in range(600)]
+    quote = lab.estimate(texts, model=EMBED, kind="embed", per_request="auto")
+    assert quote.requests == 3  # 256 + 256 + 88: the emulator's schema takes a list input
+    frame = lab.batch_embed(texts, model=EMBED, per_request="auto", progress=None)
+    assert len(emulator.chain.transfers()) == 3 and set(frame["status"]) == {"ok"}
+    assert round(frame["paid_usd"].sum() * 1_000_000) == chain_atomic(emulator)
+    with pytest.raises(xl.ConfigError, match="per_request"):
+        lab.batch_embed(texts, model=EMBED, per_request="many")

@@ -232,3 +232,13 @@ def test_a_cancelled_packed_batch_then_a_rerun_pays_no_row_twice(
     )
     assert "ok" not in set(third["status"])
     assert max(transfers_per_key(lab, emulator).values()) == 1
+
+
+def test_the_summary_says_what_packing_saved(emulator, lab_factory):
+    lab = lab_factory(emulator)
+    frame = classify(lab, reviews(45), rows_per_request=10)
+    summary = xl.BatchSummary.of(frame)
+    assert summary.rows_per_request == 10 and summary.paid_atomic == 5 * 10_000
+    assert summary.one_per_request_atomic == 45 * 10_000
+    assert summary.packing_saved_atomic == 40 * 10_000
+    assert "10 rows per request saved 0.40 USD" in summary.describe()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -50,6 +51,7 @@ from x402lab.errors import ConfigError
 from x402lab.gateway.params import positive_int
 from x402lab.ledger import Claims
 from x402lab.routes import CHAT as CHAT_PATH
+from x402lab.routes import EMBEDDINGS as EMBED_PATH
 from x402lab.tables.batch import (
     batch_chat_schema,
     chat_table,
@@ -67,6 +69,12 @@ if TYPE_CHECKING:
     from x402lab.session import Session
 
 PathLike = str | os.PathLike[str]
+
+#: Texts per request of ``batch_embed(per_request="auto")`` where the gateway takes a list: at
+#: the minimum charge of 0.01 USD and embedding prices of cents per million tokens, a request
+#: of 256 one-line texts is still under the minimum, yet its body stays small (tens of kB)
+#: and one failed request holds back few rows.
+EMBED_AUTO_TEXTS = 256
 
 _EXTRA_TYPES = {"pack_size": pa.int64(), "invalid": pa.string()}
 _RESULT_NAMES = (*batch_chat_schema().names, "pack_size", "prompt")
@@ -194,7 +202,23 @@ class Batches:
         buys every row again. When the budget cannot cover a row, it and every row not yet
         started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto" (a
         ``tqdm.auto`` bar: rows, rate, elapsed, ETA, "spent X of Y USD"), "text", a tqdm
-        instance, a callable taking BatchProgress, or None. Raises ConfigError or
+        instance, a callable taking BatchProgress, or None.
+
+        Typed answers: ``labels=[...]`` adds a ``label`` column holding only those values;
+        ``schema=`` (a mapping of name to ``str``, ``int``, ``float``, ``bool``,
+        ``list[str]`` or a list of allowed strings; a JSON Schema object; or a pydantic
+        model class) adds one typed column per field, cast through a declared Arrow schema.
+        The request carries a strict ``response_format``; ``response`` keeps each row's raw
+        JSON; an answer that does not validate is asked again, then shown ``invalid`` with
+        its raw text and the reason in ``error``, never coerced. The model's catalog entry
+        must say ``supportsResponseSchema``. ``rows_per_request=N`` (or ``"auto"``: as many
+        rows as make a request's price reach the minimum charge, within the model's limits,
+        at most 40) sends N rows in one paid request; each row carries its share of the
+        payment (``paid_usd``, ``quoted_usd``; the shares add up to what was paid),
+        ``pack_size`` and the pack's ``request_key``, and is stored under its own key, so a
+        re-run with any pack size pays nothing for it (docs/typed-batches.md).
+
+        Raises ConfigError or
         ModelNotFound before anything is paid, TypeError for an unknown keyword (fields the
         gateway's schema does not list go through ``extra_body=``) and for ``checkpoint=``
         (removed), BatchInterrupted on Ctrl+C (its message says how to resume); a failing
@@ -265,8 +289,22 @@ class Batches:
             for name, values in extra.items():
                 table = table.append_column(name, pa.array(values, type=_EXTRA_TYPES[name]))
             frame = with_typed_columns(join_inputs(inputs, table), spec, arrow_to_pandas)
+            summary = await self._with_packing(plan, summary)
         frame.attrs["batch"] = summary.to_dict()
         return frame
+
+    async def _with_packing(self, plan: Plan, summary: BatchSummary) -> BatchSummary:
+        """``summary`` with what packing saved: the rows this run paid for, priced at one row
+        per request by one row's exact quote (free, only when something was paid)."""
+        paid_rows = summary.counts.get("ok", 0) + summary.counts.get("invalid", 0)
+        if plan.per_request == 1 or not paid_rows:
+            return replace(summary, rows_per_request=plan.per_request)
+        single = await self._generic.quote("POST", plan.path, plan.body_for([0]))
+        return replace(
+            summary,
+            rows_per_request=plan.per_request,
+            one_per_request_atomic=single.amount_atomic * paid_rows,
+        )
 
     async def quote_chat(
         self,
@@ -356,7 +394,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: None = None,
-        per_request: int = 1,
+        per_request: int | str = 1,
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -374,7 +412,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: PathLike,
-        per_request: int = 1,
+        per_request: int | str = 1,
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -392,7 +430,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: None = None,
-        per_request: int = 1,
+        per_request: int | str = 1,
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -410,7 +448,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: PathLike | None = None,
-        per_request: int = 1,
+        per_request: int | str = 1,
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -439,10 +477,12 @@ class Batches:
 
         ``per_request`` packs that many texts into one paid request (the spec's shape is one
         text per request; the emulator, like OpenAI-style gateways, takes a list): each row
-        then shows its share of the request's cost. Identical texts are paid once; stored
-        answers and re-runs, budget, ``max_usd``, ``rebuy`` and ``progress`` work as in
-        ``batch_chat`` (a re-run reuses stored texts whatever ``per_request`` it uses); extra
-        keyword arguments (``dimensions``, ``encoding_format``) go into each request body.
+        then shows its share of the request's cost. ``per_request="auto"`` packs 256 when the
+        gateway's published request schema takes a list ``input``, else sends one per request.
+        Identical texts are paid once; stored answers and re-runs, budget, ``max_usd``,
+        ``rebuy`` and ``progress`` work as in ``batch_chat`` (a re-run reuses stored texts
+        whatever ``per_request`` it uses); extra keyword arguments (``dimensions``,
+        ``encoding_format``) go into each request body.
         A Dask collection runs on the current cluster (``x402lab.batch.distributed``): a Dask
         DataFrame back, or with ``out=folder`` one Parquet file per partition and the summary.
         """
@@ -450,6 +490,7 @@ class Batches:
         unchecked = dict(extra_body or {})
         params = {**params, **unchecked}
         source = embed_source(texts, column)
+        per_request = await self.embed_pack_size(per_request, model)
         if not isinstance(row_group_size, int) or row_group_size < 1:
             raise ConfigError(f"row_group_size must be a positive int, got {row_group_size!r}")
         dim = params.get("dimensions") if isinstance(params.get("dimensions"), int) else None
@@ -489,6 +530,23 @@ class Batches:
         frame = join_inputs(index_frame(index, len(values)), table)
         frame.attrs["batch"] = summary.to_dict()
         return frame
+
+    async def embed_pack_size(self, per_request: int | str, model: str) -> int:
+        """``per_request`` of ``batch_embed``; ``"auto"``: ``EMBED_AUTO_TEXTS`` texts per
+        request when the gateway's published request schema takes a list ``input`` (the
+        minimum charge then buys many texts), else one (the spec's own shape)."""
+        if per_request != "auto":
+            if isinstance(per_request, str):
+                raise ConfigError(f"per_request must be an int or 'auto', got {per_request!r}")
+            return per_request
+        published = await self._catalog.request_schema("POST", EMBED_PATH)
+        if published is None:
+            return 1
+        try:
+            published.check({"model": model, "input": ["a", "b"]}, caller="batch_embed()")
+        except (TypeError, ConfigError):
+            return 1
+        return EMBED_AUTO_TEXTS
 
     def _store(self, kind: str, rebuy: Any) -> BatchStore:
         if not isinstance(rebuy, bool):
@@ -546,7 +604,7 @@ class Batches:
         prompt: str | None = None,
         system: str | None = None,
         max_tokens: int | None = None,
-        per_request: int = 1,
+        per_request: int | str = 1,
         labels: Sequence[str] | None = None,
         schema: Any = None,
         rows_per_request: int | str = 1,
@@ -598,6 +656,7 @@ class Batches:
                     messages, model=model, system=system, max_tokens=max_tokens, params=params
                 )
         elif kind == "embed":
+            per_request = await self.embed_pack_size(per_request, model)
             source = embed_source(rows, column)
             values, index = all_texts(source)
             inputs = index_frame(index, len(values))

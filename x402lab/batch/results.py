@@ -60,6 +60,26 @@ class BatchSummary:
     prepay_hits: int = 0
     prepay_misses: int = 0
     extra_signatures: int = 0
+    #: Packed typed batches: rows per request, and what the rows this run paid for would have
+    #: cost at one row per request (one row's exact quote times those rows).
+    rows_per_request: int = 1
+    one_per_request_atomic: int | None = None
+
+    @property
+    def packing_saved_atomic(self) -> int | None:
+        """What packing saved against one row per request in this run (None unpacked)."""
+        if self.one_per_request_atomic is None:
+            return None
+        return self.one_per_request_atomic - self.paid_atomic
+
+    def _packing_text(self) -> str | None:
+        saved = self.packing_saved_atomic
+        if saved is None or self.one_per_request_atomic is None:
+            return None
+        return (
+            f"{self.rows_per_request} rows per request saved {format_usd(saved)}"
+            f" ({format_usd(self.one_per_request_atomic)} at one row per request)"
+        )
 
     @classmethod
     def of(cls, source: Any) -> BatchSummary:
@@ -133,6 +153,9 @@ class BatchSummary:
             parts.append(f"settlement unknown: {format_usd(self.unknown_atomic)}")
         if self.prepay_hits or self.prepay_misses:
             parts.append(self._prepay_text())
+        packing = self._packing_text()
+        if packing is not None:
+            parts.append(packing)
         if self.budget_left_atomic is not None:
             parts.append(f"budget left {format_usd(self.budget_left_atomic)}")
         return "; ".join(parts)
@@ -171,6 +194,7 @@ class BatchSummary:
                 "paid with the first request",
                 self._prepay_text() if self.prepay_hits or self.prepay_misses else None,
             ),
+            ("packing", self._packing_text()),
             ("budget left", format_usd(left) if left is not None else "no cap"),
             ("written to", self.out),
         ]
