@@ -19,6 +19,7 @@ EMULATOR_DIR = Path(x402lab.emulator.__file__).parent
 PACKAGE = "x402lab.emulator"
 # What the emulator may import of x402lab: the protocol, money and errors, and itself.
 ALLOWED = ("x402lab.errors", "x402lab.money", "x402lab.x402", PACKAGE)
+MAX_LINES = 450
 
 
 def _module_name(path: Path) -> str:
@@ -149,3 +150,12 @@ def test_the_emulator_imports_nothing_of_the_client_side():
         and not any(target == ok or target.startswith(ok + ".") for ok in ALLOWED)
     ]
     assert wrong == []
+
+
+def test_no_emulator_module_is_over_450_lines():
+    long = {
+        name: count
+        for name, path in MODULES.items()
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}

@@ -100,6 +100,7 @@ def test_response_format_is_published_in_openapi(gw):
     spec = gw.get("/openapi.json").json()
     text = json.dumps(spec)
     assert "response_format" in text and "json_schema" in text and "json_object" in text
+    assert '"strict"' in text  # the upstream's json_schema shape: name, strict, schema
 
 
 def test_an_answer_validates_under_the_requested_schema(gw):
@@ -169,8 +170,9 @@ def test_a_model_without_response_schema_is_refused_before_payment(gw, emulator)
 
 def test_a_bad_response_format_is_a_400(gw):
     bad = {"model": MODEL, "messages": [{"role": "user", "content": "x"}]}
-    response = gw.post(CHAT, json=bad | {"response_format": {"type": "yaml"}})
-    assert response.status_code == 400, response.text
+    for fmt in ({"type": "yaml"}, {"type": "json_schema", "json_schema": "x"}, "json"):
+        response = gw.post(CHAT, json=bad | {"response_format": fmt})
+        assert response.status_code == 400, (fmt, response.text)
 
 
 def test_json_object_answers_a_json_object(gw):
