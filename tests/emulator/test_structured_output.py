@@ -1,93 +1,273 @@
-"""The emulator's structured output: ``response_format`` published and honoured, answers valid
-under the request's schema and derived from each item, models without it refused before any
-payment, and ``schema_violation_rate`` breaking answers in each documented way."""
+"""Structured output on the gateway: ``response_format`` published, accepted and followed by
+the simulated upstream (answers derive from each item's own text), refused for a model
+without ``supportsResponseSchema`` before any payment, and broken on purpose by
+``Faults(schema_violation_rate=...)``."""
 
 from __future__ import annotations
 
 import json
-import secrets
-from collections import Counter
+import sys
+from pathlib import Path
+from typing import Any
 
 import httpx
 import jsonschema
 import pytest
 
-import x402lab as xl
-from x402lab.emulator.gateway.structured import VIOLATIONS, answer, violate
+from x402lab.emulator.gateway.structured import answer
+
+# pytest runs in importlib mode: make the shared helper module of this directory importable.
+sys.path.append(str(Path(__file__).parent))
+from test_gateway_support import Gateway, error_of  # noqa: E402
 
 CHAT = "/api/v1/chat/completions"
 MODEL = "zai-org-glm-4.7-flash"
-ENTRY = {
+NO_SCHEMA_MODEL = "llama-3.2-3b"
+ACCURATE_MODEL = "openai-gpt-54-pro"  # the dearest model errs least (simulated)
+
+SENTIMENT = {
     "type": "object",
     "properties": {
-        "id": {"type": "string"},
-        "label": {"type": "string", "enum": ["positive", "negative", "neutral"]},
+        "sentiment": {"type": "string", "enum": ["positive", "negative", "neutral"]},
+        "topic": {"type": "string"},
         "stars": {"type": "integer", "minimum": 1, "maximum": 5},
         "mentions_price": {"type": "boolean"},
-        "words": {"type": "array", "items": {"type": "string"}},
+        "keywords": {"type": "array", "items": {"type": "string"}},
+        "detail": {
+            "type": "object",
+            "properties": {"summary": {"type": "string"}},
+            "required": ["summary"],
+            "additionalProperties": False,
+        },
     },
-    "required": ["id", "label", "stars", "mentions_price", "words"],
+    "required": ["sentiment", "topic", "stars", "mentions_price", "keywords", "detail"],
     "additionalProperties": False,
 }
-PACK = {
+PACKED = {
     "type": "object",
-    "properties": {"items": {"type": "array", "items": ENTRY}},
+    "properties": {
+        "items": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}} | SENTIMENT["properties"],
+                "required": ["id", *SENTIMENT["required"]],
+                "additionalProperties": False,
+            },
+        }
+    },
     "required": ["items"],
     "additionalProperties": False,
 }
-TEXTS = ["Great battery, love it", "Arrived broken, want a refund", "Price is fine, 3 stars"]
+REVIEWS = [
+    "Battery lasts two days, great value",
+    "Delivery was slow and the box arrived broken",
+    "Screen is fine, price is a bit high",
+    "Support never answered my emails, terrible",
+    "It works. Nothing special.",
+]
 
 
-def body(texts: list[str], model: str = MODEL, schema: dict = PACK, **extra) -> dict:
-    items = [{"id": str(i), "text": t} for i, t in enumerate(texts)]
+def _format(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": "r", "strict": True, "schema": schema}}
+
+
+def _body(text: str, schema: dict[str, Any], model: str = MODEL, **extra: Any) -> dict[str, Any]:
     return {
         "model": model,
-        "messages": [{"role": "user", "content": "Classify.\nItems:\n" + json.dumps(items)}],
-        "max_tokens": 400,
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {"name": "rows", "schema": schema},
-        },
+        "messages": [{"role": "user", "content": text}],
+        "response_format": _format(schema),
         **extra,
     }
 
 
+def _packed_text(items: list[tuple[str, str]]) -> str:
+    rows = [{"id": i, "text": t} for i, t in items]
+    return "Classify each review; answer one entry per id.\n" + json.dumps(rows)
+
+
 @pytest.fixture
-def lab(emulator, tmp_path):
-    lab = xl.connect(
-        emulator.gateway_url, emulator.reports_url,
-        wallet=xl.Wallet.from_key("0x" + secrets.token_hex(32)), ledger=tmp_path / "l.sqlite",
-    )  # fmt: skip
-    yield lab
-    lab.close()
+def gw(emulator, payer):
+    with httpx.Client(base_url=emulator.gateway_url, timeout=30) as client:
+        yield Gateway(client, payer)
 
 
-def content(result) -> tuple[str, dict]:
-    choice = result.data["choices"][0]
-    return choice["message"]["content"], result.data["usage"] | {"finish": choice["finish_reason"]}
+def _answer(response: httpx.Response) -> tuple[str, dict[str, Any]]:
+    assert response.status_code == 200, response.text
+    body = response.json()
+    return body["choices"][0]["message"]["content"], body
 
 
-def test_response_format_is_published_in_the_chat_request_schema(emulator):
-    spec = httpx.get(f"{emulator.gateway_url}/openapi.json").json()
-    chat = spec["paths"][CHAT]["post"]["requestBody"]["content"]["application/json"]["schema"]
-    forms = chat["properties"]["response_format"]["anyOf"]
-    kinds = {k for form in forms for k in form["properties"]["type"]["enum"]}
-    assert kinds == {"json_schema", "json_object", "text"}
+def test_response_format_is_published_in_openapi(gw):
+    spec = gw.get("/openapi.json").json()
+    text = json.dumps(spec)
+    assert "response_format" in text and "json_schema" in text and "json_object" in text
+    assert '"strict"' in text  # the upstream's json_schema shape: name, strict, schema
 
 
-def test_a_packed_answer_is_valid_and_each_item_answers_for_itself(lab):
-    text, usage = content(lab.call("POST", CHAT, body(TEXTS)))
-    value = json.loads(text)
-    jsonschema.validate(value, PACK)
-    assert [e["id"] for e in value["items"]] == ["0", "1", "2"]
-    assert [e["label"] for e in value["items"]] == ["positive", "negative", "neutral"]
-    assert value["items"][2]["stars"] == 3 and value["items"][2]["mentions_price"] is True
-    assert usage["completion_tokens"] == -(-len(text) // 4) and usage["finish"] == "stop"
-    # The same item alone gets the same answer (no simulated mistake at these sizes here).
-    alone = json.loads(content(lab.call("POST", CHAT, body(TEXTS[1:2])))[0])["items"][0]
-    assert {k: v for k, v in alone.items() if k != "id"} == {
-        k: v for k, v in value["items"][1].items() if k != "id"
+def test_an_answer_validates_under_the_requested_schema(gw):
+    for review in REVIEWS:
+        content, body = _answer(gw.pay(CHAT, json=_body(review, SENTIMENT)))
+        jsonschema.validate(json.loads(content), SENTIMENT)
+        assert body["choices"][0]["finish_reason"] == "stop"
+
+
+def test_answers_derive_from_the_text(gw):
+    good, _ = _answer(gw.pay(CHAT, json=_body("I love it, excellent and great", SENTIMENT)))
+    bad, _ = _answer(gw.pay(CHAT, json=_body("Terrible, broken and awful", SENTIMENT)))
+    assert json.loads(good)["sentiment"] == "positive"
+    assert json.loads(bad)["sentiment"] == "negative"
+    assert json.loads(good) != json.loads(bad)
+
+
+def test_a_packed_answer_has_one_entry_per_item_in_order(gw):
+    items = [(f"r{i}", text) for i, text in enumerate(REVIEWS)]
+    content, _ = _answer(gw.pay(CHAT, json=_body(_packed_text(items), PACKED)))
+    value = json.loads(content)
+    jsonschema.validate(value, PACKED)
+    assert [entry["id"] for entry in value["items"]] == [i for i, _ in items]
+
+
+def test_the_same_item_gets_the_same_answer_alone_and_in_a_small_pack(gw):
+    # The simulated mistakes (about 1% of fields for an expensive model at small packs, seeded
+    # by the pack size) are the only differences allowed: nearly every field must agree.
+    items = [(f"r{i}", text) for i, text in enumerate(REVIEWS)]
+    body = _body(_packed_text(items), PACKED, model=ACCURATE_MODEL)
+    packed, _ = _answer(gw.pay(CHAT, json=body))
+    entries = {e["id"]: e for e in json.loads(packed)["items"]}
+    same = total = 0
+    for item_id, text in items:
+        body = _body(_packed_text([(item_id, text)]), PACKED, model=ACCURATE_MODEL)
+        alone, _ = _answer(gw.pay(CHAT, json=body))
+        (entry,) = json.loads(alone)["items"]
+        for field in SENTIMENT["properties"]:
+            total += 1
+            same += entry[field] == entries[item_id][field]
+    assert same >= total - 2, (same, total)
+    assert len({json.dumps(e | {"id": ""}, sort_keys=True) for e in entries.values()}) > 1
+
+
+def test_the_same_request_gets_the_same_answer(gw):
+    body = _body(_packed_text([("a", REVIEWS[0]), ("b", REVIEWS[1])]), PACKED)
+    first, _ = _answer(gw.pay(CHAT, json=body))
+    second, _ = _answer(gw.pay(CHAT, json=body))
+    assert first == second
+
+
+def test_a_model_without_response_schema_is_refused_before_payment(gw, emulator):
+    catalog = gw.get("/api/v1/models").json()
+    entries = catalog.get("data", catalog) if isinstance(catalog, dict) else catalog
+    text_models = {
+        m["id"]: m["model_spec"]["capabilities"]["supportsResponseSchema"]
+        for m in entries
+        if "supportsResponseSchema" in m.get("model_spec", {}).get("capabilities", {})
     }
+    assert text_models[NO_SCHEMA_MODEL] is False
+    assert sum(text_models.values()) >= 3
+    response = gw.post(CHAT, json=_body("hello", SENTIMENT, model=NO_SCHEMA_MODEL))
+    body = error_of(response, 400, response.json().get("error", "?"))
+    assert "supportsResponseSchema" in json.dumps(body) or "response_format" in body["message"]
+    assert "payment-required" not in response.headers
+
+
+def test_a_bad_response_format_is_a_400(gw):
+    bad = {"model": MODEL, "messages": [{"role": "user", "content": "x"}]}
+    for fmt in ({"type": "yaml"}, {"type": "json_schema", "json_schema": "x"}, "json"):
+        response = gw.post(CHAT, json=bad | {"response_format": fmt})
+        assert response.status_code == 400, (fmt, response.text)
+
+
+def test_json_object_answers_a_json_object(gw):
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Describe the battery"}],
+        "response_format": {"type": "json_object"},
+    }
+    content, _ = _answer(gw.pay(CHAT, json=body))
+    assert isinstance(json.loads(content), dict)
+
+
+def test_completion_tokens_grow_with_the_json(gw):
+    def tokens(n: int) -> int:
+        items = [(f"r{i}", REVIEWS[i % len(REVIEWS)] + f" #{i}") for i in range(n)]
+        content, body = _answer(gw.pay(CHAT, json=_body(_packed_text(items), PACKED)))
+        assert body["usage"]["completion_tokens"] >= len(content) // 4
+        return int(body["usage"]["completion_tokens"])
+
+    assert tokens(1) < tokens(4) < tokens(12)
+
+
+def test_max_tokens_prices_the_402_and_truncates_with_length(gw):
+    items = [(f"r{i}", REVIEWS[i % len(REVIEWS)]) for i in range(10)]
+    body = _body(_packed_text(items), PACKED)
+    small = gw.amount(CHAT, json=body | {"max_tokens": 20})
+    large = gw.amount(CHAT, json=body | {"max_tokens": 200_000})
+    assert small <= large
+    content, answer = _answer(gw.pay(CHAT, json=body | {"max_tokens": 20}))
+    assert answer["choices"][0]["finish_reason"] == "length"
+    assert answer["usage"]["completion_tokens"] <= 20
+    with pytest.raises(ValueError):
+        json.loads(content)
+
+
+def _violation(content: str, finish: str, ids: list[str]) -> str:
+    if finish == "length":
+        return "truncated"
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return "invalid_json"
+    got = [e["id"] for e in value["items"]]
+    if len(got) < len(ids):
+        return "missing_item"
+    if len(got) > len(ids):
+        return "duplicated_item"
+    enum = SENTIMENT["properties"]["sentiment"]["enum"]
+    if any(e["sentiment"] not in enum for e in value["items"]):
+        return "outside_enum"
+    return "none"
+
+
+def test_each_schema_violation_kind_appears(emulator_factory, payer):
+    emulator = emulator_factory(schema_violation_rate=1.0)
+    seen: dict[str, int] = {}
+    with httpx.Client(base_url=emulator.gateway_url, timeout=30) as client:
+        gw = Gateway(client, payer)
+        for n in range(40):
+            items = [(f"r{n}-{i}", f"{REVIEWS[i]} (order {n})") for i in range(3)]
+            content, body = _answer(gw.pay(CHAT, json=_body(_packed_text(items), PACKED)))
+            kind = _violation(content, body["choices"][0]["finish_reason"], [i for i, _ in items])
+            seen[kind] = seen.get(kind, 0) + 1
+    assert set(seen) == {
+        "truncated",
+        "invalid_json",
+        "missing_item",
+        "duplicated_item",
+        "outside_enum",
+    }, seen
+
+
+def test_no_violation_without_the_fault(gw):
+    for n in range(5):
+        items = [(f"r{n}-{i}", f"{REVIEWS[i]} (order {n})") for i in range(3)]
+        content, body = _answer(gw.pay(CHAT, json=_body(_packed_text(items), PACKED)))
+        assert _violation(content, body["choices"][0]["finish_reason"], []) != "truncated"
+        jsonschema.validate(json.loads(content), PACKED)
+
+
+def test_embeddings_take_a_list_and_answer_one_vector_per_input_in_order(gw):
+    texts = ["battery", "delivery was slow", "battery"]
+    response = gw.pay("/api/v1/embeddings", json={"model": _embed_model(gw), "input": texts})
+    assert response.status_code == 200, response.text
+    data = response.json()["data"]
+    assert [d["index"] for d in data] == [0, 1, 2]
+    assert data[0]["embedding"] == data[2]["embedding"] != data[1]["embedding"]
+
+
+def _embed_model(gw: Gateway) -> str:
+    catalog = gw.get("/api/v1/models", params={"type": "embedding"}).json()
+    entries = catalog.get("data", catalog) if isinstance(catalog, dict) else catalog
+    return next(m["id"] for m in entries if m.get("type") == "embedding")
 
 
 def test_simulated_mistakes_grow_with_the_pack_and_differ_between_models():
@@ -98,77 +278,9 @@ def test_simulated_mistakes_grow_with_the_pack_and_differ_between_models():
         for start in range(0, len(texts), size):
             chunk = texts[start : start + size]
             prompt = json.dumps([{"id": str(i), "text": t} for i, t in enumerate(chunk)])
-            value = answer("json_schema", PACK, prompt, model_id=model, output_usd_per_m=price)
-            errors += sum(e["label"] != "positive" for e in value["items"])
+            value = answer("json_schema", PACKED, prompt, model_id=model, output_usd_per_m=price)
+            errors += sum(e["sentiment"] != "positive" for e in value["items"])
         return errors
 
     assert wrong("cheap", 0.4, 40) > wrong("cheap", 0.4, 1)
     assert wrong("cheap", 0.4, 40) > wrong("dear", 225.0, 40)
-
-
-def test_json_object_answers_an_object(lab):
-    request = body(["hello there"])
-    request["response_format"] = {"type": "json_object"}
-    text, _ = content(lab.call("POST", CHAT, request))
-    assert isinstance(json.loads(text), dict)
-
-
-def test_a_model_without_structured_output_is_refused_before_payment(lab, emulator):
-    with pytest.raises(xl.ApiError, match="does not support response_format json_schema"):
-        lab.call("POST", CHAT, body(TEXTS, model="llama-3.2-3b"))
-    assert emulator.chain.transfers() == []
-    models = httpx.get(f"{emulator.gateway_url}/api/v1/models", params={"type": "text"}).json()
-    flags = {
-        m["id"]: m["model_spec"]["capabilities"]["supportsResponseSchema"] for m in models["data"]
-    }
-    assert flags["llama-3.2-3b"] is False and flags[MODEL] is True
-
-
-def test_answers_are_cut_at_max_tokens(lab):
-    text, usage = content(lab.call("POST", CHAT, body(TEXTS, max_tokens=10)))
-    assert usage["finish"] == "length" and usage["completion_tokens"] == 10
-    with pytest.raises(ValueError):
-        json.loads(text)
-
-
-def test_each_violation_kind_breaks_the_answer_its_own_way():
-    value = answer("json_schema", PACK, json.dumps([{"id": "0", "t": "a"}, {"id": "1", "t": "b"}]),
-                   model_id=MODEL, output_usd_per_m=0.4)  # fmt: skip
-    seen = Counter()
-    for i, kind in enumerate(VIOLATIONS):
-        text, finish = violate(value, PACK, (i + 0.5) / len(VIOLATIONS))
-        seen[kind] += 1
-        if kind in ("invalid_json", "truncated"):
-            with pytest.raises(ValueError):
-                json.loads(text)
-            assert (finish == "length") == (kind == "truncated")
-            continue
-        broken = json.loads(text)
-        with pytest.raises(
-            jsonschema.ValidationError if kind == "outside_enum" else AssertionError
-        ):
-            jsonschema.validate(broken, PACK)
-            ids = [e["id"] for e in broken["items"]]
-            assert ids == ["0", "1"], ids
-    assert set(seen) == set(VIOLATIONS)
-
-
-def test_the_violation_rate_breaks_about_that_share_of_answers(emulator_factory, tmp_path):
-    emulator = emulator_factory(schema_violation_rate=0.5, seed=3)
-    lab = xl.connect(
-        emulator.gateway_url, emulator.reports_url,
-        wallet=xl.Wallet.from_key("0x" + secrets.token_hex(32)), ledger=tmp_path / "l.sqlite",
-    )  # fmt: skip
-    try:
-        broken = 0
-        for i in range(20):
-            text, _ = content(lab.call("POST", CHAT, body([f"review {i} great"] + TEXTS)))
-            try:
-                jsonschema.validate(json.loads(text), PACK)
-                ids = [e["id"] for e in json.loads(text)["items"]]
-                broken += ids != ["0", "1", "2", "3"]
-            except (ValueError, jsonschema.ValidationError):
-                broken += 1
-        assert 4 <= broken <= 16
-    finally:
-        lab.close()

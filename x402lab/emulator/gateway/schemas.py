@@ -64,25 +64,20 @@ _MESSAGE = {
     "required": ["role", "content"],
 }
 
-# As the upstream defines it: a JSON Schema the answer must follow (OpenAI's shape, the schema
-# under "schema", or the schema itself), a JSON object, or plain text (the default).
+# As the upstream defines it; json_schema needs a model whose capabilities say
+# supportsResponseSchema (a 400 before the 402 otherwise).
+_JSON_SCHEMA = {
+    "type": "object",
+    "properties": {"name": _STR, "strict": _BOOL, "schema": {"type": "object"}},
+}
 _RESPONSE_FORMAT = {
-    "description": "Format of the answer; json_schema needs a model whose capabilities say"
-    " supportsResponseSchema.",
+    "description": "Format of the answer: json_schema (strict), json_object or text.",
     "anyOf": [
-        {
-            "type": "object",
-            "properties": {
-                "type": {"type": "string", "enum": ["json_schema"]},
-                "json_schema": {"type": "object"},
-            },
-            "required": ["type", "json_schema"],
-        },
-        {
-            "type": "object",
-            "properties": {"type": {"type": "string", "enum": ["json_object", "text"]}},
-            "required": ["type"],
-        },
+        _obj(
+            {"type": {"type": "string", "enum": ["json_schema"]}, "json_schema": _JSON_SCHEMA},
+            ["type", "json_schema"],
+        ),
+        _obj({"type": {"type": "string", "enum": ["json_object", "text"]}}, ["type"]),
     ],
 }
 

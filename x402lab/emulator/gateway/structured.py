@@ -2,7 +2,7 @@
 request's JSON Schema and derive from each item's own content.
 
 This is a simulation, written so that typed batches and comparisons have something to show
-offline; no model runs. What it does:
+offline; no model runs (docs/emulator.md). What it does:
 
 - ``{"type": "json_object"}``: a small JSON object about the prompt.
 - ``{"type": "json_schema", "json_schema": {...}}`` (the schema under ``schema``, as OpenAI
