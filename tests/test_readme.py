@@ -16,9 +16,12 @@ def test_first_example_runs_and_pays_what_it_says():
     try:
         frame = namespace["df"]
         assert list(frame["status"]) == ["ok", "ok", "cached"]
+        typed = namespace["typed"]
+        assert set(typed["label"]) <= {"positive", "negative", "neutral"}
+        assert set(typed["pack_size"]) == {4} and typed["paid_usd"].sum() == 0.01
         assert namespace["r"].cost.status == "settled"
         assert namespace["job"].wait(timeout=60).size_bytes > 0
-        # Chat, two batch rows, the music job and three reports: all settled, no unknown.
+        # Chat, two batch rows, one typed pack, the music job and three reports: all settled.
         statuses = [row["status"] for row in lab.ledger.rows()]
         assert statuses and set(statuses) == {"settled"}
     finally:
