@@ -242,3 +242,27 @@ def test_the_summary_says_what_packing_saved(emulator, lab_factory):
     assert summary.one_per_request_atomic == 45 * 10_000
     assert summary.packing_saved_atomic == 40 * 10_000
     assert "10 rows per request saved 0.40 USD" in summary.describe()
+
+
+def test_a_pydantic_model_and_a_json_schema_give_the_same_columns(emulator, lab_factory):
+    from typing import Literal
+
+    import pydantic
+
+    class Review(pydantic.BaseModel):
+        topic: Literal["battery", "delivery", "price", "screen", "support"]
+        rating: int
+        score: float
+        mentions_price: bool
+        keywords: list[str]
+
+    from_model = output_spec(schema=Review)
+    from_dict = output_spec(schema=SCHEMA)
+    from_json = output_spec(schema=Review.model_json_schema())
+    assert from_model == from_dict == from_json
+    lab = lab_factory(emulator)
+    frame = lab.batch_chat(
+        reviews(4), prompt="Review: {review}", model=CHEAP, schema=Review, rows_per_request=4,
+        progress=None,
+    )  # fmt: skip
+    assert set(frame["status"]) == {"ok"} and str(frame["rating"].dtype) == "Int64"
