@@ -1,4 +1,4 @@
-"""Client-side checks of a challenge before anything is signed (DESIGN §4.1)."""
+"""Client-side checks of a challenge before anything is signed (docs/money.md, rule 1)."""
 
 from __future__ import annotations
 
