@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import x402lab as xl
+from x402lab.transport.wire import environment_proxies
 
 from .conftest import Proxy
 
@@ -78,3 +79,32 @@ def test_no_proxy_for_127_0_0_1_sends_nothing_through_it(proxy, monkeypatch, tmp
         time.sleep(0.5)  # anything forwarded would be in the log by now
     assert counts == dict.fromkeys(counts, 0)
     assert proxy.requests() == []
+
+
+PROXY = "http://127.0.0.1:3128"
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "bypassed"),
+    [
+        ("", {}),
+        ("127.0.0.1", {"all://127.0.0.1": None}),
+        ("localhost, example.com", {"all://localhost": None, "all://*example.com": None}),
+        ("::1", {"all://[::1]": None}),
+        ("http://internal:8080", {"http://internal:8080": None}),
+    ],
+)
+def test_the_environment_becomes_mounts_as_httpx_reads_it(monkeypatch, no_proxy, bypassed):
+    _proxy_env(monkeypatch, PROXY, no_proxy)
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    assert environment_proxies() == {
+        "http://": PROXY,
+        "https://": PROXY,
+        "all://": "socks5://127.0.0.1:1080",
+        **bypassed,
+    }
+
+
+def test_no_proxy_star_turns_every_proxy_off(monkeypatch):
+    _proxy_env(monkeypatch, PROXY, "*")
+    assert environment_proxies() == {}

@@ -192,7 +192,9 @@ class _mapped:
 
     def __exit__(self, kind: Any, exc: BaseException | None, traceback: Any) -> None:
         if isinstance(exc, httpx.TransportError | TimeoutError | aiohttp.ClientError):
-            raise as_httpx_error(exc, self._request) from exc
+            mapped = as_httpx_error(exc, self._request)
+            if mapped is not exc:  # else it goes on as it is
+                raise mapped from exc
 
 
 class _Transport(AiohttpTransport):
