@@ -2,9 +2,10 @@
 
 Every request the lab makes goes through one ``httpx.AsyncClient``: free and paid calls,
 batches, streams, uploads and the chain's JSON-RPC. Its transport is httpx-aiohttp's on one
-aiohttp session (one connection pool): measured with ``benchmarks/batch_throughput.py``,
-httpx's own pool (httpcore) spent about 12 ms of client CPU per paid call at concurrency 32
-against aiohttp's 1 to 2, and ran a batch at 50 ms of latency at a fraction of the speed.
+aiohttp session (one connection pool). ``benchmarks/batch_throughput.py --latency 0.05``
+(concurrency 32, a shared 2-core machine): on httpx's own pool (httpcore) a batch ran at
+0.42x bare aiohttp's calls/s with 11.8 ms of client CPU per paid call; on this one at 1.3x
+to 1.7x bare's with 2.8 to 3.3 ms.
 
 Failures are httpx's errors, which the retry and re-send rules read: nothing connected
 (``ConnectError``, ``ConnectTimeout``, ``PoolTimeout``: the request never left) or no whole
