@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
+import httpx
+
 import x402lab.widgets  # noqa: F401  (registers the job and batch displays with IPython)
 from x402lab.analysis.api import CostAnalysis
 from x402lab.analysis.compare import Comparisons
@@ -37,6 +39,7 @@ from x402lab.payments import Payer
 from x402lab.reports import AsyncReports
 from x402lab.session import Session
 from x402lab.transport import RetryPolicy
+from x402lab.transport.wire import Verify
 from x402lab.wallet import Wallet
 
 if TYPE_CHECKING:
@@ -94,6 +97,8 @@ class AsyncLab:
         library_secret: str | None = None,
         chain_rpc_url: str | None = None,
         prepay: bool = True,
+        http_client: httpx.AsyncClient | None = None,
+        verify: Verify = True,
     ) -> None:
         # Rows a stopped process left open: signed ones of a process that is gone, or past
         # their window, become unknown (and keep counting); unsigned reservations of a gone
@@ -117,6 +122,8 @@ class AsyncLab:
             retry=retry,
             library_secret=library_secret,
             chain_rpc_url=chain_rpc_url,
+            http_client=http_client,
+            verify=verify,
         )
         self.reconciler = Reconciler(ledger, lambda: self.session.chain)
         self.catalog = Catalog(self.session)
@@ -361,6 +368,8 @@ def connect_async(
     chain_rpc_url: str | None = None,
     prepay: bool = True,
     user: str | None = None,
+    http_client: httpx.AsyncClient | None = None,
+    verify: Verify = True,
 ) -> AsyncLab:
     """The async twin of ``connect``: returns an ``AsyncLab`` whose methods are coroutines."""
     options = {
@@ -373,6 +382,8 @@ def connect_async(
         "chain_rpc_url": chain_rpc_url,
         "prepay": prepay,
         "user": user,
+        "http_client": http_client,
+        "verify": verify,
     }
     return _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, options)
 
@@ -394,6 +405,8 @@ def connect(
     chain_rpc_url: str | None = None,
     prepay: bool = True,
     user: str | None = None,
+    http_client: httpx.AsyncClient | None = None,
+    verify: Verify = True,
 ) -> Lab:
     """A ``Lab`` for the two services; with no address, on the embedded emulator.
 
@@ -408,7 +421,11 @@ def connect(
     confirming a payment whose answer was lost, and for rows a stopped process left in
     flight. ``prepay=False`` always asks for the 402 first (default: a known challenge is
     paid with the first request, ``payments.prediction``). ``user`` labels this lab's ledger
-    rows (default ``X402LAB_USER``, else ``login@host``). Sends nothing else; raises
+    rows (default ``X402LAB_USER``, else ``login@host``). ``http_client``: your own
+    ``httpx.AsyncClient`` for every request of the lab (not closed by it); ``verify``: a CA
+    bundle path or ``ssl.SSLContext`` to trust (default ``SSL_CERT_FILE``, else certifi's);
+    proxies come from ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``/``NO_PROXY`` as httpx reads
+    them. Sends nothing else; raises
     ConfigError for a bad wallet, ledger, budget or chain address before anything starts.
     """
     core = connect_async(
@@ -427,6 +444,8 @@ def connect(
         chain_rpc_url=chain_rpc_url,
         prepay=prepay,
         user=user,
+        http_client=http_client,
+        verify=verify,
     )
     lab = Lab(core)
     # A Lab dropped without close() still closes its connections and emulator.

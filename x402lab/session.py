@@ -8,12 +8,16 @@ session it needs and nothing else, so features never reach each other through a 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import ssl
+from typing import TYPE_CHECKING, Any
+
+import httpx
 
 from x402lab.chain import ChainClient
 from x402lab.errors import ConfigError
 from x402lab.routes import GATEWAY, PAYMENT_HEADER, REPORTS
 from x402lab.transport import RetryPolicy, ServiceClient, Wire
+from x402lab.transport.wire import Verify, http_options, ssl_context
 
 if TYPE_CHECKING:
     from x402lab.budget import Budget
@@ -24,7 +28,13 @@ if TYPE_CHECKING:
 
 class Session:
     """HTTP clients of the two services (built on first use), the payer, wallet, budget and
-    ledger of one Lab, and its settings."""
+    ledger of one Lab, and its settings.
+
+    Every request goes through one ``Wire`` (one httpx client and pool), the chain's
+    JSON-RPC too: ``http_client`` a caller's own ``httpx.AsyncClient`` (used for every
+    request, never closed here), ``verify`` the trust store (a CA bundle path or an
+    ``ssl.SSLContext``; default the environment's ``SSL_CERT_FILE``, else certifi's).
+    Raises ConfigError for a CA bundle that cannot be read."""
 
     def __init__(
         self,
@@ -37,13 +47,19 @@ class Session:
         retry: RetryPolicy | None = None,
         library_secret: str | None = None,
         chain_rpc_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        verify: Verify = True,
     ) -> None:
         self.gateway_url = gateway_url.rstrip("/") if gateway_url else None
         self.reports_url = reports_url.rstrip("/") if reports_url else None
         self.payer = payer
         self.library_secret = library_secret
         # Checked now (an address that is not http(s) is a ConfigError); nothing is sent.
-        self._chain = ChainClient(chain_rpc_url) if chain_rpc_url else None
+        self._chain = (
+            ChainClient(chain_rpc_url, http=lambda: self.wire.client) if chain_rpc_url else None
+        )
+        self._user_client = http_client
+        self.verify: ssl.SSLContext = ssl_context(verify)
         self._timeout_s = timeout_s
         self._max_connections = max_connections
         self._retry = retry or RetryPolicy()
@@ -68,6 +84,23 @@ class Session:
         return self._chain
 
     @property
+    def wire(self) -> Wire:
+        """The lab's HTTP client and pool (made on first use; again after ``aclose``)."""
+        if self._http is None:
+            self._http = Wire(
+                timeout_s=self._timeout_s,
+                max_connections=self._max_connections,
+                verify=self.verify,
+                http_client=self._user_client,
+            )
+        return self._http
+
+    def http_options(self) -> dict[str, Any]:
+        """The options of a client handed to another library: the same trust store and
+        environment handling as the lab's own."""
+        return http_options(self.verify)
+
+    @property
     def is_open(self) -> bool:
         """True while an HTTP connection pool exists."""
         return self._http is not None
@@ -85,12 +118,10 @@ class Session:
         if found is not None:
             return found
         url = self.url(service)
-        if self._http is None:
-            self._http = Wire(timeout_s=self._timeout_s, max_connections=self._max_connections)
         client = ServiceClient(
             service=service,
             base_url=url,
-            http=self._http,
+            http=self.wire,
             payer=self.payer,
             header_name=PAYMENT_HEADER[service],
             retry=self._retry,

@@ -1535,7 +1535,9 @@ class Lab:
         payee, model-id check and request keys (a retry of the same request sends its unknown
         payment's same signed payload again; nothing is signed twice).
 
-        ``httpx_options`` go to ``httpx.Client`` (``headers``, ``limits``...). Close it (or
+        ``httpx_options`` go to ``httpx.Client`` (``headers``, ``limits``...); by default it
+        trusts what the lab trusts (``verify``) and honours the environment's proxies as the
+        lab does (its own pool: a sync client cannot share the lab's async one). Close it (or
         use it as a context manager) when done. Money errors are x402lab's own exceptions.
         """
         return self._async.http_client(timeout_s=timeout_s, **httpx_options)

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from x402lab.session import Session
 
 #: ``connect()`` options a worker does not take: the report service's first-party secret is
-#: of no use to a batch and stays on this machine.
-_LEFT_HOME = frozenset({"library_secret"})
+#: of no use to a batch and stays on this machine; a caller's httpx client cannot travel.
+_LEFT_HOME = frozenset({"library_secret", "http_client"})
 
 
 @dataclass(frozen=True)

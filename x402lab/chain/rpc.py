@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -53,9 +53,10 @@ def authorization_state_call(asset: str, payer: str, nonce: str) -> dict[str, st
 class ChainClient:
     """A JSON-RPC endpoint of the chain of ``network`` (default Base, eip155:8453).
 
-    ``http``: an httpx client to send with (one is made, and closed by ``aclose``, when not
-    given). ``batch_size``: requests per JSON-RPC batch; ``log_range``: blocks per
-    ``eth_getLogs``. Raises ConfigError for an address that is not http(s).
+    ``http``: an httpx client to send with, or a function returning the one to use now (a
+    lab's: ``Session.wire``); when not given one is made, and closed by ``aclose``.
+    ``batch_size``: requests per JSON-RPC batch; ``log_range``: blocks per ``eth_getLogs``.
+    Raises ConfigError for an address that is not http(s).
     """
 
     def __init__(
@@ -63,7 +64,7 @@ class ChainClient:
         url: str,
         *,
         network: str = "eip155:8453",
-        http: httpx.AsyncClient | None = None,
+        http: httpx.AsyncClient | Callable[[], httpx.AsyncClient] | None = None,
         timeout_s: float = 30.0,
         batch_size: int = 100,
         log_range: int = 10_000,
@@ -95,11 +96,11 @@ class ChainClient:
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
             self._http = httpx.AsyncClient(timeout=self._timeout_s)
-        return self._http
+        return self._http if isinstance(self._http, httpx.AsyncClient) else self._http()
 
     async def aclose(self) -> None:
         """Close the HTTP client this object made (one it was given is left open)."""
-        if self._own_http and self._http is not None:
+        if self._own_http and isinstance(self._http, httpx.AsyncClient):
             await self._http.aclose()
             self._http = None
 

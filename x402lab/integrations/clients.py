@@ -50,6 +50,7 @@ class ModelCheck:
                 gateway_url=self._lab_session.url(GATEWAY),
                 reports_url=None,
                 payer=self._lab_session.payer,
+                verify=self._lab_session.verify,
             )
             self._catalog = Catalog(self._session)
         await self._catalog.check_model(model, path)
@@ -137,7 +138,9 @@ class PayingClients:
         payee, model-id check and request keys (a retry of the same request sends its unknown
         payment's same signed payload again; nothing is signed twice).
 
-        ``httpx_options`` go to ``httpx.Client`` (``headers``, ``limits``...). Close it (or
+        ``httpx_options`` go to ``httpx.Client`` (``headers``, ``limits``...); by default it
+        trusts what the lab trusts (``verify``) and honours the environment's proxies as the
+        lab does (its own pool: a sync client cannot share the lab's async one). Close it (or
         use it as a context manager) when done. Money errors are x402lab's own exceptions.
         """
         check = ModelCheck(self._session, self._catalog)
@@ -146,7 +149,7 @@ class PayingClients:
             base_url=self._session.url(GATEWAY),
             auth=self._auth(check),
             timeout=httpx_options.pop("timeout", timeout_s),
-            **httpx_options,
+            **{**self._session.http_options(), **httpx_options},
         )
 
     def async_http_client(
@@ -162,7 +165,7 @@ class PayingClients:
             base_url=self._session.url(GATEWAY),
             auth=self._auth(check),
             timeout=httpx_options.pop("timeout", timeout_s),
-            **httpx_options,
+            **{**self._session.http_options(), **httpx_options},
         )
 
     def openai(self, **openai_options: Any) -> OpenAI:

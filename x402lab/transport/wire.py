@@ -1,35 +1,43 @@
-"""The HTTP connections of a lab, and the short way over them for ordinary requests.
+"""The HTTP stack of a lab: httpx's API over one aiohttp connection pool, one trust store.
 
-Every request is an ``httpx.Request`` and every answer an ``httpx.Response``: the 402 flow
-(``transport.auth``) and the gateway's readers speak httpx, and so do the clients handed to
-other libraries. Underneath, two pools hold the connections:
+Every request the lab makes goes through one ``httpx.AsyncClient``: free and paid calls,
+batches, streams, uploads and the chain's JSON-RPC. Its transport is httpx-aiohttp's on one
+aiohttp session (one connection pool). ``benchmarks/batch_throughput.py --latency 0.05``
+(concurrency 32, a shared 2-core machine): on httpx's own pool (httpcore) a batch ran at
+0.42x bare aiohttp's calls/s with 11.8 ms of client CPU per paid call; on this one at 1.3x
+to 1.7x bare's with 2.8 to 3.3 ms.
 
-- ``transport.connections``, the lab's own HTTP/1.1 connections, carry every request that
-  is sent whole and answered whole (a body of bytes under aiohttp's large-body limit, an
-  answer read whole, not HEAD): every paid call of a batch. ``Wire.send`` drives the auth
-  flow itself and writes each request straight onto a kept connection;
-- one aiohttp session (several times faster than httpx's own pool under concurrency)
-  carries the rest: streamed requests and answers (an upload, a chat stream) go through
-  ``httpx.AsyncClient.send`` on it.
+Failures are httpx's errors, which the retry and re-send rules read: nothing connected
+(``ConnectError``, ``ConnectTimeout``, ``PoolTimeout``: the request never left) or no whole
+answer (``RemoteProtocolError``, ``ReadError``, ``ReadTimeout``: it may have been acted on,
+so a paid one is sent again with the same signed payload).
 
-httpx's client adds nothing the short way needs (no redirects are followed, no cookies
-kept, no hooks are set) and its layers (the client's send chain, the transport adapter, the
-response's byte-stream chain) cost about a quarter of a batch's client CPU per paid call;
-aiohttp's request and response objects another tenth of its instructions
-(``transport.connections``).
+The environment is honoured as httpx honours it: ``HTTP_PROXY``, ``HTTPS_PROXY``,
+``ALL_PROXY`` and ``NO_PROXY`` become the client's mounts as httpx makes them (a service on
+127.0.0.1 goes through the proxy too unless ``NO_PROXY`` names it; a SOCKS proxy goes
+through httpx's own transport), ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` the trust store
+(else certifi's). ``verify=`` replaces the trust store (a CA bundle path or an
+``ssl.SSLContext``); a caller's own client is used as it is and never closed here.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
 import httpx
+from httpx_aiohttp import AiohttpTransport
 
 from x402lab.errors import ConfigError
-from x402lab.transport.connections import Connections
-from x402lab.x402.codec import compact_json
+
+#: What ``verify=`` takes: True (the environment's trust store, else certifi's), False (no
+#: check), a CA bundle's path or an ``ssl.SSLContext``.
+Verify = ssl.SSLContext | str | os.PathLike[str] | bool
 
 #: aiohttp's limit for a body handed over as one bytes object (it warns above it, "Sending
 #: a large body directly with raw bytes might lock the event loop"); larger bodies go as a
@@ -38,11 +46,14 @@ LARGE_BODY_BYTES = int(getattr(aiohttp.payload, "TOO_LARGE_BYTES_BODY", 2**20))
 BODY_CHUNK_BYTES = 2**16
 
 #: aiohttp's failures as httpx's, most specific first (a ConnectionTimeoutError is also a
-#: ServerTimeoutError; a ClientConnectorError is also a ClientOSError); the last two rows
-#: take every timeout and every other aiohttp failure.
+#: ServerTimeoutError; a ClientConnectorError is also a ClientOSError; a server that closed
+#: the connection without answering is not a connect timeout, as httpx-aiohttp's own table
+#: says); the last two rows take every timeout and every other aiohttp failure.
 _ERRORS: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
     (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
     (aiohttp.ServerTimeoutError, httpx.ReadTimeout),
+    (aiohttp.ClientProxyConnectionError, httpx.ProxyError),
+    (aiohttp.ClientHttpProxyError, httpx.ProxyError),
     (aiohttp.ClientConnectorError, httpx.ConnectError),
     (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
     (aiohttp.ClientPayloadError, httpx.ReadError),
@@ -54,12 +65,76 @@ _ERRORS: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
 )
 
 
-def as_httpx_error(
-    exc: TimeoutError | aiohttp.ClientError, request: httpx.Request
-) -> httpx.TransportError:
-    """The httpx error that says what ``exc`` (an aiohttp failure or a timeout) says."""
-    ours = next(ours for theirs, ours in _ERRORS if isinstance(exc, theirs))
-    return ours(str(exc) or type(exc).__name__, request=request)
+def as_httpx_error(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
+    """The httpx error that says what ``exc`` says: an aiohttp failure or a timeout (also
+    as httpx-aiohttp raised it, from that failure); an httpx error as it is."""
+    cause = exc.__cause__ if isinstance(exc, httpx.TransportError) else exc
+    if not isinstance(cause, TimeoutError | aiohttp.ClientError):
+        assert isinstance(exc, httpx.TransportError)
+        exc.request = request
+        return exc
+    ours = next(ours for theirs, ours in _ERRORS if isinstance(cause, theirs))
+    return ours(str(cause) or type(cause).__name__, request=request)
+
+
+def ssl_context(verify: Verify = True) -> ssl.SSLContext:
+    """The one trust store of a lab (see ``Verify``); raises ConfigError for a CA bundle
+    path that cannot be read."""
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    if isinstance(verify, bool):
+        return httpx.create_ssl_context(verify=verify)  # SSL_CERT_FILE/SSL_CERT_DIR, certifi
+    path = os.fspath(verify)
+    try:
+        return ssl.create_default_context(cafile=path)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"verify={path!r} is not a readable CA bundle ({exc}); give the path of a PEM file"
+            " of trusted certificates, an ssl.SSLContext, or True"
+        ) from None
+
+
+def http_options(verify: Verify = True) -> dict[str, Any]:
+    """The options of an httpx client of a lab made with httpx's own transport (the clients
+    handed to other libraries): the lab's trust store, the environment's proxies (httpx reads
+    them itself), no redirects."""
+    return {"verify": ssl_context(verify), "trust_env": True, "follow_redirects": False}
+
+
+def environment_proxies() -> dict[str, str | None]:
+    """The proxy of each URL pattern as httpx reads the environment (``trust_env``):
+    ``{"http://": proxy, "all://127.0.0.1": None, ...}``, None meaning no proxy. Proxy
+    variables come from ``urllib.request.getproxies()`` (either case); in ``NO_PROXY`` "*"
+    turns every proxy off, an IP address or "localhost" names that host only, a name with a
+    scheme that URL pattern, and any other name that domain and its subdomains."""
+    found = urllib.request.getproxies()
+    mounts: dict[str, str | None] = {}
+    for scheme in ("http", "https", "all"):
+        url = found.get(scheme)
+        if url:
+            mounts[f"{scheme}://"] = url if "://" in url else f"http://{url}"
+    for host in (part.strip() for part in found.get("no", "").split(",")):
+        if host == "*":
+            return {}
+        if not host:
+            continue
+        if "://" in host:
+            mounts[host] = None
+        elif _is_ip(host, ipaddress.IPv4Address) or host.lower() == "localhost":
+            mounts[f"all://{host}"] = None
+        elif _is_ip(host, ipaddress.IPv6Address):
+            mounts[f"all://[{host}]"] = None
+        else:
+            mounts[f"all://*{host}"] = None
+    return mounts
+
+
+def _is_ip(host: str, kind: type[ipaddress.IPv4Address] | type[ipaddress.IPv6Address]) -> bool:
+    try:
+        kind(host.split("/")[0])
+    except ValueError:
+        return False
+    return True
 
 
 class _Chunks(httpx.AsyncByteStream):
@@ -91,71 +166,112 @@ def streamed_if_large(request: httpx.Request, threshold: int = LARGE_BODY_BYTES)
     )
 
 
-class _NoCookies(httpx.Cookies):
-    """A cookie jar that keeps nothing. Neither service sets cookies (x402 keeps no session
-    state), and httpx would otherwise parse every answer's headers into its jar."""
+class _Answer(httpx.AsyncByteStream):
+    """An answer's body whose read failures are httpx's errors, as ``_ERRORS`` maps them."""
 
-    def extract_cookies(self, response: httpx.Response) -> None:
+    def __init__(self, stream: httpx.AsyncByteStream, request: httpx.Request) -> None:
+        self._stream, self._request = stream, request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _mapped(self._request):
+            async for chunk in self._stream:
+                yield chunk
+
+    async def aclose(self) -> None:
+        with _mapped(self._request):
+            await self._stream.aclose()
+
+
+class _mapped:
+    """Raise what is raised inside as an httpx error (``as_httpx_error``)."""
+
+    def __init__(self, request: httpx.Request) -> None:
+        self._request = request
+
+    def __enter__(self) -> None:
         return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, traceback: Any) -> None:
+        if isinstance(exc, httpx.TransportError | TimeoutError | aiohttp.ClientError):
+            mapped = as_httpx_error(exc, self._request)
+            if mapped is not exc:  # else it goes on as it is
+                raise mapped from exc
+
+
+class _Transport(AiohttpTransport):
+    """httpx-aiohttp's transport on a lab's aiohttp session: large bodies streamed, every
+    failure mapped by ``_ERRORS``; ``proxy``: the proxy its requests go through."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        with _mapped(request):
+            response = await super().handle_async_request(streamed_if_large(request))
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers.raw,
+            stream=_Answer(response.stream, request),
+            request=request,
+            extensions=response.extensions,
+        )
 
 
 class Wire:
-    """One lab's connection pool: ``send`` (the short way where it can), ``build_request``
-    and ``client`` (an ``httpx.AsyncClient`` on the same connections)."""
+    """One lab's HTTP client: ``send``, ``build_request`` and ``client`` (the
+    ``httpx.AsyncClient`` itself, for the chain's JSON-RPC).
 
-    def __init__(self, *, timeout_s: float = 120.0, max_connections: int = 64) -> None:
-        from httpx_aiohttp import AiohttpTransport
+    ``http_client``: a caller's own client, used for every request and not closed by
+    ``aclose``; otherwise one is made with ``timeout_s``, ``max_connections`` and ``verify``.
+    """
 
-        connect_s = min(timeout_s, 15.0)
+    def __init__(
+        self,
+        *,
+        timeout_s: float = 120.0,
+        max_connections: int = 64,
+        verify: Verify = True,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
         self._max_connections = max_connections
+        self._own = http_client is None
         self._session: aiohttp.ClientSession | None = None
-        # As httpx's timeouts map onto aiohttp's: connecting, then each read, and the wait
-        # for a free connection of the pool.
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=connect_s, sock_read=timeout_s, connect=timeout_s
-        )
-        wire = self
+        self._context = ssl_context(verify)
+        if http_client is None:
+            mounts = {
+                pattern: None if proxy is None else self._proxied(proxy)
+                for pattern, proxy in environment_proxies().items()
+            }
+            http_client = httpx.AsyncClient(
+                transport=_Transport(verify=self._context, client=lambda: self.session),
+                mounts=mounts,
+                timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 15.0)),
+                follow_redirects=False,
+            )
+        self.client = http_client
 
-        class Transport(AiohttpTransport):
-            """httpx-aiohttp's transport on this pool, large bodies streamed."""
-
-            async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-                return await super().handle_async_request(streamed_if_large(request))
-
-        self.client = httpx.AsyncClient(
-            transport=Transport(client=lambda: wire.session),
-            timeout=httpx.Timeout(timeout_s, connect=connect_s),
-            follow_redirects=False,
-        )
-        # The ``cookies`` setter would copy into a plain jar; the attribute it sets is replaced.
-        if isinstance(getattr(self.client, "_cookies", None), httpx.Cookies):
-            self.client._cookies = _NoCookies()
-        # The headers of a JSON request (Host, the client's defaults, then the caller's),
-        # kept per host and caller's headers: a batch sends thousands with the same ones.
-        self._json_headers: dict[
-            tuple[bytes, tuple[tuple[str, str], ...]], list[tuple[bytes, bytes]] | None
-        ] = {}
-        self._timeouts = self.client.timeout.as_dict()
-        # Requests sent whole and answers read whole (every paid call) skip aiohttp too.
-        self._connections = Connections(
-            limit=max_connections,
-            connect_timeout_s=connect_s,
-            read_timeout_s=timeout_s,
-            pool_timeout_s=timeout_s,
-        )
-
-    def __repr__(self) -> str:
-        return f"Wire(max_connections={self._max_connections})"
+    def _proxied(self, proxy: str) -> httpx.AsyncBaseTransport:
+        """The transport of requests through ``proxy``: the same aiohttp pool for an HTTP(S)
+        proxy, httpx's own transport for a SOCKS one (aiohttp has none)."""
+        if proxy.startswith(("http://", "https://")):
+            return _Transport(
+                verify=self._context, client=lambda: self.session, proxy=httpx.Proxy(proxy)
+            )
+        limits = httpx.Limits(max_connections=self._max_connections)
+        return httpx.AsyncHTTPTransport(verify=self._context, proxy=proxy, limits=limits)
 
     @property
     def session(self) -> aiohttp.ClientSession:
-        """The aiohttp session (made on first use, inside the running event loop)."""
+        """The aiohttp session, the one pool (made on first use, inside the running loop).
+        It reads no proxy of its own: the client's mounts decide, as httpx would."""
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._max_connections)
+            connector = aiohttp.TCPConnector(limit=self._max_connections, ssl=self._context)
             self._session = aiohttp.ClientSession(
-                connector=connector, cookie_jar=aiohttp.DummyCookieJar(), timeout=self._timeout
+                connector=connector, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False
             )
         return self._session
+
+    def __repr__(self) -> str:
+        whose = f"max_connections={self._max_connections}" if self._own else "the caller's client"
+        return f"Wire({whose})"
 
     def build_request(
         self,
@@ -165,129 +281,26 @@ class Wire:
         headers: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> httpx.Request:
-        """``httpx.AsyncClient.build_request``. A JSON body alone (every paid gateway call)
-        to an ``httpx.URL`` is built without the client's merging layers and httpx's header
-        checks, in a third of the time: the same headers, body bytes and extensions as
-        httpx's (``tests/client/test_wire.py``). Raises ConfigError for a header with a
-        line break, before anything is signed or sent."""
+        """``httpx.AsyncClient.build_request``. Raises ConfigError for a header with a line
+        break, before anything is signed or sent."""
         if headers:
             _refuse_line_breaks(headers)
-        body = kwargs.get("json")
-        if body is None or len(kwargs) != 1 or not isinstance(url, httpx.URL):
-            return self.client.build_request(method, url, headers=headers, **kwargs)
-        pairs = self._json_headers_for(url, headers)
-        if pairs is None:  # a header httpx must encode itself
-            return self.client.build_request(method, url, headers=headers, **kwargs)
-        content = compact_json(body).encode("utf-8")  # as httpx writes ``json=``
-        stream = httpx.ByteStream(content)
-        request = httpx.Request(method, url, stream=stream, extensions={"timeout": self._timeouts})
-        # Every header given whole, ASCII: httpx neither adds nor checks any, nor guesses
-        # their encoding again on the first read.
-        request.headers = httpx.Headers(
-            [*pairs, (b"Content-Length", str(len(content)).encode("ascii"))], encoding="ascii"
-        )
-        request.read()  # the body as ``request.content``, as httpx's own build keeps it
-        return request
-
-    def _json_headers_for(
-        self, url: httpx.URL, headers: Mapping[str, str] | None
-    ) -> list[tuple[bytes, bytes]] | None:
-        """The headers of a JSON request to ``url``'s host, Content-Length aside, as httpx
-        orders them (None when one is not ASCII); kept per host and caller's headers."""
-        key = (url.netloc, tuple(headers.items()) if headers else ())
-        if key not in self._json_headers:
-            merged = self.client.headers.copy()
-            merged.update(headers or {})
-            merged["Content-Type"] = "application/json"
-            items = [("Host", url.netloc.decode("ascii")), *merged.multi_items()]
-            ascii_only = all(k.isascii() and v.isascii() for k, v in items)
-            if len(self._json_headers) > 64:
-                self._json_headers.clear()
-            self._json_headers[key] = (
-                [(k.encode("ascii"), v.encode("ascii")) for k, v in items] if ascii_only else None
-            )
-        return self._json_headers[key]
+        return self.client.build_request(method, url, headers=headers, **kwargs)
 
     async def send(
         self, request: httpx.Request, *, auth: httpx.Auth | None = None, stream: bool = False
     ) -> httpx.Response:
         """Send ``request`` (through ``auth``'s flow when given) and return the last answer;
         with ``stream`` its body is left unread. Raises httpx.HTTPError subclasses."""
-        if stream or not self._short(request):
-            return await self.client.send(request, auth=auth, stream=stream)
-        if auth is None:
-            return await self._exchange(request)
-        flow = auth.async_auth_flow(request)
-        try:
-            request = await flow.__anext__()
-            while True:
-                response = await self._exchange(request)
-                try:
-                    request = await flow.asend(response)
-                except StopAsyncIteration:
-                    return response
-        finally:
-            await flow.aclose()
+        return await self.client.send(request, auth=auth, stream=stream, follow_redirects=False)
 
     async def aclose(self) -> None:
-        await self._connections.aclose()
-        await self.client.aclose()  # closes the session through the transport
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
-
-    def _short(self, request: httpx.Request) -> bool:
-        try:
-            return len(request.content) <= LARGE_BODY_BYTES
-        except httpx.RequestNotRead:
-            return False  # a streamed upload
-
-    async def _exchange(self, request: httpx.Request) -> httpx.Response:
-        """One request and its whole answer, on the lab's own connections where they take
-        it, else straight over the aiohttp session."""
-        if not Connections.takes(request):
-            return await self._exchange_aiohttp(request)
-        answer = await self._connections.exchange(request)
-        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
-        if answer.reason:
-            extensions["reason_phrase"] = answer.reason
-        return _whole_response(
-            httpx.Response(
-                answer.status,
-                headers=answer.headers,
-                stream=httpx.ByteStream(answer.body),
-                request=request,
-                extensions=extensions,
-            ),
-            answer.body,
-        )
-
-    async def _exchange_aiohttp(self, request: httpx.Request) -> httpx.Response:
-        """One request and its whole answer, straight over the aiohttp session."""
-        try:
-            async with self.session.request(
-                request.method,
-                str(request.url),
-                headers=request.headers.multi_items(),
-                data=request.content or None,
-                allow_redirects=False,
-                auto_decompress=False,  # the httpx.Response decodes, as httpx does
-                compress=False,
-            ) as answer:
-                content = await answer.read()
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise as_httpx_error(exc, request) from exc
-        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
-        if answer.reason:
-            extensions["reason_phrase"] = answer.reason.encode()
-        response = httpx.Response(
-            answer.status,
-            headers=answer.raw_headers,
-            stream=httpx.ByteStream(content),
-            request=request,
-            extensions=extensions,
-        )
-        return _whole_response(response, content)
+        """Close the client this object made (a caller's own is left open)."""
+        if self._own:
+            await self.client.aclose()  # closes the session through the transports
+            if self._session is not None and not self._session.closed:
+                await self._session.close()
+            self._session = None
 
 
 def _refuse_line_breaks(headers: Mapping[str, str]) -> None:
@@ -298,15 +311,3 @@ def _refuse_line_breaks(headers: Mapping[str, str]) -> None:
             raise ConfigError(
                 f"header {name.strip()!r} contains a line break (CR or LF); remove it"
             )
-
-
-def _whole_response(response: httpx.Response, content: bytes) -> httpx.Response:
-    """``response`` read, its body ``content`` as received."""
-    if response.headers.get("Content-Encoding", "identity").lower() != "identity":
-        response.read()  # httpx's decoders, as its client would
-    else:
-        # Read as the bytes received: httpx's ``read`` would run them through its
-        # chunker and identity decoder to the same bytes, half the cost of the object.
-        response._content = content
-        response.is_stream_consumed = response.is_closed = True
-    return response
