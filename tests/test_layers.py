@@ -15,7 +15,7 @@ dependency. Reading of §1 taken here:
   ``transport``, which asks it about a payment whose answer was lost;
   ``session`` (HTTP clients, payer, store) between ``transport`` and the resources
   (``gateway``, ``media``, ``reports``), which share one layer.
-- ``lab``, ``sync_lab`` and the package ``__init__`` are the composition root and may
+- ``lab`` and the package ``__init__`` are the composition root and may
   import any layer;
   ``lab`` may import the emulator only inside ``_build`` (connect's embedded default) or
   for type checking.
@@ -56,7 +56,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("x402lab.batch", "x402lab.integrations"),
     ("x402lab.widgets", "x402lab.plots", "x402lab.analysis", "x402lab.cli"),
 )
-ROOT = ("x402lab", "x402lab.lab", "x402lab.sync_lab", "x402lab.__main__")
+ROOT = ("x402lab", "x402lab.lab", "x402lab.__main__")
 EMULATOR = "x402lab.emulator"
 EMULATOR_MAY_IMPORT = ("x402lab.errors", "x402lab.money", "x402lab.x402", EMULATOR)
 

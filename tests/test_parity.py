@@ -1,9 +1,9 @@
 """One async core, one thin sync facade (docs/design.md, "Seams"): what the sync side does
 when used.
 
-The parameters, return types and docstrings of the typed sync source are compared with the
-async classes in ``tests/test_sync_source.py``; here the sync ``Lab`` runs against the
-embedded emulator, and ``x402lab.__all__`` is checked to be sorted and complete.
+The parameters and docstrings of the sync facade are compared with the async classes, and
+mypy's view of them checked, in ``tests/test_sync_facade.py``; here the sync ``Lab`` runs
+against the embedded emulator, and ``x402lab.__all__`` is checked to be sorted and complete.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import pandas as pd
 import x402lab
 import x402lab as xl
 from x402lab.emulator.settings import EmulatorSettings
-from x402lab.gateway.chat_stream import AsyncChatStream, ChatStream
+from x402lab.gateway.chat_stream import ChatStream
 from x402lab.media import AsyncJob, Job
-from x402lab.reports import AsyncReports, Reports
-from x402lab.sync import TWINS
+from x402lab.reports import Reports
 
 CHAT_MODEL = "zai-org-glm-4.7-flash"
 
@@ -75,10 +74,6 @@ PAID = {
     "transcribe_video",
     "upscale_image",
 }
-
-
-def test_the_runtime_twins_are_the_ones_the_packages_export():
-    assert TWINS == {AsyncReports: Reports, AsyncJob: Job, AsyncChatStream: ChatStream}
 
 
 def test_lab_has_the_gateway_surface_of_the_design():

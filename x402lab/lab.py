@@ -3,7 +3,7 @@
 ``AsyncLab`` holds one ``Session`` (HTTP clients, payer, ledger) and the resources built on it
 (``Catalog``, paid routes, ``Media``, ``AsyncReports``, ``Batches``, ``CostAnalysis``); each
 public method is a one-line delegator keeping the flat names an analyst types (``lab.chat``).
-The sync ``Lab`` is the same facade generated as typed source (``x402lab.sync_lab``).
+The sync ``Lab`` is the same facade, each method a ``blocking(AsyncLab.method)`` delegator.
 
 With no address, ``connect()`` starts the local emulator of both services in a thread, with a
 throwaway funded wallet and ledger, so everything runs offline (its chain is the one
@@ -32,12 +32,14 @@ from x402lab.budget import Budget
 from x402lab.chain import ChainClient, Reconciler, chain_url_from_env, reconcile_orphans
 from x402lab.errors import ConfigError
 from x402lab.gateway import Audio, Catalog, Generic, Images, PaidRequests, Text, Tools
+from x402lab.gateway.chat_stream import ChatStream
 from x402lab.integrations import PayingClients
 from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
-from x402lab.media import Media
+from x402lab.media import Job, Media
 from x402lab.payments import Payer
-from x402lab.reports import AsyncReports
+from x402lab.reports import AsyncReports, Reports
 from x402lab.session import Session
+from x402lab.sync import Twin, blocking, direct
 from x402lab.transport import RetryPolicy
 from x402lab.transport.wire import Verify
 from x402lab.wallet import Wallet
@@ -281,9 +283,184 @@ class AsyncLab:
         await self.aclose()
 
 
-# The sync facade: typed source generated from AsyncLab by ``python tools/gen_sync.py``. It
-# imports this module only for type checking, so there is no import cycle.
-from x402lab.sync_lab import Lab  # noqa: E402
+class Lab(Twin[AsyncLab]):
+    """The x402lab client, made by ``x402lab.connect()``; every method runs to completion.
+
+    Methods whose summary starts "Spends money" pay through the lab's budget and ledger; the rest
+    are free. Use it as a context manager, or call ``close()``. ``lab.async_`` is the
+    ``AsyncLab`` behind it (the same methods as coroutines).
+
+    Catalog and prices (free): what can be called, and at what price
+        models  prices  route_prices  traits  characters  character  image_styles  rpc_networks
+        discovery  catalog_table
+
+    Chat, images, audio, tools: one paid call each (quote() prices any of them for free)
+        chat  chat_stream  responses  embed  generate_image  edit_image  multi_edit_image
+        upscale_image  remove_background  speech  transcribe  clone_voice  transcribe_video
+        search  scrape  parse_document  rpc  quote  call
+
+    Batches: many rows within the budget, priced first by estimate(); compare() chooses
+        estimate  batch_chat  batch_embed  compare
+
+    Media jobs: queued music and video, paid once, then polled
+        quote_music  quote_video  music  video  jobs  job  media_dir
+
+    Reports: lab.reports.shelf(), .menu(), .quote(), .buy(), .library()
+        reports
+
+    Ledger, budget and costs: what was paid, what is committed, what it was for
+        spend  cost_report  reconcile  budget  ledger  wallet  payer
+
+    Ecosystem: openai-python and httpx clients that pay through this lab
+        openai  async_openai  http_client  async_http_client
+
+    Lifecycle and settings
+        close  aclose  async_  emulator  gateway_url  reports_url  chain_rpc_url  validate_models
+    """
+
+    # Each method is ``blocking(AsyncLab.method)``: the async method's own signature and
+    # docstring, run to completion on the helper loop thread (x402lab.sync); settings are
+    # read and written through to the AsyncLab (``Twin``).
+    __slots__ = ("_reports",)
+    _reports: Reports
+
+    def __init__(self, inner: AsyncLab) -> None:
+        """Wrap an ``AsyncLab``: make a ``Lab`` with ``x402lab.connect()`` instead."""
+        super().__init__(inner)
+        object.__setattr__(self, "_reports", Reports(inner.reports))
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- money and settings ----------------------------------------------------------------
+
+    @property
+    def reports(self) -> Reports:
+        """The report service: ``shelf()``, ``menu()``, ``quote()``, ``buy()``, ``library()``."""
+        return self._reports
+
+    @property
+    def emulator(self) -> RunningEmulator | None:
+        """The embedded emulator of both services (None when connected to real ones)."""
+        return self._async.emulator
+
+    @property
+    def wallet(self) -> Wallet:
+        """The paying wallet (its repr shows the address only)."""
+        return self._async.wallet
+
+    @property
+    def budget(self) -> Budget:
+        """The spending cap every paid call reserves from."""
+        return self._async.budget
+
+    @property
+    def ledger(self) -> Ledger:
+        """The durable record of every payment."""
+        return self._async.ledger
+
+    @property
+    def payer(self) -> Payer:
+        """The money side of the handshake (checks, reservations, signatures)."""
+        return self._async.payer
+
+    @property
+    def chain_rpc_url(self) -> str | None:
+        """The chain's JSON-RPC endpoint ``reconcile()`` reads (None when not given)."""
+        return self._async.chain_rpc_url
+
+    @property
+    def gateway_url(self) -> str | None:
+        """The inference gateway's address (None when this lab has no gateway)."""
+        return self._async.gateway_url
+
+    @property
+    def reports_url(self) -> str | None:
+        """The report service's address (None when this lab has no report service)."""
+        return self._async.reports_url
+
+    @property
+    def media_dir(self) -> Path:
+        """Where finished media jobs are saved."""
+        return self._async.media_dir
+
+    @property
+    def validate_models(self) -> bool:
+        """Check model ids against the catalog before sending (default True)."""
+        return self._async.validate_models
+
+    @validate_models.setter
+    def validate_models(self, value: bool) -> None:
+        self._async.validate_models = value
+
+    # -- the gateway: free catalogs ----------------------------------------------------------
+
+    models = blocking(AsyncLab.models)
+    traits = blocking(AsyncLab.traits)
+    characters = blocking(AsyncLab.characters)
+    character = blocking(AsyncLab.character)
+    image_styles = blocking(AsyncLab.image_styles)
+    rpc_networks = blocking(AsyncLab.rpc_networks)
+    prices = blocking(AsyncLab.prices)
+    route_prices = blocking(AsyncLab.route_prices)
+    discovery = blocking(AsyncLab.discovery)
+    catalog_table = blocking(AsyncLab.catalog_table)
+
+    # -- the gateway: any route, and the paid routes by area -----------------------------------
+
+    quote = blocking(AsyncLab.quote)
+    call = blocking(AsyncLab.call)
+    chat = blocking(AsyncLab.chat)
+    chat_stream = direct(AsyncLab.chat_stream, ChatStream)
+    responses = blocking(AsyncLab.responses)
+    embed = blocking(AsyncLab.embed)
+    generate_image = blocking(AsyncLab.generate_image)
+    edit_image = blocking(AsyncLab.edit_image)
+    multi_edit_image = blocking(AsyncLab.multi_edit_image)
+    upscale_image = blocking(AsyncLab.upscale_image)
+    remove_background = blocking(AsyncLab.remove_background)
+    speech = blocking(AsyncLab.speech)
+    transcribe = blocking(AsyncLab.transcribe)
+    clone_voice = blocking(AsyncLab.clone_voice)
+    transcribe_video = blocking(AsyncLab.transcribe_video)
+    search = blocking(AsyncLab.search)
+    scrape = blocking(AsyncLab.scrape)
+    parse_document = blocking(AsyncLab.parse_document)
+    rpc = blocking(AsyncLab.rpc)
+
+    # -- media jobs --------------------------------------------------------------------------
+
+    quote_music = blocking(AsyncLab.quote_music)
+    quote_video = blocking(AsyncLab.quote_video)
+    music = blocking(AsyncLab.music, Job)
+    video = blocking(AsyncLab.video, Job)
+    jobs = blocking(AsyncLab.jobs)
+    job = blocking(AsyncLab.job, Job)
+
+    # -- batches and cost analysis ---------------------------------------------------------
+
+    batch_chat = blocking(AsyncLab.batch_chat)
+    batch_embed = blocking(AsyncLab.batch_embed)
+    estimate = blocking(AsyncLab.estimate)
+    compare = blocking(AsyncLab.compare)
+    spend = blocking(AsyncLab.spend)
+    cost_report = blocking(AsyncLab.cost_report)
+    reconcile = blocking(AsyncLab.reconcile)
+
+    # -- other libraries through the same budget and ledger ----------------------------------
+
+    openai = direct(AsyncLab.openai)
+    async_openai = direct(AsyncLab.async_openai)
+    http_client = direct(AsyncLab.http_client)
+    async_http_client = direct(AsyncLab.async_http_client)
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    aclose = blocking(AsyncLab.aclose)
+    close = blocking(AsyncLab.close)
 
 
 def _build(

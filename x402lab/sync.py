@@ -1,100 +1,134 @@
-"""Runtime sync twins of the async objects a ``Lab`` hands out: ``Reports``, ``Job``,
-``ChatStream``.
+"""The sync side of the facade: delegators that run an async method on the helper loop thread.
 
-``sync_twin(AsyncThing, "Thing")`` builds a class whose methods run the coroutine methods of
-``AsyncThing`` on the helper loop thread. The ``Lab`` itself is generated as typed source
-(``x402lab.sync_lab``, written by ``python tools/gen_sync.py``), which also declares the types
-of these twins for editors and mypy; ``tests/test_sync_source.py`` checks both against the
-async classes.
+``blocking(AsyncThing.method)`` makes a sync method with the async one's parameters and
+docstring whose result is the coroutine's (``wrap=`` puts it in its sync twin, as ``Job``).
+``Twin`` is the base of the sync twins (``Lab``, ``Reports``, ``Job``, ``ChatStream``): it holds
+the async object; ``ReadThrough`` also reads the attributes it does not declare from it. Being plain
+ParamSpec functions, the delegators keep each signature visible to mypy and editors; there is
+no generated code.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from x402lab._loop import run, submit
+from x402lab._loop import in_helper_thread, run, submit
 
-TWINS: dict[type, type] = {}
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+A = TypeVar("A")
 
-
-def wrap(value: Any) -> Any:
-    """``value`` in its sync twin when its class has one, else unchanged."""
-    for cls, twin in TWINS.items():
-        if isinstance(value, cls):
-            return twin(value)
-    return value
+Async = Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]
 
 
-def _iterate(agen: Any) -> Iterator[Any]:
-    """Drive an async iterator from sync code, one item per round trip to the loop."""
-    iterator = agen.__aiter__()
+class Twin(Generic[A]):
+    """A sync object over the async object ``async_``; settings are written through to it."""
+
+    __slots__ = ("_async", "__weakref__")
+    _async: A
+
+    def __init__(self, inner: A) -> None:
+        """Wrap an async object (a ``Lab`` comes from ``x402lab.connect()``)."""
+        object.__setattr__(self, "_async", inner)
+
+    @property
+    def async_(self) -> A:
+        """The async object behind this one (its methods are coroutines)."""
+        return self._async
+
+    def __repr__(self) -> str:
+        """The async object's repr (for a lab: where, wallet address, budget and ledger)."""
+        return repr(self._async)
+
+    def _repr_html_(self) -> str | None:
+        html = getattr(self._async, "_repr_html_", None)
+        return html() if html is not None else None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._async, name, value)  # settings (validate_models, a job's timeout) live there
+
+    def __dir__(self) -> list[str]:
+        """The public names, for tab completion (not the slots behind them)."""
+        names = set(object.__dir__(self)) | set(dir(self._async))
+        return sorted(n for n in names if n.startswith("__") or n[0] != "_")
+
+
+class ReadThrough(Twin[A]):
+    """A ``Twin`` whose undeclared attributes (a job's ``queue_id``...) are the async object's."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._async, name)
+
+
+@overload
+def blocking(method: Async[P, R]) -> Callable[Concatenate[Any, P], R]: ...
+@overload
+def blocking(method: Async[P, R], wrap: Callable[[R], T]) -> Callable[Concatenate[Any, P], T]: ...
+def blocking(method: Async[P, Any], wrap: Callable[[Any], Any] | None = None) -> Any:
+    """A sync method running ``method`` of ``self.async_`` to completion (then ``wrap``)."""
+
+    @functools.wraps(method)
+    def sync(self: Twin[Any], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        result = run(method(self._async, *args, **kwargs))
+        return wrap(result) if wrap is not None else result
+
+    return sync
+
+
+@overload
+def direct(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]: ...
+@overload
+def direct(
+    method: Callable[Concatenate[Any, P], R], wrap: Callable[[R], T]
+) -> Callable[Concatenate[Any, P], T]: ...
+def direct(method: Callable[..., Any], wrap: Callable[[Any], Any] | None = None) -> Any:
+    """A sync method calling a plain (not async) ``method`` of ``self.async_`` (then ``wrap``)."""
+
+    @functools.wraps(method)
+    def sync(self: Twin[Any], /, *args: Any, **kwargs: Any) -> Any:
+        result = method(self._async, *args, **kwargs)
+        return wrap(result) if wrap is not None else result
+
+    return sync
+
+
+def iterating(
+    method: Callable[Concatenate[Any, P], AsyncIterator[T]],
+) -> Callable[Concatenate[Any, P], Iterator[T]]:
+    """A sync method iterating the async iterator ``method`` of ``self.async_`` returns."""
+
+    @functools.wraps(method)
+    def sync(self: Twin[Any], /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        return iterate(method(self._async, *args, **kwargs))
+
+    return sync
+
+
+async def _next(items: AsyncIterator[T]) -> T:
+    return await items.__anext__()
+
+
+def iterate(items: AsyncIterator[T], *, done: Callable[[], bool] = lambda: False) -> Iterator[T]:
+    """Drive an async iterator from sync code, one item per round trip to the helper loop."""
     try:
         while True:
             try:
-                yield wrap(run(iterator.__anext__()))
+                yield run(_next(items))
             except StopAsyncIteration:
                 return
     finally:
-        close = getattr(iterator, "aclose", None)
-        if close is not None:
-            submit(close())
-
-
-def _sync_method(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.iscoroutinefunction(func):
-
-        @functools.wraps(func)
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return wrap(run(getattr(self._async, name)(*args, **kwargs)))
-
-    elif inspect.isasyncgenfunction(func):
-
-        @functools.wraps(func)
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return _iterate(getattr(self._async, name)(*args, **kwargs))
-
-    else:
-
-        @functools.wraps(func)
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return wrap(getattr(self._async, name)(*args, **kwargs))
-
-    return method
-
-
-def _sync_property(name: str, prop: property) -> property:
-    setter = None
-    if prop.fset is not None:
-
-        def setter(self: Any, value: Any) -> None:
-            setattr(self._async, name, value)
-
-    return property(lambda self: wrap(getattr(self._async, name)), setter, doc=prop.__doc__)
-
-
-def sync_twin(async_cls: type, name: str, doc: str | None = None) -> type:
-    """Build and register the sync twin of ``async_cls``: its public methods and properties,
-    with every other attribute read through from the async object."""
-    namespace: dict[str, Any] = {
-        "__doc__": doc or async_cls.__doc__,
-        "__slots__": ("_async", "__weakref__"),
-        "__init__": lambda self, inner: object.__setattr__(self, "_async", inner),
-        "__repr__": lambda self: repr(self._async),
-        "__getattr__": lambda self, attr: wrap(getattr(self._async, attr)),
-        "__dir__": lambda self: sorted(set(dir(type(self))) | set(dir(self._async))),
-        "async_": property(lambda self: self._async, doc="The async object behind this one."),
-    }
-    for attr, value in inspect.getmembers(async_cls):
-        if attr.startswith("_"):
-            continue
-        if isinstance(value, property):
-            namespace[attr] = _sync_property(attr, value)
-        elif inspect.isfunction(value):
-            namespace[attr] = _sync_method(attr, value)
-    twin = type(name, (), namespace)
-    twin.__module__ = async_cls.__module__
-    TWINS[async_cls] = twin
-    return twin
+        # Leaving a for loop early closes the iterator; from the loop thread itself (a garbage
+        # collection there) it can only be scheduled.
+        close = getattr(items, "aclose", None)
+        if close is not None and not done():
+            if in_helper_thread():
+                submit(close())
+            else:
+                run(close())

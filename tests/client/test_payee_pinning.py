@@ -45,7 +45,6 @@ def test_first_payee_seen_is_pinned_when_the_service_changes(emulator_factory, t
     try:
         paid = lab.chat("hi", model=CHAT_MODEL, max_tokens=5)
         assert paid.cost.pay_to == RECEIVER_ADDRESS
-        assert lab.payer.pinned_payee("gateway") == RECEIVER_ADDRESS
         # The same address starts answering with another receiver.
         port = int(first.gateway_url.rsplit(":", 1)[1])
         first.stop()

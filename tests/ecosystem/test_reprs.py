@@ -3,20 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import pydoc
-import sys
-from pathlib import Path
-
-import pytest
 
 import x402lab as xl
 from x402lab.batch import BatchSummary
 from x402lab.routes import CHAT
 
 CHAT_MODEL = "zai-org-glm-4.7-flash"
-GENERATOR = Path(__file__).resolve().parents[2] / "tools" / "gen_sync.py"
 
 
 def test_html_reprs_of_the_objects_an_analyst_looks_at(emulator_factory, lab_factory):
@@ -105,23 +99,3 @@ def test_every_public_member_has_a_one_line_summary():
     text = pydoc.render_doc(xl.Lab, renderer=pydoc.plaintext)
     for name in ("__init__", "__repr__", "__dir__"):
         assert "Default dir()" not in text and "Initialize self" not in text, name
-
-
-def test_a_new_method_without_a_group_fails_the_generator():
-    generator = load_generator()
-    names = sorted(public_names())
-    width = generator.LINE_LENGTH - 7
-    assert generator.contents(generator.LAB_GROUPS, names, width)
-    with pytest.raises(generator.GenerationError, match="no group.*batch_everything"):
-        generator.contents(generator.LAB_GROUPS, [*names, "batch_everything"], width)
-    with pytest.raises(generator.GenerationError, match="not public"):
-        generator.contents(generator.LAB_GROUPS, [n for n in names if n != "chat"], width)
-
-
-def load_generator():
-    spec = importlib.util.spec_from_file_location("gen_sync_for_help", GENERATOR)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module

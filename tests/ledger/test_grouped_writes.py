@@ -134,30 +134,6 @@ def test_a_group_the_engine_rolls_back_is_reported_and_never_sent(tmp_path):
     assert ledger.budget_state("b").in_flight_atomic == 10_000
 
 
-def test_the_wal_is_checkpointed_every_4000_pages_not_1000(tmp_path):
-    """A batch rewrites the same index and budget pages all the time: checkpointing less
-    often copies each of them into the file fewer times (``WAL_CHECKPOINT_PAGES``)."""
-    ledger = Ledger(tmp_path / "l.sqlite")
-    wal = tmp_path / "l.sqlite-wal"
-    page = ledger.db.read_one("PRAGMA page_size")[0]
-    frame = page + 24  # each frame is a page and its 24-byte header
-    largest, checkpoints, row = 0, 0, 0
-    while checkpoints == 0:
-        before = wal.stat().st_size if wal.exists() else 0
-        for _ in range(20):
-            _reserve(ledger, f"k{row}")
-            row += 1
-        # SQLite reuses the WAL from its start after a checkpoint: frames then overwrite
-        # earlier ones and the file stops growing.
-        size = wal.stat().st_size
-        largest = max(largest, size)
-        if size == before:
-            checkpoints += 1
-        assert row < 20_000, "no checkpoint at all"
-    assert largest > 3_900 * frame  # well past SQLite's default of 1,000 pages
-    assert ledger.db.read_one("PRAGMA wal_autocheckpoint")[0] == 4000
-
-
 def test_a_grouped_settlement_is_one_statement_and_a_late_one_keeps_the_rules(tmp_path):
     """Settling an in-flight row in a group is a single UPDATE (atomic by itself, so no
     savepoint); a row that is not in flight any more still goes through the full rules."""

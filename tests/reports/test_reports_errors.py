@@ -175,7 +175,10 @@ def test_insufficient_payment_is_rejected_with_a_clear_reason(emulator, lab, pay
     assert refused.status_code == 402
     assert refused.json()["error"] == "insufficient_payment"
     with pytest.raises(PaymentRejected) as info:
-        lab.payer.conclude(ticket, 402, refused.headers.get("payment-response"), refused.json())
+        lab.payer.record(
+            ticket,
+            lab.payer.outcome(402, refused.headers.get("payment-response"), refused.json()),
+        )
     assert payments(lab)[-1]["status"] == "rejected"
     clear = explain(info.value, "solarmoth")
     assert isinstance(clear, PaymentRejected)

@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from x402lab.batch.heap import frozen_heap
 from x402lab.batch.items import (
     Emitted,
     ItemResult,
@@ -120,9 +119,8 @@ class Runner:
         """
         self._sink = sink
         # The tasks count prepaid payments in ``prepay`` and share ledger commits
-        # (``grouped_writes``; the last group is committed before this returns); the
-        # collector skips the process's older objects meanwhile (``heap``).
-        with prepay_tally() as prepay, grouped_writes(), frozen_heap():
+        # (``grouped_writes``; the last group is committed before this returns).
+        with prepay_tally() as prepay, grouped_writes():
             try:
                 await self._drive()
             except asyncio.CancelledError:

@@ -12,11 +12,10 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
-from x402lab._loop import in_helper_thread, run, submit
 from x402lab.errors import X402LabError
 from x402lab.gateway.results import ChatResult
 from x402lab.payments import Cost
-from x402lab.sync import sync_twin
+from x402lab.sync import ReadThrough, blocking, iterate
 from x402lab.transport import Reply
 
 
@@ -208,39 +207,26 @@ class AsyncChatStream:
         await self.aclose()
 
 
-ChatStream = sync_twin(
-    AsyncChatStream,
-    "ChatStream",
-    doc="A streamed chat completion: iterate for text deltas, then read ``.result`` and ``.cost``.",
-)
+class ChatStream(ReadThrough[AsyncChatStream]):
+    """A streamed chat completion: iterate for text deltas, then read ``.result`` and ``.cost``."""
 
+    __slots__ = ()
 
-def _iterate_stream(self: Any) -> Iterator[str]:
-    stream: AsyncChatStream = self._async
-    try:
-        while True:
-            try:
-                yield run(stream.__anext__())
-            except StopAsyncIteration:
-                return
-    finally:
-        # Leaving a for loop early closes the connection; from the loop thread itself (a
-        # garbage collection there) it can only be scheduled.
-        if not stream.done:
-            if in_helper_thread():
-                submit(stream.aclose())
-            else:
-                run(stream.aclose())
+    aclose = blocking(AsyncChatStream.aclose)
+    close = blocking(AsyncChatStream.close)
+    collect = blocking(AsyncChatStream.collect)
 
+    def __iter__(self) -> Iterator[str]:
+        stream = self._async
+        return iterate(stream, done=lambda: stream.done)
 
-def _enter(self: Any) -> Any:
-    return self
+    def __enter__(self) -> ChatStream:
+        return self
 
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-def _exit(self: Any, *exc: object) -> None:
-    self.close()
-
-
-ChatStream.__iter__ = _iterate_stream  # type: ignore[attr-defined]
-ChatStream.__enter__ = _enter  # type: ignore[attr-defined]
-ChatStream.__exit__ = _exit  # type: ignore[attr-defined]
+    @property
+    def result(self) -> ChatResult:
+        """The whole completion so far as a ChatResult (with ``cost``)."""
+        return self._async.result

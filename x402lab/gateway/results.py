@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from x402lab.money import format_usd
 from x402lab.payments import Cost
 from x402lab.reprs import card, text_block
 
@@ -340,10 +339,3 @@ def _reasoning_of(message: dict[str, Any]) -> str | None:
         text = "".join(d.get("text", "") for d in details if isinstance(d, dict))
         return text or None
     return None
-
-
-def describe_cost(cost: Cost | None) -> str:
-    """One line for a cost: amount, status and transaction."""
-    if cost is None:
-        return "free"
-    return f"{format_usd(cost.amount_atomic)} {cost.status} tx={cost.tx_hash}"

@@ -31,12 +31,6 @@ from typing import Any
 from x402lab.errors import ConfigError, StoreError
 from x402lab.ledger.database import Database, Row, Tx, grouping_loop
 
-#: WAL pages between automatic checkpoints (16 MiB at 4 KiB pages): about 5% less client
-#: CPU per paid call in a batch than SQLite's default of 1,000, and no gain beyond.
-WAL_CHECKPOINT_PAGES = 4000
-#: The WAL file is cut back to this size after a checkpoint that emptied it.
-WAL_LIMIT_BYTES = 32 * 1024 * 1024
-
 
 class SQLiteDatabase(Database):
     """A SQLite database file shared by every store of one ledger (WAL mode).
@@ -64,11 +58,6 @@ class SQLiteDatabase(Database):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
             self._db.execute("PRAGMA synchronous=FULL")
-            # A checkpoint every WAL_CHECKPOINT_PAGES instead of SQLite's 1,000: the pages a
-            # batch rewrites all the time (indexes, the budget's row) are copied into the
-            # file once per checkpoint, and each checkpoint reads back and syncs what it moves.
-            self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
-            self._db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
             self._durable = True
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"cannot open the ledger {self.path}: {exc}") from None

@@ -136,9 +136,3 @@ def counted_sql(prefix: str = "") -> str:
 def counts(status: str, held: bool) -> bool:
     """Whether a payment row counts against its budget (the Python twin of ``counted_sql``)."""
     return status in COUNTING or held
-
-
-def weight_sql(column: str = "status") -> str:
-    """An SQL expression ranking payment rows by ``BY_WEIGHT`` (0 is the strongest)."""
-    cases = " ".join(f"WHEN '{status}' THEN {rank}" for rank, status in enumerate(BY_WEIGHT))
-    return f"CASE {column} {cases} ELSE {len(BY_WEIGHT)} END"

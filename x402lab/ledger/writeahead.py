@@ -6,9 +6,8 @@ step of a paid call (about 2.4 ms of blocked event loop per call on an ordinary 
 0.2 ms of CPU). Here each reservation stays its own write transaction (``BEGIN IMMEDIATE``:
 the budget check is atomic per row, across processes, exactly as before), committed without
 an fsync; the request then waits for ``WriteAhead.durable()``, which makes every row
-committed before the call durable with *one* fsync of the WAL. Every caller of one event-loop
-iteration shares it while the process is busy; when it has CPU to spare (the network sets
-the pace), a caller that finds no group forming syncs alone and leaves at once. On a disk
+committed before the call durable with *one* fsync of the WAL, shared by every caller of one
+event-loop iteration. On a disk
 that syncs fast (recent fsyncs under ``INLINE_FSYNC_S``) the fsync runs on the loop itself,
 in a callback of the next iteration: a hand-off to a worker thread and back costs several
 loop iterations, about 10 ms with 32 busy tasks, where the fsync itself takes 0.3 ms. On a
@@ -44,10 +43,6 @@ if TYPE_CHECKING:
 
 #: An fsync that usually takes less than this runs on the event loop (see the module docstring).
 INLINE_FSYNC_S = 0.001
-#: Below this share of a CPU used by the process, a caller syncs its row alone (``durable``).
-ALONE_BELOW_CPU = 0.75
-#: How often the process's CPU share is measured again.
-CPU_WINDOW_S = 0.05
 
 
 class _Group:
@@ -77,9 +72,6 @@ class WriteAhead:
         #: ``inline_below_s`` (0 always syncs in a worker thread).
         self._typical_s = 0.0
         self.inline_below_s = INLINE_FSYNC_S
-        self.alone_below_cpu = ALONE_BELOW_CPU
-        self._window_start = self._window_cpu = 0.0
-        self._share = 1.0
 
     @property
     def needed(self) -> bool:
@@ -89,11 +81,7 @@ class WriteAhead:
     async def durable(self) -> None:
         """Return once every row this process committed before the call is on disk.
 
-        A shared fsync makes each caller wait for the others of its loop iteration to sign
-        and for two more iterations: milliseconds in a busy batch. When the process is busy
-        (at loopback speed, CPU-bound) that wait is cheap next to the fsyncs it saves. When
-        it is not (the network sets the pace), a caller that finds no group forming syncs
-        its row at once and leaves: about 4% more paid calls/s at 50 ms of latency.
+        The callers of one loop iteration share one fsync.
 
         Raises StoreError when the fsync fails (the request must not leave then).
         """
@@ -103,14 +91,6 @@ class WriteAhead:
         group = self._groups.get(loop)
         if group is None:
             group = self._groups[loop] = _Group()
-        if (
-            group.next is None
-            and not group.running
-            and self._typical_s < self.inline_below_s
-            and self._cpu_share() < self.alone_below_cpu
-        ):
-            self.durable_now()
-            return
         if group.next is None:
             group.next = loop.create_future()
             if group.running:
@@ -122,16 +102,6 @@ class WriteAhead:
                 loop.create_task(self._run(group))
         # Shielded: one caller cancelled must not cancel the fsync the others wait for.
         await asyncio.shield(group.next)
-
-    def _cpu_share(self) -> float:
-        """The share of a CPU this process used in the last measured window (1.0 at first)."""
-        now = time.perf_counter()
-        if now - self._window_start >= CPU_WINDOW_S:
-            cpu = time.process_time()
-            if self._window_start:
-                self._share = (cpu - self._window_cpu) / (now - self._window_start)
-            self._window_start, self._window_cpu = now, cpu
-        return self._share
 
     def _run_inline(self, group: _Group) -> None:
         # Runs after every task of the iteration that called ``durable`` has joined the group.

@@ -36,7 +36,7 @@ from x402lab.media.status import (
 from x402lab.money import atomic_to_usd, format_usd
 from x402lab.reprs import card
 from x402lab.routes import MEDIA_KINDS, media_route
-from x402lab.sync import sync_twin
+from x402lab.sync import ReadThrough, blocking, direct, iterating
 from x402lab.transport import ServiceClient
 
 log = logging.getLogger(__name__)
@@ -314,4 +314,19 @@ class AsyncJob(JobPolling):
             self._call(callback)
 
 
-Job = sync_twin(AsyncJob, "Job", doc=AsyncJob.__doc__)
+class Job(ReadThrough[AsyncJob]):
+    __doc__ = AsyncJob.__doc__
+    __slots__ = ()
+
+    wait = blocking(AsyncJob.wait)
+    result = blocking(AsyncJob.result)
+    save = blocking(AsyncJob.save)
+    complete = blocking(AsyncJob.complete)
+    watch = direct(AsyncJob.watch)
+
+    updates = iterating(AsyncJob.updates)
+
+    @property
+    def status(self) -> JobStatus:
+        """The latest known status (Queued, Processing, Completed or Failed)."""
+        return self._async.status

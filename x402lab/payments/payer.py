@@ -101,9 +101,6 @@ class Payer:
         # A challenge's echoed parts (its input schemas) are encoded once per challenge.
         self._headers = PaymentHeaders()
 
-    def pinned_payee(self, service: str) -> str | None:
-        return self._pins.get(service)
-
     def policy_for(self, call: CallInfo) -> ChallengePolicy:
         caps = [c for c in (self.budget.per_call_atomic, call.max_atomic) if c is not None]
         key = (self._pins.get(call.service), min(caps) if caps else None)
@@ -254,20 +251,14 @@ class Payer:
         """What an answer to a paid request says about its payment (``payments.outcome``)."""
         return read_outcome(status_code, receipt_header, body, retry_after)
 
-    def conclude(
-        self, ticket: Ticket, status_code: int, receipt_header: str | None, body: Any
-    ) -> Cost:
-        """Record the answer to a paid request; returns the Cost of a settled payment.
+    def record(self, ticket: Ticket, outcome: Outcome) -> Cost:
+        """Record ``outcome`` of ``ticket``'s paid request; returns the Cost of a settled
+        payment. An outcome that asks for a re-send is recorded ``unknown`` here.
 
         Raises PaymentRejected when the server refused the payment (nothing settled) and
         SettlementUnknown (``AnswerLost`` for "nonce already used") when the answer does
         not say whether it settled. Nothing is sent again here (``ServiceClient`` does).
         """
-        return self.record(ticket, self.outcome(status_code, receipt_header, body))
-
-    def record(self, ticket: Ticket, outcome: Outcome) -> Cost:
-        """Record ``outcome`` of ``ticket``'s paid request (see ``conclude``); an outcome
-        that asks for a re-send is recorded ``unknown`` here."""
         by = Resolution.RESEND if ticket.resends or ticket.resumed else Resolution.RECEIPT
         receipt = outcome.receipt
         if outcome.kind is Kind.SETTLED:

@@ -27,7 +27,7 @@ from x402lab.payments import CallInfo
 from x402lab.reports.errors import explain
 from x402lab.reports.selection import ReportQuote, Selection, buy_path, parse_selection
 from x402lab.routes import REPORTS, REPORTS_BUY, REPORTS_LIST
-from x402lab.sync import sync_twin
+from x402lab.sync import Twin, blocking
 from x402lab.tables.reports import (
     OwnedReport,
     ReportSet,
@@ -372,4 +372,22 @@ def _quote(
     )
 
 
-Reports = sync_twin(AsyncReports, "Reports")
+class Reports(Twin[AsyncReports]):
+    __doc__ = AsyncReports.__doc__
+    __slots__ = ()
+
+    shelf = blocking(AsyncReports.shelf)
+    menu = blocking(AsyncReports.menu)
+    quote = blocking(AsyncReports.quote)
+    library = blocking(AsyncReports.library)
+    buy = blocking(AsyncReports.buy)
+
+    @property
+    def configured(self) -> bool | None:
+        """Whether the deployment has a report store, as the last ``shelf()`` said."""
+        return self._async.configured
+
+    @property
+    def store(self) -> ReportLibrary:
+        """The local library of this report service (in the ledger's file)."""
+        return self._async.store
