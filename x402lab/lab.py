@@ -13,16 +13,17 @@ flight are checked on the chain at once when a chain RPC address is known.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import operator
 import os
+import ssl
 import tempfile
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
-
-import httpx
 
 import x402lab.widgets  # noqa: F401  (registers the job and batch displays with IPython)
 from x402lab.analysis.api import CostAnalysis
@@ -41,8 +42,10 @@ from x402lab.reports import AsyncReports, Reports
 from x402lab.session import Session
 from x402lab.sync import Twin, blocking, direct
 from x402lab.transport import RetryPolicy
-from x402lab.transport.wire import Verify
 from x402lab.wallet import Wallet
+
+if TYPE_CHECKING:
+    import httpx
 
 if TYPE_CHECKING:
     from x402lab.emulator.server import RunningEmulator
@@ -54,6 +57,78 @@ DEFAULT_PER_CALL_USD = 1.0
 P = ParamSpec("P")
 R = TypeVar("R")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What ``connect()`` takes: the one list of its options, their types and defaults.
+
+    ``connect`` and ``connect_async`` take exactly these parameters (``_takes`` copies this
+    signature onto them, for mypy, editors and ``help``), so the list is written once here.
+    With no address, the embedded emulator runs both services. ``wallet`` is required for
+    remote services (``Wallet.from_env()``); the default budget is 5 USD with 1 USD per
+    call; the default ledger is ``~/.x402lab/ledger.sqlite`` (a throwaway file for the
+    embedded emulator). ``pay_to`` pins the payee of each service (``{"gateway": "0x..."}``),
+    ``allowed_networks`` the networks a challenge may name, ``timeout_s`` and
+    ``max_connections`` shape HTTP, ``retry`` the unpaid phase's retries (and the pace of
+    re-sending a paid payload), ``library_secret`` the report service's first-party access.
+    ``chain_rpc_url``: a Base JSON-RPC endpoint (default ``X402LAB_CHAIN_RPC_URL``, else the
+    embedded emulator's chain) for ``reconcile()``, for confirming a payment whose answer was
+    lost, and for rows a stopped process left in flight. ``prepay=False`` always asks for the
+    402 first (default: a known challenge is paid with the first request,
+    ``payments.prediction``). ``user`` labels this lab's ledger rows (default
+    ``X402LAB_USER``, else ``login@host``). ``http_client``: an ``httpx.AsyncClient`` of
+    your own to send through (proxies, mounts); ``verify``: TLS verification as httpx takes
+    it (an ``ssl.SSLContext``, a CA bundle path, or False).
+    """
+
+    gateway_url: str | None = None
+    reports_url: str | None = None
+    _: dataclasses.KW_ONLY
+    wallet: Wallet | None = None
+    budget: Budget | None = None
+    ledger: Ledger | str | os.PathLike[str] | None = None
+    emulator_settings: EmulatorSettings | None = None
+    pay_to: Mapping[str, str] | None = None
+    allowed_networks: frozenset[str] = frozenset({"eip155:8453"})
+    timeout_s: float = 120.0
+    max_connections: int = 64
+    retry: RetryPolicy | None = None
+    library_secret: str | None = None
+    chain_rpc_url: str | None = None
+    prepay: bool = True
+    user: str | None = None
+    http_client: httpx.AsyncClient | None = None
+    verify: ssl.SSLContext | str | bool = True
+
+    def worker_options(self, user: str) -> dict[str, Any]:
+        """The options a Dask worker connects with (not what is bound to this process: the
+        addresses, wallet, budget and ledger travel apart, an HTTP client does not travel)."""
+        apart = {"gateway_url", "reports_url", "wallet", "budget", "ledger", "emulator_settings"}
+        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        options = {k: v for k, v in options.items() if k not in apart | {"http_client"}}
+        return {**options, "user": user}
+
+
+def _takes(
+    settings: Callable[P, Settings],
+) -> Callable[[Callable[[Settings], R]], Callable[P, R]]:
+    """``connect``'s signature is ``Settings``': the function gets one ``Settings`` built
+    from the arguments. (A TypedDict with ``Unpack`` would repeat the list, and shows no
+    defaults; this keeps every name, type and default in one place, for mypy and editors.)"""
+
+    def decorate(func: Callable[[Settings], R]) -> Callable[P, R]:
+        @functools.wraps(func)
+        def take(*args: P.args, **kwargs: P.kwargs) -> R:
+            return func(settings(*args, **kwargs))
+
+        signature = inspect.signature(settings)
+        take.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            return_annotation=inspect.signature(func).return_annotation
+        )
+        return take
+
+    return decorate
 
 
 def _to(
@@ -84,24 +159,15 @@ class AsyncLab:
 
     def __init__(
         self,
+        settings: Settings,
         *,
-        gateway_url: str | None,
-        reports_url: str | None,
         wallet: Wallet,
         budget: Budget,
         ledger: Ledger,
         emulator: RunningEmulator | None = None,
-        pay_to: Mapping[str, str] | None = None,
-        allowed_networks: frozenset[str] = frozenset({"eip155:8453"}),
-        timeout_s: float = 120.0,
-        max_connections: int = 64,
-        retry: RetryPolicy | None = None,
-        library_secret: str | None = None,
-        chain_rpc_url: str | None = None,
-        prepay: bool = True,
-        http_client: httpx.AsyncClient | None = None,
-        verify: Verify = True,
     ) -> None:
+        """The lab of ``settings`` (addresses resolved by ``connect``), paying with
+        ``wallet`` within ``budget``, recording in ``ledger``."""
         # Rows a stopped process left open: signed ones of a process that is gone, or past
         # their window, become unknown (and keep counting); unsigned reservations of a gone
         # process, or stale ones, are released.
@@ -110,22 +176,22 @@ class AsyncLab:
             wallet,
             budget,
             ledger,
-            allowed_networks=allowed_networks,
-            pinned_payees=pay_to,
-            prepay=prepay,
+            allowed_networks=settings.allowed_networks,
+            pinned_payees=settings.pay_to,
+            prepay=settings.prepay,
         )
         self.emulator = emulator
         self.session = Session(
-            gateway_url=gateway_url,
-            reports_url=reports_url,
+            gateway_url=settings.gateway_url,
+            reports_url=settings.reports_url,
             payer=payer,
-            timeout_s=timeout_s,
-            max_connections=max_connections,
-            retry=retry,
-            library_secret=library_secret,
-            chain_rpc_url=chain_rpc_url,
-            http_client=http_client,
-            verify=verify,
+            timeout_s=settings.timeout_s,
+            max_connections=settings.max_connections,
+            retry=settings.retry,
+            library_secret=settings.library_secret,
+            chain_rpc_url=settings.chain_rpc_url,
+            http_client=settings.http_client,
+            verify=settings.verify,
         )
         self.reconciler = Reconciler(ledger, lambda: self.session.chain)
         self.catalog = Catalog(self.session)
@@ -463,17 +529,10 @@ class Lab(Twin[AsyncLab]):
     close = blocking(AsyncLab.close)
 
 
-def _build(
-    gateway_url: str | None,
-    reports_url: str | None,
-    wallet: Wallet | None,
-    budget: Budget | None,
-    ledger: Ledger | str | os.PathLike[str] | None,
-    emulator_settings: EmulatorSettings | None,
-    options: dict[str, Any],
-) -> AsyncLab:
+def _build(settings: Settings) -> AsyncLab:
+    gateway_url, reports_url = settings.gateway_url, settings.reports_url
+    wallet, ledger, chain_rpc_url = settings.wallet, settings.ledger, settings.chain_rpc_url
     embedded = gateway_url is None and reports_url is None
-    chain_rpc_url, user = options.pop("chain_rpc_url", None), options.pop("user", None)
     if chain_rpc_url is None and not embedded:
         chain_rpc_url = chain_url_from_env()
     if chain_rpc_url is not None:
@@ -487,37 +546,32 @@ def _build(
         raise ConfigError(
             "a wallet is needed for remote services: connect(..., wallet=Wallet.from_env())"
         )
-    elif emulator_settings is not None:
+    elif settings.emulator_settings is not None:
         raise TypeError("emulator_settings applies only to the embedded emulator (no address)")
     # Settings are checked and the ledger opened before the emulator starts, so a bad
     # argument leaves no server behind.
     given_ledger = ledger  # as given (a URL keeps its options): Dask workers open it too
     if not isinstance(ledger, Ledger):
-        ledger = Ledger(ledger if ledger is not None else DEFAULT_LEDGER_PATH, user=user)
-    elif user is not None:
-        ledger.user = user
+        ledger = Ledger(ledger if ledger is not None else DEFAULT_LEDGER_PATH, user=settings.user)
+    elif settings.user is not None:
+        ledger.user = settings.user
+    budget = settings.budget
     if budget is None:
         budget = Budget(usd=DEFAULT_BUDGET_USD, per_call_usd=DEFAULT_PER_CALL_USD)
-    assert wallet is not None
     emulator = None
     if embedded:
         from x402lab.emulator.server import start_emulator
 
-        emulator = start_emulator(emulator_settings)
+        emulator = start_emulator(settings.emulator_settings)
         gateway_url, reports_url = emulator.gateway_url, emulator.reports_url
         chain_rpc_url = chain_rpc_url or emulator.chain_url or None
     try:
-        lab = AsyncLab(
-            gateway_url=gateway_url,
-            reports_url=reports_url,
-            wallet=wallet,
-            budget=budget,
-            ledger=ledger,
-            emulator=emulator,
-            chain_rpc_url=chain_rpc_url,
-            **options,
+        resolved = dataclasses.replace(
+            settings, gateway_url=gateway_url, reports_url=reports_url, chain_rpc_url=chain_rpc_url
         )
-        worker_options = {**options, "user": ledger.user}  # workers label rows alike
+        lab = AsyncLab(resolved, wallet=wallet, budget=budget, ledger=ledger, emulator=emulator)
+        # Workers label rows alike, and find the chain the way this process did.
+        worker_options = settings.worker_options(ledger.user)
         lab.batches.connection = Connection(connect, worker_options, chain_rpc_url, given_ledger)
         if chain_rpc_url is not None:
             reconcile_orphans(ledger, chain_rpc_url)
@@ -528,102 +582,21 @@ def _build(
         raise
 
 
-def connect_async(
-    gateway_url: str | None = None,
-    reports_url: str | None = None,
-    *,
-    wallet: Wallet | None = None,
-    budget: Budget | None = None,
-    ledger: Ledger | str | os.PathLike[str] | None = None,
-    emulator_settings: EmulatorSettings | None = None,
-    pay_to: Mapping[str, str] | None = None,
-    allowed_networks: frozenset[str] = frozenset({"eip155:8453"}),
-    timeout_s: float = 120.0,
-    max_connections: int = 64,
-    retry: RetryPolicy | None = None,
-    library_secret: str | None = None,
-    chain_rpc_url: str | None = None,
-    prepay: bool = True,
-    user: str | None = None,
-    http_client: httpx.AsyncClient | None = None,
-    verify: Verify = True,
-) -> AsyncLab:
+@_takes(Settings)
+def connect_async(settings: Settings) -> AsyncLab:
     """The async twin of ``connect``: returns an ``AsyncLab`` whose methods are coroutines."""
-    options = {
-        "pay_to": pay_to,
-        "allowed_networks": allowed_networks,
-        "timeout_s": timeout_s,
-        "max_connections": max_connections,
-        "retry": retry,
-        "library_secret": library_secret,
-        "chain_rpc_url": chain_rpc_url,
-        "prepay": prepay,
-        "user": user,
-        "http_client": http_client,
-        "verify": verify,
-    }
-    return _build(gateway_url, reports_url, wallet, budget, ledger, emulator_settings, options)
+    return _build(settings)
 
 
-def connect(
-    gateway_url: str | None = None,
-    reports_url: str | None = None,
-    *,
-    wallet: Wallet | None = None,
-    budget: Budget | None = None,
-    ledger: Ledger | str | os.PathLike[str] | None = None,
-    emulator_settings: EmulatorSettings | None = None,
-    pay_to: Mapping[str, str] | None = None,
-    allowed_networks: frozenset[str] = frozenset({"eip155:8453"}),
-    timeout_s: float = 120.0,
-    max_connections: int = 64,
-    retry: RetryPolicy | None = None,
-    library_secret: str | None = None,
-    chain_rpc_url: str | None = None,
-    prepay: bool = True,
-    user: str | None = None,
-    http_client: httpx.AsyncClient | None = None,
-    verify: Verify = True,
-) -> Lab:
+@_takes(Settings)
+def connect(settings: Settings) -> Lab:
     """A ``Lab`` for the two services; with no address, on the embedded emulator.
 
-    ``wallet`` is required for remote services (``Wallet.from_env()``); the default budget is
-    5 USD with 1 USD per call; the default ledger is ``~/.x402lab/ledger.sqlite`` (a
-    throwaway file for the embedded emulator). ``pay_to`` pins the payee of each service
-    (``{"gateway": "0x..."}``), ``allowed_networks`` the networks a challenge may name,
-    ``timeout_s`` and ``max_connections`` shape HTTP, ``retry`` the unpaid phase's retries
-    (and the pace of re-sending a paid payload), ``library_secret`` the report service's
-    first-party access. ``chain_rpc_url``: a Base JSON-RPC endpoint (default
-    ``X402LAB_CHAIN_RPC_URL``, else the embedded emulator's chain) for ``reconcile()``, for
-    confirming a payment whose answer was lost, and for rows a stopped process left in
-    flight. ``prepay=False`` always asks for the 402 first (default: a known challenge is
-    paid with the first request, ``payments.prediction``). ``user`` labels this lab's ledger
-    rows (default ``X402LAB_USER``, else ``login@host``). ``http_client``: your own
-    ``httpx.AsyncClient`` for every request of the lab (not closed by it); ``verify``: a CA
-    bundle path or ``ssl.SSLContext`` to trust (default ``SSL_CERT_FILE``, else certifi's);
-    proxies come from ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``/``NO_PROXY`` as httpx reads
-    them. Sends nothing else; raises
-    ConfigError for a bad wallet, ledger, budget or chain address before anything starts.
+    Its options are those of ``x402lab.Settings`` (see ``help(x402lab.Settings)``). Sends
+    nothing else; raises ConfigError for a bad wallet, ledger, budget or chain address before
+    anything starts.
     """
-    core = connect_async(
-        gateway_url,
-        reports_url,
-        wallet=wallet,
-        budget=budget,
-        ledger=ledger,
-        emulator_settings=emulator_settings,
-        pay_to=pay_to,
-        allowed_networks=allowed_networks,
-        timeout_s=timeout_s,
-        max_connections=max_connections,
-        retry=retry,
-        library_secret=library_secret,
-        chain_rpc_url=chain_rpc_url,
-        prepay=prepay,
-        user=user,
-        http_client=http_client,
-        verify=verify,
-    )
+    core = _build(settings)
     lab = Lab(core)
     # A Lab dropped without close() still closes its connections and emulator.
     weakref.finalize(lab, _close_quietly, core)
