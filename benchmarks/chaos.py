@@ -70,6 +70,9 @@ class Figures:
     resends: int = 0
     resolved_by_resend: int = 0
     answers_lost: int = 0
+    concurrency: int = 0
+    #: rows the resumed worker 0 showed ``paid_not_stored``: answers the kill lost
+    lost_per_kill: int = 0
     orphaned: int = 0
     reconciled_at_end: int = 0
     settled_twice: int = 0
@@ -88,6 +91,7 @@ class Figures:
             and self.settled_absent_from_chain == 0
             and self.left_open == 0
             and self.ledger_settled_atomic == self.chain_settled_atomic
+            and self.lost_per_kill <= self.concurrency
         )
 
     def report(self) -> str:
@@ -111,6 +115,9 @@ class Figures:
             f"  chain nonces the ledger calls otherwise:    {self.chain_not_settled_in_ledger}",
             f"  settled rows absent from the chain:         {self.settled_absent_from_chain}",
             f"  rows left signed or unknown:                {self.left_open}",
+            f"  answers lost by the kill (paid_not_stored): {self.lost_per_kill}"
+            f" (at most the concurrency, {self.concurrency}:"
+            f" {'yes' if self.lost_per_kill <= self.concurrency else 'NO'})",
             f"  ledger settled == chain settled:            {self.ledger_settled_atomic}"
             f" == {self.chain_settled_atomic} atomic"
             f" ({'yes' if self.ledger_settled_atomic == self.chain_settled_atomic else 'NO'})",
@@ -201,13 +208,14 @@ def _spawn(index: int, common: list[str]) -> subprocess.Popen[str]:
     )
 
 
-def _finish(process: subprocess.Popen[str], counts: Counter[str], notes: list[str]) -> None:
+def _finish(process: subprocess.Popen[str], counts: Counter[str], notes: list[str]) -> dict:
     out, err = process.communicate(timeout=3600)
     if process.returncode != 0:
         raise RuntimeError(f"a worker failed ({process.returncode}):\n{err[-3000:]}")
     found = json.loads(out.strip().splitlines()[-1])
     counts.update(found["counts"])
     notes.extend(found["unknown"])
+    return dict(found["counts"])
 
 
 def run_chaos(
@@ -232,7 +240,7 @@ def run_chaos(
         "--cap-usd", str(cap_atomic / 1_000_000), "--workers", str(workers),
         "--calls", str(calls), "--concurrency", str(concurrency), "--overlap", str(overlap),
     ]  # fmt: skip
-    figures = Figures(calls=calls, workers=workers, cap_atomic=cap_atomic)
+    figures = Figures(calls=calls, workers=workers, cap_atomic=cap_atomic, concurrency=concurrency)
     counts: Counter[str] = Counter()
     started = time.perf_counter()
     running = [_spawn(index, common) for index in range(workers)]
@@ -248,8 +256,10 @@ def run_chaos(
             running[0] = _spawn(0, common)  # the same rows again
             break
         time.sleep(0.05)
-    for process in running:
-        _finish(process, counts, figures.unknown_rows)
+    for index, process in enumerate(running):
+        found = _finish(process, counts, figures.unknown_rows)
+        if index == 0 and figures.killed:
+            figures.lost_per_kill = found.get("paid_not_stored", 0)
     if watch is not None:
         watch.close()
     figures.batch_statuses = dict(counts)
