@@ -11,7 +11,7 @@ so a read-then-write is atomic across processes.
 from __future__ import annotations
 
 from x402lab.ledger.database import Tx
-from x402lab.ledger.statuses import counted_sql
+from x402lab.ledger.statuses import PaymentStatus, counted_sql
 
 _ADD = "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?"
 
@@ -66,8 +66,8 @@ def release_prepay_miss(tx: Tx, budget: str, request_key: str, now_us: int) -> i
     settled nothing), so the one request needs the budget once: its fresh payment is not
     blocked near the cap by its own miss. Only called when the cap would otherwise refuse.
     """
-    where = "budget = ? AND request_key = ? AND held = 1 AND prepaid = 1 AND status = 'rejected'"
-    params = (budget, request_key)
+    where = "budget = ? AND request_key = ? AND held = 1 AND prepaid = 1 AND status = ?"
+    params = (budget, request_key, str(PaymentStatus.REJECTED))
     found = tx.one(
         f"SELECT COALESCE(SUM(amount_atomic), 0), COUNT(*) FROM payments WHERE {where}", params
     )
