@@ -136,9 +136,7 @@ class Claims:
         ``ledger_id``: the payment that carried them; when None it is found in the ledger
         (the strongest payment of the payment key since the claim). A key whose newest row
         is ``done`` keeps its first answer; a key never claimed gets a ``done`` row.
-        ``grouped``: join the batch's group commit (``grouped_writes``), the one that holds
-        the settlement recorded in the same event-loop iteration.
-        """
+        ``grouped``: in the batch's group commit, with the settlement of the same moment."""
         with self.db.transaction(grouped=grouped) as tx:
             return self.complete_in(
                 tx, scope, answers, payment_key=payment_key, ledger_id=ledger_id, label=label
