@@ -25,9 +25,11 @@ small. The worker is this script too (``python benchmarks/chaos.py worker ...``)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -70,6 +72,9 @@ class Figures:
     resends: int = 0
     resolved_by_resend: int = 0
     answers_lost: int = 0
+    concurrency: int = 0
+    #: rows the resumed worker 0 showed ``paid_not_stored``: answers the kill lost
+    lost_per_kill: int = 0
     orphaned: int = 0
     reconciled_at_end: int = 0
     settled_twice: int = 0
@@ -88,6 +93,7 @@ class Figures:
             and self.settled_absent_from_chain == 0
             and self.left_open == 0
             and self.ledger_settled_atomic == self.chain_settled_atomic
+            and self.lost_per_kill <= self.concurrency
         )
 
     def report(self) -> str:
@@ -111,6 +117,9 @@ class Figures:
             f"  chain nonces the ledger calls otherwise:    {self.chain_not_settled_in_ledger}",
             f"  settled rows absent from the chain:         {self.settled_absent_from_chain}",
             f"  rows left signed or unknown:                {self.left_open}",
+            f"  answers lost by the kill (paid_not_stored): {self.lost_per_kill}"
+            f" (at most the concurrency, {self.concurrency}:"
+            f" {'yes' if self.lost_per_kill <= self.concurrency else 'NO'})",
             f"  ledger settled == chain settled:            {self.ledger_settled_atomic}"
             f" == {self.chain_settled_atomic} atomic"
             f" ({'yes' if self.ledger_settled_atomic == self.chain_settled_atomic else 'NO'})",
@@ -183,7 +192,9 @@ def worker(args: argparse.Namespace) -> None:
         )
         unclear = frame[frame["status"] == "unknown"]
         notes = [f"{k}: {e}" for k, e in zip(unclear["request_key"], unclear["error"], strict=True)]
-        print(json.dumps({"counts": dict(Counter(frame["status"])), "unknown": notes}), flush=True)
+        lost = frame[frame["status"] == "paid_not_stored"]["request_key"].tolist()
+        found = {"counts": dict(Counter(frame["status"])), "unknown": notes, "lost": lost}
+        print(json.dumps(found), flush=True)
     finally:
         lab.close()
 
@@ -201,13 +212,14 @@ def _spawn(index: int, common: list[str]) -> subprocess.Popen[str]:
     )
 
 
-def _finish(process: subprocess.Popen[str], counts: Counter[str], notes: list[str]) -> None:
+def _finish(process: subprocess.Popen[str], counts: Counter[str], notes: list[str]) -> list[str]:
     out, err = process.communicate(timeout=3600)
     if process.returncode != 0:
         raise RuntimeError(f"a worker failed ({process.returncode}):\n{err[-3000:]}")
     found = json.loads(out.strip().splitlines()[-1])
     counts.update(found["counts"])
     notes.extend(found["unknown"])
+    return list(found["lost"])
 
 
 def run_chaos(
@@ -232,24 +244,27 @@ def run_chaos(
         "--cap-usd", str(cap_atomic / 1_000_000), "--workers", str(workers),
         "--calls", str(calls), "--concurrency", str(concurrency), "--overlap", str(overlap),
     ]  # fmt: skip
-    figures = Figures(calls=calls, workers=workers, cap_atomic=cap_atomic)
+    figures = Figures(calls=calls, workers=workers, cap_atomic=cap_atomic, concurrency=concurrency)
     counts: Counter[str] = Counter()
     started = time.perf_counter()
     running = [_spawn(index, common) for index in range(workers)]
-    watch = None
+    watch, killed_pid, lost_keys = None, None, []
     while running[0].poll() is None:
         if watch is None and ledger_path.exists():
             watch = xl.Ledger(ledger_path)
         settled = watch.budget_state(BUDGET).settled_atomic if watch else 0
         if settled >= kill_at * calls * PRICE_ATOMIC:
+            killed_pid = running[0].pid
             running[0].send_signal(signal.SIGKILL)
             running[0].communicate()
             figures.killed = True
             running[0] = _spawn(0, common)  # the same rows again
             break
         time.sleep(0.05)
-    for process in running:
-        _finish(process, counts, figures.unknown_rows)
+    for index, process in enumerate(running):
+        found = _finish(process, counts, figures.unknown_rows)
+        if index == 0 and figures.killed:
+            lost_keys = found
     if watch is not None:
         watch.close()
     figures.batch_statuses = dict(counts)
@@ -270,6 +285,18 @@ def run_chaos(
         lab.close()
     figures.seconds = time.perf_counter() - started
     _measure(figures, rows, chain_transfers(chain, payer))
+    # Answers the kill lost: rows the resumed worker showed paid_not_stored whose payment
+    # was settled by the killed process with its receipt (a settle-then-500 fault's lost
+    # answers are counted apart, in ``answers_lost``).
+    with contextlib.closing(sqlite3.connect(ledger_path)) as db:
+        settled_by = {
+            key: str(owner or "").split(":")[1:2]
+            for key, owner in db.execute(
+                "SELECT request_key, owner FROM payments WHERE status = 'settled'"
+                " AND COALESCE(error, '') NOT LIKE '%answer was lost%'"
+            )
+        }
+    figures.lost_per_kill = sum(settled_by.get(key) == [str(killed_pid)] for key in set(lost_keys))
     return figures
 
 

@@ -129,14 +129,15 @@ class Claims:
         payment_key: str | Mapping[str, str] | None = None,
         ledger_id: int | None = None,
         label: str | None = None,
+        grouped: bool = False,
     ) -> list[str]:
         """Store the answers of paid keys (``done``); returns the keys whose answer was stored.
 
         ``ledger_id``: the payment that carried them; when None it is found in the ledger
         (the strongest payment of the payment key since the claim). A key whose newest row
         is ``done`` keeps its first answer; a key never claimed gets a ``done`` row.
-        """
-        with self.db.transaction() as tx:
+        ``grouped``: in the batch's group commit, with the settlement of the same moment."""
+        with self.db.transaction(grouped=grouped) as tx:
             return self.complete_in(
                 tx, scope, answers, payment_key=payment_key, ledger_id=ledger_id, label=label
             )

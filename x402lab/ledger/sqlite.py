@@ -30,6 +30,7 @@ from typing import Any
 
 from x402lab.errors import ConfigError, StoreError
 from x402lab.ledger.database import Database, Row, Tx, grouping_loop
+from x402lab.ledger.private import private_database_file
 
 
 class SQLiteDatabase(Database):
@@ -44,7 +45,7 @@ class SQLiteDatabase(Database):
     def __init__(self, path: str | os.PathLike[str], *, timeout_s: float = 60.0) -> None:
         self.path = Path(path).expanduser()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_database_file(self.path)  # 0600 in a 0700 folder, whatever the umask
         except OSError as exc:
             raise ConfigError(
                 f"cannot create the ledger folder {self.path.parent}: {exc}"

@@ -186,6 +186,9 @@ class Ledger:
                 status = S.RESERVED if signed is None else S.SIGNED
                 return self._insert(tx, budget, amount_atomic, meta, status, signed, count=False)
             totals.expire_held(tx, budget, self._held_cutoff(), self._now_us())
+            if meta.request_key is not None and not meta.prepaid:
+                # The fresh challenge after a prepay miss: the request needs the budget once.
+                totals.release_prepay_miss(tx, budget, meta.request_key, self._now_us())
             counted = totals.counted(tx, budget, self._now_us())
             if cap_atomic is not None and counted + amount_atomic > cap_atomic:
                 left = max(0, cap_atomic - counted)

@@ -11,7 +11,7 @@ so a read-then-write is atomic across processes.
 from __future__ import annotations
 
 from x402lab.ledger.database import Tx
-from x402lab.ledger.statuses import counted_sql
+from x402lab.ledger.statuses import PaymentStatus, counted_sql
 
 _ADD = "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?"
 
@@ -56,6 +56,26 @@ def expire_held(tx: Tx, budget: str, cutoff: int, now_us: int) -> None:
     if found is not None and found[1]:
         tx.execute(f"UPDATE payments SET held = 0 WHERE {where}", params)
         add(tx, budget, -int(found[0]), now_us)
+
+
+def release_prepay_miss(tx: Tx, budget: str, request_key: str, now_us: int) -> int:
+    """Stop counting the held prepay misses of ``request_key`` (refused prepaid payments of
+    the same request, whose fresh challenge is being paid now); returns the amount freed.
+
+    The server refused the predicted payment with a 402 (it keeps no challenge state and
+    settled nothing), so the one request needs the budget once: its fresh payment is not
+    blocked near the cap by its own miss. Only called when the cap would otherwise refuse.
+    """
+    where = "budget = ? AND request_key = ? AND held = 1 AND prepaid = 1 AND status = ?"
+    params = (budget, request_key, str(PaymentStatus.REJECTED))
+    found = tx.one(
+        f"SELECT COALESCE(SUM(amount_atomic), 0), COUNT(*) FROM payments WHERE {where}", params
+    )
+    if found is None or not found[1]:
+        return 0
+    tx.execute(f"UPDATE payments SET held = 0 WHERE {where}", params)
+    add(tx, budget, -int(found[0]), now_us)
+    return int(found[0])
 
 
 def add(tx: Tx, budget: str, delta: int, now_us: int) -> None:

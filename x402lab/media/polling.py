@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from x402lab.errors import ApiError, JobError
 from x402lab.gateway.replies import is_json
 from x402lab.ledger import JobRecord, Jobs
+from x402lab.ledger.private import private_folder
 from x402lab.media.status import (
     Completed,
     Failed,
@@ -51,7 +52,9 @@ def write_atomically(target: Path, data: bytes) -> None:
     """Write ``data`` to ``target`` through a ``.part`` file, so no half file is left."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
-    partial.write_bytes(data)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
     os.replace(partial, target)
 
 
@@ -233,7 +236,7 @@ class JobPolling:
         await self._keep_media(reply.response.content, content_type or "video/mp4")
 
     async def _keep_media(self, data: bytes, content_type: str | None) -> None:
-        self._media_dir.mkdir(parents=True, exist_ok=True)
+        private_folder(self._media_dir)  # media bought by jobs are the owner's alone
         name = re.sub(r"[^A-Za-z0-9._-]", "_", self.queue_id)[:120]
         target = self._media_dir / f"{self.kind}-{name}{media_extension(content_type, self.kind)}"
         await asyncio.to_thread(write_atomically, target, data)
