@@ -28,7 +28,7 @@ from enum import StrEnum
 
 
 class PaymentStatus(StrEnum):
-    """The status of a ledger row (DESIGN §3)."""
+    """The status of a ledger row (docs/money.md, "Statuses of a payment row")."""
 
     RESERVED = "reserved"  # budget held, nothing signed
     SIGNED = "signed"  # authorization made; the request is about to leave or in flight
@@ -69,7 +69,7 @@ class Resolution(StrEnum):
 
 P = PaymentStatus
 
-#: Every payment status, in the order of DESIGN §3.
+#: Every payment status, in the order of docs/money.md.
 STATUSES: tuple[PaymentStatus, ...] = tuple(PaymentStatus)
 #: What a budget's cap counts (with the ``held`` rows).
 COUNTING: tuple[PaymentStatus, ...] = (P.RESERVED, P.SIGNED, P.SETTLED, P.UNKNOWN)

@@ -1,6 +1,6 @@
 """Group commit of write-ahead rows: one fsync for the signed rows of many concurrent requests.
 
-Invariant 3 (DESIGN §4): the ledger row of a signed payment is on disk before the paid request
+Money rule 3 (docs/money.md): the ledger row of a signed payment is on disk before the paid request
 leaves the process. Committing each row with its own fsync made that fsync the most expensive
 step of a paid call (about 2.4 ms of blocked event loop per call on an ordinary disk, for
 0.2 ms of CPU). Here each reservation stays its own write transaction (``BEGIN IMMEDIATE``:
