@@ -141,13 +141,39 @@ def test_the_plot_labels_every_configuration_without_overlap():
         }
     )
     figure = comparison(table)
+    assert_labels_apart(figure, table)
+    assert figure.axes[0].get_xscale() == "log"
+
+
+def test_labels_of_points_that_coincide_are_apart():
+    # Two configurations at the same cost and agreement (as the emulator often gives), and a
+    # crowd at the lower right where the legend is.
+    table = pd.DataFrame(
+        {
+            "model": ["a-model", "b-model", "c-model", "c-model", "d-model", "d-model"],
+            "rows_per_request": [1, 1, 1, 25, 1, 25],
+            "usd_per_1k_rows": [10.0, 10.0, 10.0, 0.46, 10.0, 0.46],
+            "agreement": [1.0, 1.0, 0.96, 0.96, 0.95, 0.96],
+            "reference": [True, False, False, False, False, False],
+            "cheapest_at_agreement": [False, False, False, True, False, False],
+        }
+    )
+    assert_labels_apart(comparison(table), table)
+
+
+def assert_labels_apart(figure, table):
+    """Every configuration labelled once; no label box meets another, the legend, or the edge
+    of the figure (boxes from matplotlib's own renderer)."""
     renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
-    texts = [t for t in figure.axes[0].texts]
+    axes = figure.axes[0]
+    texts = [t for t in axes.texts if t.get_text()]  # leader lines are annotations without text
     assert sorted(t.get_text() for t in texts) == sorted(
         f"{m} ×{n}" for m, n in zip(table["model"], table["rows_per_request"], strict=True)
     )
     boxes = [t.get_window_extent(renderer) for t in texts]
+    legend = axes.get_legend().get_window_extent(renderer)
     for i, a in enumerate(boxes):
-        for b in boxes[i + 1 :]:
-            assert not a.overlaps(b)
-    assert figure.axes[0].get_xscale() == "log"
+        assert not a.overlaps(legend), texts[i].get_text()
+        assert figure.bbox.contains(a.x0, a.y0) and figure.bbox.contains(a.x1, a.y1)
+        for j, b in enumerate(boxes[i + 1 :], start=i + 1):
+            assert not a.overlaps(b), (texts[i].get_text(), texts[j].get_text())

@@ -343,7 +343,7 @@ def _place_labels(
     figure: Figure, axes: Axes, x: np.ndarray, y: np.ndarray, labels: list[str]
 ) -> None:
     """Annotate each point, then move labels (up or down by a step, alternating) until no
-    label's box overlaps an earlier one's."""
+    label's box overlaps an earlier one's or the legend; a moved label gets a leader line."""
     texts = [
         axes.annotate(label, (xi, yi), xytext=(7, 4), textcoords="offset points", fontsize=8)
         for label, xi, yi in zip(labels, x, y, strict=True)
@@ -353,7 +353,8 @@ def _place_labels(
     canvas = FigureCanvasAgg(figure)
     figure.draw_without_rendering()
     renderer = canvas.get_renderer()
-    placed: list[Any] = []
+    legend = axes.get_legend()
+    placed: list[Any] = [legend.get_window_extent(renderer)] if legend else []
     steps = [0, 11, -11, 22, -22, 33, -33, 44, -44, 55, -55]
     for text in sorted(texts, key=lambda t: (t.xy[1], t.xy[0])):
         for dy in steps:
@@ -361,4 +362,10 @@ def _place_labels(
             box = text.get_window_extent(renderer).expanded(1.02, 1.1)
             if not any(box.overlaps(other) for other in placed):
                 break
+        if dy:  # a label moved off its point says which point it names
+            axes.annotate(
+                "", text.xy, xytext=(7, 4 + dy + (3 if dy > 0 else 8)),
+                textcoords="offset points",
+                arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.6, "shrinkB": 3},
+            )  # fmt: skip
         placed.append(text.get_window_extent(renderer))
