@@ -38,7 +38,7 @@ from x402lab.batch.plan import (
     chat_messages,
     chat_plan,
     embed_plan,
-    packed_plan,
+    grouped_plan,
 )
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.recipe import Connection
@@ -384,7 +384,7 @@ class Batches:
                 requests, items, await self._catalog.price_list(), entry
             )
         assert isinstance(rows_per_request, int)
-        return packed_plan(items, model=model, build=requests.body, per_request=rows_per_request)
+        return grouped_plan("chat", CHAT_PATH, model, items, requests.body, rows_per_request, {})
 
     @overload
     async def batch_embed(

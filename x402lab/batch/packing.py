@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from x402lab.batch.items import ItemResult, split_atomic
+from x402lab.batch.plan import ChatCodec
 from x402lab.batch.typed import ITEMS, OutputSpec
 from x402lab.errors import ConfigError
 from x402lab.gateway.paid import request_key
@@ -183,12 +184,11 @@ def _add(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else a + b
 
 
-class TypedCodec:
+class TypedCodec(ChatCodec):
     """Typed answers per row: the row's entry as JSON text (``response``), the size of the
     pack that answered it, and why it is not valid (``invalid``, None when it is), stored as
-    JSON with the row."""
+    JSON with the row (``ChatCodec``'s storage)."""
 
-    kind = "chat"
     columns = (
         "response",
         "reasoning",
@@ -234,15 +234,6 @@ class TypedCodec:
     def retry(data: tuple[Any, ...] | None) -> str | None:
         """Why a row's answer must be asked again (None when it is valid)."""
         return None if data is None else data[-1]
-
-    def encode(self, data: tuple[Any, ...]) -> bytes:
-        return json.dumps(data).encode()
-
-    def decode(self, blob: bytes) -> tuple[Any, ...]:
-        return tuple(json.loads(blob))
-
-    def empty(self) -> tuple[Any, ...]:
-        return (None,) * len(self.columns)
 
 
 def _entries(text: str, finish: str | None) -> tuple[list[Any] | None, str | None]:

@@ -11,6 +11,7 @@ that carries it), so a re-run finds earlier payments and answers whatever the gr
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -43,9 +44,8 @@ class Plan:
     per_request: int
     unit_keys: list[str]  # request key of each paid unit
     params: Mapping[str, Any]
-    #: The body of a request carrying some items' payloads (typed chat packs); None: chat
-    #: sends an item's own body, embeddings a list of texts.
-    build: Callable[[list[Any]], dict[str, Any]] | None = None
+    #: The body of a request carrying some items' payloads (``grouped_plan``).
+    build: Callable[[list[Any]], dict[str, Any]]
 
     @property
     def rows(self) -> int:
@@ -64,12 +64,7 @@ class Plan:
 
     def body_for(self, items: list[int]) -> dict[str, Any]:
         """The body of one request carrying ``items``."""
-        payloads = [self.item_payloads[i] for i in items]
-        if self.build is not None:
-            return self.build(payloads)
-        if self.kind == "chat":
-            return dict(payloads[0])
-        return _embed_body(self.model, payloads, self.params)
+        return self.build([self.item_payloads[i] for i in items])
 
     def request_for(self, unit: int, items: list[int]) -> tuple[str, dict[str, Any]]:
         """The key and body of the request that pays for ``items`` of ``unit``: the unit's own
@@ -81,7 +76,7 @@ class Plan:
         return request_key("POST", self.path, body), body
 
 
-def _embed_body(model: str, texts: list[str], params: Mapping[str, Any]) -> dict[str, Any]:
+def _embed_body(model: str, texts: list[str], *, params: Mapping[str, Any]) -> dict[str, Any]:
     # One text goes as a string (the spec's shape); several as a list (OpenAI's shape).
     return {"model": model, "input": texts[0] if len(texts) == 1 else texts, **params}
 
@@ -146,47 +141,41 @@ def chat_plan(
     bodies = [
         chat_body(m, model=model, system=system, max_tokens=max_tokens, **params) for m in messages
     ]
-    keys = [request_key("POST", CHAT_PATH, body) for body in bodies]
-    row_items, item_keys, firsts = _index(keys)
-    payloads = [bodies[row] for row in firsts]
-    return Plan(
-        kind="chat",
-        path=CHAT_PATH,
-        model=model,
-        row_items=row_items,
-        item_keys=item_keys,
-        item_payloads=payloads,
-        first_row=np.asarray(firsts, dtype=np.int64),
-        last_row=_last_rows(row_items, len(item_keys)),
-        per_request=1,
-        unit_keys=item_keys,
-        params=dict(params),
-    )
+    return grouped_plan("chat", CHAT_PATH, model, bodies, _own_body, 1, params)
 
 
-def packed_plan(
-    payloads: list[Any],
-    *,
+def _own_body(bodies: list[dict[str, Any]]) -> dict[str, Any]:
+    # A plain chat request carries one item: its own body.
+    (body,) = bodies
+    return dict(body)
+
+
+def grouped_plan(
+    kind: str,
+    path: str,
     model: str,
+    payloads: list[Any],
     build: Callable[[list[Any]], dict[str, Any]],
     per_request: int,
+    params: Mapping[str, Any],
 ) -> Plan:
-    """The plan of a packed chat batch: ``per_request`` distinct items per paid request, each
-    item keyed by its request as a pack of one (so any pack size finds it again)."""
-    keys = (request_key("POST", CHAT_PATH, build([p])) for p in payloads)
+    """The plan of ``payloads`` paid ``per_request`` distinct items at a time, each item keyed
+    by its request alone (so a re-run with any grouping finds it again); ``build`` makes the
+    body of a request carrying some items."""
+    keys = (request_key("POST", path, build([p])) for p in payloads)
     row_items, item_keys, firsts = _index(keys)
     distinct = [payloads[row] for row in firsts]
     unit_keys = (
         item_keys
         if per_request == 1
         else [
-            request_key("POST", CHAT_PATH, build(distinct[i : i + per_request]))
+            request_key("POST", path, build(distinct[i : i + per_request]))
             for i in range(0, len(distinct), per_request)
         ]
     )
     return Plan(
-        kind="chat",
-        path=CHAT_PATH,
+        kind=kind,
+        path=path,
         model=model,
         row_items=row_items,
         item_keys=item_keys,
@@ -195,7 +184,7 @@ def packed_plan(
         last_row=_last_rows(row_items, len(item_keys)),
         per_request=per_request,
         unit_keys=unit_keys,
-        params={},
+        params=dict(params),
         build=build,
     )
 
@@ -204,7 +193,13 @@ class ChatCodec:
     """Chat answers: parsed fields per item, stored as JSON."""
 
     kind = "chat"
-    columns = ("response", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens")
+    columns: tuple[str, ...] = (
+        "response",
+        "reasoning",
+        "finish_reason",
+        "prompt_tokens",
+        "completion_tokens",
+    )
 
     def split(self, body: Any, n: int) -> list[tuple[Any, ...]]:
         result = ChatResult.from_response(CHAT_PATH, body, None)
@@ -239,32 +234,8 @@ def embed_plan(
         raise ConfigError("model is required: an embedding model id from lab.models('embedding')")
     if not isinstance(per_request, int) or not 1 <= per_request <= 2048:
         raise ConfigError(f"per_request must be an int in 1..2048, got {per_request!r}")
-    params = dict(params)
-    keys = (request_key("POST", EMBED_PATH, _embed_body(model, [t], params)) for t in texts)
-    row_items, item_keys, firsts = _index(keys)
-    payloads = [texts[row] for row in firsts]
-    if per_request == 1:
-        unit_keys = item_keys
-    else:
-        unit_keys = [
-            request_key(
-                "POST", EMBED_PATH, _embed_body(model, payloads[i : i + per_request], params)
-            )
-            for i in range(0, len(payloads), per_request)
-        ]
-    return Plan(
-        kind="embed",
-        path=EMBED_PATH,
-        model=model,
-        row_items=row_items,
-        item_keys=item_keys,
-        item_payloads=payloads,
-        first_row=np.asarray(firsts, dtype=np.int64),
-        last_row=_last_rows(row_items, len(item_keys)),
-        per_request=per_request,
-        unit_keys=unit_keys,
-        params=params,
-    )
+    build = functools.partial(_embed_body, model, params=dict(params))
+    return grouped_plan("embed", EMBED_PATH, model, texts, build, per_request, params)
 
 
 class EmbedCodec:
