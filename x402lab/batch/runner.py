@@ -18,8 +18,10 @@ Outcomes per request: ``ok``; ``skipped_budget`` (the budget could not cover it:
 and every one not yet started are skipped); ``refused`` (a check failed, nothing signed);
 ``failed`` (nothing settled, or an unreadable answer to a settled payment); ``unknown`` (a
 payment left and no clear answer came; never retried). A failed request never fails the
-batch. Cancelled (Ctrl+C), the run stores what arrived, releases its claims and raises
-``asyncio.CancelledError(BatchInterrupted(...))``.
+batch. A typed pack's rows whose answer did not validate are asked again in new requests
+(``batch.packing``: half-size packs, then singly, then ``invalid``), each row carrying the
+shares of every request it was in. Cancelled (Ctrl+C), the run stores what arrived,
+releases its claims and raises ``asyncio.CancelledError(BatchInterrupted(...))``.
 """
 
 from __future__ import annotations
