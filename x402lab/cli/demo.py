@@ -3,10 +3,11 @@ cost report.
 
 Spends emulated money only: it always runs on a local emulator with a throwaway funded
 wallet and ledger (nothing leaves 127.0.0.1). It walks through the catalog and price list, a
-free quote, a chat, embeddings, a small chat batch and an embedding batch, a music job and a
-report purchase (bought twice: the second pays only for what the library lacks), then
-writes the cost report (HTML, PNG figures, one Parquet file per table) to FOLDER and prints
-the page's path. Everything goes through the public API, the same calls a notebook makes.
+free quote, a chat, embeddings, a small chat batch, a typed and packed one, an embedding
+batch, a music job and a report purchase (bought twice: the second pays only for what the
+library lacks), then writes the cost report (HTML, PNG figures, one Parquet file per
+table) to FOLDER and prints the page's path. Everything goes through the public API, the
+same calls a notebook makes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ PROMPTS = [
     "Name one use of embeddings.",
 ]
 DOCUMENTS = [f"Field note {i}: the cost of request {i} was logged." for i in range(24)]
+REVIEWS = [
+    "Great battery, love it",
+    "Arrived broken, want a refund",
+    "It is okay, nothing special",
+    "Fast delivery and friendly support",
+    "Screen cracked after a week",
+]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +77,15 @@ def run_demo(lab: Any, out: Path, say: Callable[[str], None] = print) -> Path:
     say(f"embed: {vectors.vectors.shape[0]} vectors of {vectors.vectors.shape[1]}")
     chats = lab.batch_chat(PROMPTS, model=text, max_tokens=32, progress=None)
     say(f"batch_chat: {len(chats)} rows, statuses {_counts(chats)}")
+    typed = lab.batch_chat(
+        REVIEWS, model=text, labels=["positive", "negative", "neutral"],
+        rows_per_request="auto", progress=None,
+    )  # fmt: skip
+    labels = ", ".join(f"{n} {label}" for label, n in typed["label"].value_counts().items())
+    say(
+        f"typed batch_chat: {len(typed)} rows labelled ({labels}) in"
+        f" {typed['request_key'].nunique()} paid request, {typed['paid_usd'].sum():.2f} USD"
+    )
     embedded = lab.batch_embed(DOCUMENTS, model=embedder, per_request=8, progress=None)
     say(f"batch_embed: {len(embedded)} rows in requests of 8, {_counts(embedded)}")
     batches = {"batch_chat": chats, "batch_embed": embedded}
