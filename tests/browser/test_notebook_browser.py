@@ -1,5 +1,5 @@
-"""Notebooks 04 and 02 in a real browser: JupyterLab on 127.0.0.1 and Debian's Chromium via
-Playwright.
+"""Notebooks 04 and 02, and a comparison's view, in a real browser: JupyterLab on 127.0.0.1
+and Debian's Chromium via Playwright.
 
 Each notebook runs top to bottom on its embedded emulator. For 04 the test waits until every
 job's progress bar is full and the audio and video players are on the page; for 02, that the
@@ -265,5 +265,60 @@ def test_notebook_02_batch_bar_moves_and_ends_at_100(jupyterlab):
             row.screenshot(path=str(ARTIFACTS / "notebook02-batch-bar.png"))
             text = row.inner_text()
             assert "batch_chat" in text and "row/s" in text and "spent" in text and "USD" in text
+        finally:
+            browser.close()
+
+
+COMPARED = ["zai-org-glm-4.7-flash", "kimi-k3", "openai-gpt-54-pro"]
+
+
+def test_the_comparison_view_renders_with_readable_non_overlapping_labels(emulator, tmp_path):
+    """``Comparison._repr_html_`` of a real comparison on the emulator in Chromium: the plot
+    loads at a readable size, the table lists every configuration, and the plot's labels
+    (one per configuration) do not overlap."""
+    import pandas as pd
+    from playwright.sync_api import sync_playwright
+
+    import x402lab as xl
+
+    lab = xl.connect(
+        emulator.gateway_url, emulator.reports_url,
+        wallet=xl.Wallet.from_key("0x" + secrets.token_hex(32)),
+        ledger=tmp_path / "ledger.sqlite", budget=xl.Budget(usd=10),
+    )  # fmt: skip
+    try:
+        reviews = pd.read_csv(REPO / "data" / "reviews.csv")
+        comparison = lab.compare(
+            reviews.head(30), prompt="Sentiment of this review: {review}", models=COMPARED,
+            rows_per_request=[1, 10, 25], labels=["positive", "negative", "neutral", "mixed"],
+        )  # fmt: skip
+    finally:
+        lab.close()
+    page_file = tmp_path / "comparison.html"
+    page_file.write_text(f"<html><body>{comparison._repr_html_()}</body></html>")
+
+    figure = comparison.plot()
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    texts = [t for t in figure.axes[0].texts if t.get_text()]  # leader lines have no text
+    assert len(texts) == len(comparison.to_pandas()) == 9
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    assert all(t.get_fontsize() >= 8 for t in texts)
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1400})
+            page.goto(page_file.as_uri())
+            image = page.locator("img[alt='cost against agreement']")
+            image.wait_for()
+            size = image.evaluate("img => [img.naturalWidth, img.naturalHeight, img.complete]")
+            assert size[2] and size[0] >= 700 and size[1] >= 400  # loaded, readable size
+            rows = page.locator("table.dataframe tbody tr").count()
+            assert rows == 9
+            text = page.inner_text("body")
+            assert "reference" in text and "openai-gpt-54-pro at 1 row(s) per request" in text
+            image.screenshot(path=str(ARTIFACTS / "comparison-plot.png"))
         finally:
             browser.close()
