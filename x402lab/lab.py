@@ -574,7 +574,7 @@ def _build(settings: Settings) -> AsyncLab:
         worker_options = settings.worker_options(ledger.user)
         lab.batches.connection = Connection(connect, worker_options, chain_rpc_url, given_ledger)
         if chain_rpc_url is not None:
-            reconcile_orphans(ledger, chain_rpc_url)
+            reconcile_orphans(ledger, chain_rpc_url, verify=lab.session.verify)
         return lab
     except BaseException:
         if emulator is not None:

@@ -95,6 +95,11 @@ class Session:
             )
         return self._http
 
+    @property
+    def own_http_client(self) -> httpx.AsyncClient | None:
+        """The caller's own ``http_client`` given to ``connect``, if any."""
+        return self._user_client
+
     def http_options(self) -> dict[str, Any]:
         """The options of a client handed to another library: the same trust store and
         environment handling as the lab's own."""

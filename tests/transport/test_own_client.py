@@ -5,8 +5,11 @@ a throwaway CA (trustme)."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 from urllib.parse import urlsplit
 
@@ -17,6 +20,8 @@ import trustme
 import x402lab as xl
 from x402lab._loop import run
 from x402lab.errors import ConfigError, TransportError
+from x402lab.ledger import Ledger
+from x402lab.ledger.records import PaymentMeta, SignedAuthorization
 from x402lab.routes import GATEWAY
 from x402lab.transport import RetryPolicy
 
@@ -116,3 +121,34 @@ def test_verify_a_ca_bundle_trusts_an_https_service(tls_server, tmp_path):
 def test_verify_an_unreadable_ca_bundle_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="not a readable CA bundle"):
         xl.connect(ledger=tmp_path / "ledger.sqlite", verify=str(tmp_path / "missing.pem"))
+
+
+def _leave_an_orphan(path) -> None:
+    """A signed payment row whose sender has exited (what a crash leaves for connect())."""
+    code = "from x402lab.ledger.owner import process_owner; print(process_owner())"
+    dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    ledger = Ledger(path)
+    signed = SignedAuthorization(nonce="0x" + "ab" * 32, payer="0x" + "11" * 20, valid_before=2**40)
+    row = ledger.reserve(
+        budget="default", cap_atomic=None, amount_atomic=10_000,
+        meta=PaymentMeta(service=GATEWAY), sign=lambda: signed,
+    )  # fmt: skip
+    ledger.db.write_one("UPDATE payments SET owner = ? WHERE id = ?", (dead.strip(), row))
+    ledger.close()
+
+
+def test_verify_reaches_the_chain_check_at_connect(tls_server, tmp_path, caplog):
+    server, ca = tls_server
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    ledger = tmp_path / "ledger.sqlite"
+    _leave_an_orphan(ledger)
+    options = {"wallet": xl.Wallet.create(), "ledger": ledger, "chain_rpc_url": server.url}
+    with caplog.at_level(logging.WARNING, logger="x402lab"):
+        xl.connect(server.url, **options).close()
+    assert "CERTIFICATE_VERIFY_FAILED" in caplog.text  # a CA nobody trusts
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="x402lab"):
+        xl.connect(server.url, verify=str(bundle), **options).close()
+    # The TLS handshake passed with the lab's CA: the server's "ok" is no JSON-RPC answer.
+    assert "did not answer JSON" in caplog.text and "CERTIFICATE" not in caplog.text

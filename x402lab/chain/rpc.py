@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -54,7 +55,9 @@ class ChainClient:
     """A JSON-RPC endpoint of the chain of ``network`` (default Base, eip155:8453).
 
     ``http``: an httpx client to send with, or a function returning the one to use now (a
-    lab's: ``Session.wire``); when not given one is made, and closed by ``aclose``.
+    lab's: ``Session.wire``); when not given one is made (trusting ``verify``: an
+    ``ssl.SSLContext``, or True for the environment's trust store; proxies from the
+    environment, as httpx reads them), and closed by ``aclose``.
     ``batch_size``: requests per JSON-RPC batch; ``log_range``: blocks per ``eth_getLogs``.
     Raises ConfigError for an address that is not http(s).
     """
@@ -68,6 +71,7 @@ class ChainClient:
         timeout_s: float = 30.0,
         batch_size: int = 100,
         log_range: int = 10_000,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         url = (url or "").strip()
         if not _URL.fullmatch(url):
@@ -83,6 +87,7 @@ class ChainClient:
         self._http = http
         self._own_http = http is None
         self._timeout_s = timeout_s
+        self._verify = verify
         self._batch_size = max(1, batch_size)
         self._log_range = max(1, log_range)
         self._checked = False
@@ -95,7 +100,9 @@ class ChainClient:
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=self._timeout_s)
+            self._http = httpx.AsyncClient(
+                timeout=self._timeout_s, verify=self._verify, trust_env=True
+            )
         return self._http if isinstance(self._http, httpx.AsyncClient) else self._http()
 
     async def aclose(self) -> None:

@@ -51,6 +51,7 @@ class ModelCheck:
                 reports_url=None,
                 payer=self._lab_session.payer,
                 verify=self._lab_session.verify,
+                http_client=self._lab_session.own_http_client,
             )
             self._catalog = Catalog(self._session)
         await self._catalog.check_model(model, path)
