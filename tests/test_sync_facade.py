@@ -45,6 +45,13 @@ def test_every_public_async_member_has_a_sync_twin_with_its_parameters_and_docst
                 ], f"{sync_cls.__name__}.{name}"
 
 
+def test_help_shows_the_sync_twin_a_wrapped_method_returns():
+    assert inspect.signature(xl.Lab.music).return_annotation == "Job"
+    assert inspect.signature(xl.Lab.job).return_annotation == "Job"
+    assert inspect.signature(xl.Lab.chat_stream).return_annotation == "ChatStream"
+    assert inspect.signature(xl.Lab.chat).return_annotation == "ChatResult"  # not wrapped
+
+
 def test_help_groups_every_public_name_of_the_lab_by_task():
     doc = xl.Lab.__doc__ or ""
     groups = doc.split("\n\n")[2:]

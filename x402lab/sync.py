@@ -11,6 +11,7 @@ no generated code.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -79,7 +80,7 @@ def blocking(method: Async[P, Any], wrap: Callable[[Any], Any] | None = None) ->
         result = run(method(self._async, *args, **kwargs))
         return wrap(result) if wrap is not None else result
 
-    return sync
+    return _returning(sync, method, wrap)
 
 
 @overload
@@ -96,6 +97,15 @@ def direct(method: Callable[..., Any], wrap: Callable[[Any], Any] | None = None)
         result = method(self._async, *args, **kwargs)
         return wrap(result) if wrap is not None else result
 
+    return _returning(sync, method, wrap)
+
+
+def _returning(sync: Any, method: Callable[..., Any], wrap: Callable[[Any], Any] | None) -> Any:
+    """``sync`` shown by ``help()`` and ``inspect.signature`` returning what ``wrap`` makes
+    (the sync twin, ``Job``), not the async object ``method`` returns."""
+    if wrap is not None:
+        shown = getattr(wrap, "__name__", None) or inspect.Signature.empty
+        sync.__signature__ = inspect.signature(method).replace(return_annotation=shown)
     return sync
 
 
