@@ -93,7 +93,7 @@ def test_every_public_member_has_a_one_line_summary():
         doc = inspect.getdoc(getattr(xl.Lab, name)) or ""
         first = doc.splitlines()[0] if doc else ""
         assert first.endswith((".", ")")) and len(first) <= 92, (name, first)
-        # STYLE: anything that can spend money says so in its first line.
+        # The house rule: anything that can spend money says so in its first line.
         if "Spends money" in doc or "spends money" in doc:
             assert first.startswith("Spends money"), (name, first)
     text = pydoc.render_doc(xl.Lab, renderer=pydoc.plaintext)

@@ -1,5 +1,5 @@
 """The protocol layer stays pure: it imports only stdlib, the eth crypto libraries (with
-safe-pysha3's ``sha3``) and x402lab.errors / x402lab.money (DESIGN §1)."""
+safe-pysha3's ``sha3``) and x402lab.errors / x402lab.money (docs/design.md, "Layers")."""
 
 import ast
 import sys
