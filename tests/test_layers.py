@@ -2,13 +2,13 @@
 
 Every ``import`` in every module of ``x402lab/`` is read with ``ast`` (including imports
 inside functions and ``TYPE_CHECKING`` blocks), so a lazy import cannot hide an upward
-dependency. Reading of §1 taken here:
+dependency. Reading of the layer list taken here:
 
 - ``_loop`` and ``sync`` (the helper loop and the sync twins) sit with ``errors`` and
   ``money`` at the top, and so do ``routes`` (service names and paths) and ``pricing`` (pure
   price arithmetic): every layer below may need them.
 - ``tables`` holds every declared schema (the ledger's and the spend tables' too) and knows
-  nothing of HTTP (§1), so it sits just below the protocol: the store, services, batch and
+  nothing of HTTP, so it sits just below the protocol: the store, services, batch and
   the presentation layers all build their results through it, and it imports none of them.
 - ``payments`` (the money side of the handshake) sits between the store and ``transport``,
   and ``chain`` (the chain read over JSON-RPC, and reconciliation) between ``payments`` and

@@ -2,7 +2,8 @@
 
 ``local_estimate_usd`` prices a request from the gateway's ``info.x-pricing`` for budgeting
 (the live 402 decides what is paid); ``fair_usd`` / ``fair_atomic`` give a call's price
-before the minimum charge (``upstream USD × priceMult``, spec §8). Pure functions: no HTTP.
+before the minimum charge (``upstream USD × priceMult``; docs/services.md, "Price rule").
+Pure functions: no HTTP.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where things are: the two services' names and every route path the client sends to.
 
-Written once here so a path is never spelled twice; the gateway's paths follow
-``spec/gateway.md`` §4 and the report service's ``spec/reports.md``.
+Written once here so a path is never spelled twice; what each route does is in
+docs/services.md, "Free routes", "Paid synchronous routes" and "Shelf and menus".
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def media_route(kind: str, action: str) -> str:
 
 QUEUE_PATHS = {kind: media_route(kind, "queue") for kind in MEDIA_KINDS}
 
-# The model types each route takes (gateway spec §4; the catalog says which ids are which).
+# The model types each route takes (the catalog says which ids are which).
 MODEL_TYPES = ("text", "image", "video", "music", "tts", "asr", "embedding", "upscale", "inpaint")
 ROUTE_MODEL_TYPES: dict[str, tuple[str, ...]] = {
     CHAT: ("text",),

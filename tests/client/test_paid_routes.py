@@ -1,4 +1,4 @@
-"""Every paid synchronous route of gateway spec §4.2, sync and async, over real sockets.
+"""Every paid synchronous route of the gateway, sync and async, over real sockets.
 
 Each call pays its 402 once: the result carries a settled ``cost`` whose ledger row says the
 same, and its answer is parsed (bytes for media, text, vectors, JSON-RPC).

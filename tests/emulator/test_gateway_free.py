@@ -1,4 +1,4 @@
-"""Gateway free routes (spec §4.1), discovery documents, the price list (§2.2) and §9."""
+"""Gateway free routes, discovery documents, the price list and versioning (docs/services.md)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def client(emulator):
         yield client
 
 
-# -- §4.1 catalogs ----------------------------------------------------------------------------
+# -- catalogs ---------------------------------------------------------------------------------
 
 
 def test_models_default_is_all_types_in_the_upstream_shape(client):
@@ -118,7 +118,7 @@ def test_video_models_list_constraints_and_prices(client):
 
 
 def test_every_video_model_carries_its_constraints(client):
-    # Spec §2.2: the catalog shows model_spec.constraints (the allowed duration, aspect_ratio
+    # The catalog shows model_spec.constraints (the allowed duration, aspect_ratio
     # and resolution values) for video models, priced or not.
     videos = client.get("/api/v1/models", params={"type": "video"}).json()["data"]
     assert len(videos) >= 4 and any("pricing" not in m["model_spec"] for m in videos)

@@ -1,4 +1,4 @@
-"""Music and video jobs: objects (spec §2.3), states and transitions (§3), lifecycle (§4.3)."""
+"""Music and video jobs: objects, transitions, lifecycle (docs/services.md, "Job lifecycle")."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def _mp4_boxes(data: bytes) -> list[bytes]:
     return boxes
 
 
-# -- §2.3 objects ---------------------------------------------------------------------------
+# -- objects --------------------------------------------------------------------------------
 
 
 def test_audio_queue_response_has_queue_id_model_status(done):
@@ -109,7 +109,7 @@ def test_quote_response_fields(done):
     assert quote["quote"] == pytest.approx(quote["upstreamUsd"] * 0.5)
 
 
-# -- §3 transitions ---------------------------------------------------------------------------
+# -- transitions ------------------------------------------------------------------------------
 
 
 def test_queue_is_the_only_settling_step(start, payer):
@@ -225,7 +225,7 @@ def test_another_queue_call_bills_a_new_job(start, payer):
     assert emulator.chain.balance_of(payer.address) == before - 2 * 15_000
 
 
-# -- §4.3 lifecycle errors ----------------------------------------------------------------------
+# -- lifecycle errors ---------------------------------------------------------------------------
 
 
 def test_retrieve_unknown_queue_id_is_404(done):

@@ -1,4 +1,4 @@
-"""Gateway paid synchronous routes (spec §4.2), the challenge (§2.1), auth (§5), errors (§7)."""
+"""Gateway paid synchronous routes, their challenge, authentication, errors (docs/services.md)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _paid_ok(response: httpx.Response) -> httpx.Response:
     return response
 
 
-# -- §2.1 the challenge -------------------------------------------------------------------------
+# -- the challenge ------------------------------------------------------------------------------
 
 
 def test_challenge_has_every_field_of_spec_2_1(gw, emulator):
@@ -109,7 +109,7 @@ def test_every_paid_route_challenge_carries_the_pricing_extensions(gw):
         assert schema == body_schema, path
 
 
-# -- §5 authentication ---------------------------------------------------------------------------
+# -- authentication ------------------------------------------------------------------------------
 
 
 def test_free_routes_need_nothing(gw):
@@ -191,7 +191,7 @@ def test_malformed_payment_header_is_400(gw):
     assert response.json()["error"] == "invalid_payload"
 
 
-# -- §7 errors: the model field -----------------------------------------------------------------
+# -- errors: the model field --------------------------------------------------------------------
 
 MODEL_ROUTES = [
     (CHAT, {"messages": [{"role": "user", "content": "hi"}]}),
@@ -252,7 +252,7 @@ def test_invalid_json_and_bad_fields_are_400_before_any_402(gw):
     error_of(gw.post(CHAT, json={**HELLO, "max_tokens": "ten"}), 400, "invalid_request")
 
 
-# -- §4.2 each paid route ---------------------------------------------------------------------
+# -- each paid route --------------------------------------------------------------------------
 
 
 def test_chat_completion(gw):

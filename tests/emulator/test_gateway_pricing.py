@@ -1,4 +1,4 @@
-"""Gateway prices, exact in atomic units (spec §8 limits and pricing rules 1-7).
+"""Gateway prices, exact in atomic units (docs/services.md, "Price rule").
 
 Default settings: priceMult 0.5, minimum 0.01 USD (10000 atomic), maximum 50 USD.
 """
@@ -238,7 +238,7 @@ def test_rpc_price_is_credits_times_7e_7_times_mult(start):
     assert one["extensions"]["upstreamUsd"] == pytest.approx(20 * 7e-7, abs=1e-15)
 
 
-# -- §8 augment configured rate ---------------------------------------------------------------
+# -- augment configured rate ------------------------------------------------------------------
 
 AUGMENT = [
     ("/api/v1/augment/search", {"query": "x402"}),

@@ -6,7 +6,7 @@ checks it against what it would ask now and serves it, without any 402 before. A
 prediction (an amount lower or higher, another payee or timeout, an expired authorization)
 is refused with a 402 whose Payment-Required header carries the fresh challenge, and nothing
 settles; paying that fresh challenge then works. The report service keeps its overpayment
-rule (spec §4.2 rule 4): a higher amount for the same selection is accepted.
+rule (docs/services.md, "Buying reports"): a higher amount for the same selection is accepted.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def test_gateway_answers_a_stale_first_payment_with_the_fresh_challenge(
 
 def _report_price(base: str) -> int:
     menu = httpx.get(f"{base}{REPORTS}", params={"username": ALL["username"]}).json()
-    return 10_000 * menu["reportCount"]  # unit price (0.01 USD) x N, spec §4.2 rule 5
+    return 10_000 * menu["reportCount"]  # unit price (0.01 USD) x N reports
 
 
 def test_reports_serve_a_payment_predicted_from_the_free_menu(emulator, payer, helpers):
@@ -185,7 +185,7 @@ def test_reports_answer_a_stale_first_payment_with_the_fresh_challenge(
 def test_reports_accept_a_higher_first_payment_for_the_same_selection(
     emulator_factory, payer, helpers
 ):
-    # Spec §4.2 rule 4: overpayment is accepted, settled as signed, and not reflected.
+    # Overpayment is accepted, settled as signed, and not reflected.
     issuer, server = emulator_factory(), emulator_factory()
     challenge = helpers.challenge_of(httpx.get(f"{issuer.reports_url}{REPORTS}", params=ALL))
     price = int(challenge["accepts"][0]["amount"])
@@ -201,7 +201,7 @@ def test_reports_accept_a_higher_first_payment_for_the_same_selection(
 def test_reports_keep_a_payment_predicted_for_another_selection(emulator, payer, helpers):
     # Why a client may pay the report service up front only with a quote of the *same*
     # selection: a payment priced for a larger selection, sent with a smaller one, is
-    # accepted and settled in full (spec §4.2 rules 4 and 5), the difference kept.
+    # accepted and settled in full (docs/services.md, "Buying reports"), the difference kept.
     base = emulator.reports_url
     menu = httpx.get(f"{base}{REPORTS}", params={"username": ALL["username"]}).json()
     assert menu["reportCount"] > 1

@@ -1,4 +1,4 @@
-"""The report service, row by row of spec/reports.md (routes §4, rules, auth §5, errors §7)."""
+"""The report service row by row: routes, rules, authentication and errors (docs/services.md)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _error(response, status, code):
     return body
 
 
-# -- §4.1 GET /api/intel/list ----------------------------------------------------------------
+# -- GET /api/intel/list ---------------------------------------------------------------------
 
 
 def test_list_is_free_and_sorted_newest_first_by_gathered_at(client):
@@ -66,7 +66,7 @@ def test_endpoints_accept_get_only(client, path):
     assert "GET" in response.headers["allow"]
 
 
-# -- §4.2 rule 1: the free menu ----------------------------------------------------------------
+# -- the free menu -----------------------------------------------------------------------------
 
 
 def test_menu_is_free_metadata_newest_first(client):
@@ -88,7 +88,7 @@ def test_menu_accepts_an_at_sign_and_any_case(client):
     assert _menu(client, "@ByteBarista") == _menu(client, "bytebarista")
 
 
-# -- §4.2 rules 2, 4, 5 and §2.4: select=all -----------------------------------------------------
+# -- select=all, its price and its 402 body ------------------------------------------------------
 
 
 def test_select_all_without_payment_is_the_24_challenge(client, helpers):
@@ -202,7 +202,7 @@ def test_overpayment_is_accepted_and_not_reflected(client, emulator, payer, help
     assert emulator.chain.received(RECEIVER_ADDRESS) == price * 2
 
 
-# -- §4.2 rule 3: select=range -------------------------------------------------------------------
+# -- select=range --------------------------------------------------------------------------------
 
 
 def test_range_by_ids(client, payer, helpers):
@@ -253,7 +253,7 @@ def test_range_date_only_bounds_compare_as_strings(client):
     _error(client.get(REPORTS, params=with_to), 404, "no_matching_reports")
 
 
-# -- §5: authentication ----------------------------------------------------------------------------
+# -- authentication --------------------------------------------------------------------------------
 
 
 def test_library_secret_gets_bodies_without_charge(emulator_factory):
@@ -282,7 +282,7 @@ def test_test_wallet_mode_refuses_other_payers_with_a_4xx(
         assert _buy(client, payer, helpers, params).status_code == 200
 
 
-# -- §7: errors ----------------------------------------------------------------------------------
+# -- errors --------------------------------------------------------------------------------------
 
 
 def test_range_without_ids_from_or_to_is_400(client):

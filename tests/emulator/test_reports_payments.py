@@ -1,4 +1,4 @@
-"""How the report service takes money: overpayment (spec §4.2 rule 4) and payment ids (§8).
+"""How the report service takes money: overpayment and payment ids (docs/services.md).
 
 An authorization of more than the price is accepted and settled in full, ``chargedUsd`` says
 the required amount; a payment id (the authorization nonce) is accepted once, also when two

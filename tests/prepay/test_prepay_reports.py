@@ -1,5 +1,5 @@
-"""The report service keeps an overpayment (reports spec §4.2), so it is paid up front only
-with a 402 of the *same* selection that is still inside its window: the price check the buy
+"""The report service keeps an overpayment (docs/services.md, "Buying reports"), so it is paid
+up front only with a 402 of the *same* selection still inside its window: the price check the buy
 makes anyway (a quote of that exact request) pays with the buy's first request. It is never
 predicted by price class, and a quote older than its window is not used."""
 

@@ -1,4 +1,4 @@
-"""Every error of spec/reports.md §7 through lab.reports, and what it leaves behind."""
+"""Every report service error (docs/services.md, "Report errors and limits") through lab.reports."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def test_a_replayed_payment_header_gets_409_from_the_service(emulator, lab, chai
     challenge_402 = httpx.get(url, params=params)
     assert challenge_402.status_code == 402
     body = challenge_402.json()
-    assert body["extensions"]["reportCount"] == 5  # the §2.4 body
+    assert body["extensions"]["reportCount"] == 5  # the service's own 402 body
     assert body["accepts"][0]["amount"] == str(5 * UNIT)
     challenge = normalize_challenge(decode_header(challenge_402.headers["payment-required"]))
     payload = sign_payment(

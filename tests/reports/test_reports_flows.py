@@ -39,7 +39,7 @@ def test_shelf_is_newest_first_and_says_configured(lab):
     assert shelf["gathered_at"].is_monotonic_decreasing
     assert str(shelf["gathered_at"].dtype) == "datetime64[us, UTC]"
     assert str(shelf["report_count"].dtype) == "Int64"
-    # Fields the spec leaves open are kept as extra columns.
+    # Fields the service leaves open are kept as extra columns.
     assert {"followers", "avatar_url"} <= set(shelf.columns)
     wire = httpx.get(f"{lab.reports_url}/api/intel/list").json()["entries"]
     assert shelf["username"].tolist() == [entry["username"] for entry in wire]

@@ -187,7 +187,7 @@ def test_bad_payloads_are_protocol_errors_naming_the_field(mutate, words):
         PaymentPayload.from_wire(wire)
 
 
-# The report service's 402 body (spec/reports.md §2.4).
+# The report service's 402 body (docs/services.md, "The report service's 402 body").
 REPORTS_402: dict[str, Any] = {
     "x402Version": 2,
     "error": "payment required",

@@ -156,7 +156,8 @@ def test_missing_domain_in_requirements(signed):
 
 
 def test_sepolia_domain_signature_fails_on_mainnet(signer):
-    # The trap of the spec examples: a challenge and a signer that both use "USDC" on mainnet.
+    # The Sepolia-name trap (docs/services.md, "Signing"): a challenge and a signer that both use
+    # "USDC" on mainnet.
     from x402lab.x402 import Authorization, authorization_digest
     from x402lab.x402.models import PaymentPayload
     from x402lab.x402.tokens import Token

@@ -2,7 +2,7 @@
 
 A batch frame is what ``lab.batch_chat`` or ``lab.batch_embed`` returned (or the Parquet file
 ``batch_embed(..., out=path)`` wrote): one row per input with ``status``, ``quoted_usd``,
-``paid_usd`` and ``request_key`` (docs/design.md, "Tables are schema first"). The route
+``paid_usd`` and ``request_key`` (docs/design.md, "Seams"). The route
 and model of a batch come from the ledger rows that share its request keys. Only the cost
 columns are read, so a large Parquet output is never loaded whole.
 """

@@ -2,7 +2,7 @@
 
 ``lab.jobs()`` keeps, for every stored job, the amount of the free quote taken before
 queueing (``quoted_atomic``) and what the queue's 402 made the client pay (``paid_atomic``).
-The spec says the queue charge comes from a fresh server-side quote, so the two can differ
+The gateway takes the queue charge from a fresh server-side quote, so the two can differ
 when prices move between the quote and the queue.
 """
 

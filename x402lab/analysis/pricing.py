@@ -1,12 +1,12 @@
 """Where the money went beyond the upstream cost: minimum-charge padding and the rates.
 
-The gateway charges ``upstream USD × priceMult`` rounded to base units, raised to the
-minimum charge (spec §8). Each ledger row keeps the challenge's ``upstream_usd`` and
-``price_mult``, so the "fair" price of a call (without the minimum) is known exactly and
-anything paid above it is padding. Many small calls that each pay the minimum could pay
-about the sum of their fair prices if their inputs travelled together in fewer calls
-(embedding inputs as one list, for example): the padding table says how many inputs per
-call it takes for the minimum to stop binding and what that packing would save.
+The gateway charges ``upstream USD × priceMult`` rounded to base units, raised to the minimum
+charge (docs/services.md, "Price rule"). Each ledger row keeps the challenge's ``upstream_usd``
+and ``price_mult``, so the "fair" price of a call (without the minimum) is known exactly and
+anything paid above it is padding. Many small calls that each pay the minimum could pay about
+the sum of their fair prices if their inputs travelled together in fewer calls (embedding
+inputs as one list, for example): the padding table says how many inputs per call it takes
+for the minimum to stop binding and what that packing would save.
 """
 
 from __future__ import annotations

@@ -475,7 +475,7 @@ class Batches:
         return value is then the BatchSummary (``summary.to_pandas()`` reads the file). The
         file is written as ``<out>.partial`` and renamed when the batch ends.
 
-        ``per_request`` packs that many texts into one paid request (the spec's shape is one
+        ``per_request`` packs that many texts into one paid request (the gateway's shape is one
         text per request; the emulator, like OpenAI-style gateways, takes a list): each row
         then shows its share of the request's cost. ``per_request="auto"`` packs 256 when the
         gateway's published request schema takes a list ``input``, else sends one per request.
@@ -534,7 +534,7 @@ class Batches:
     async def embed_pack_size(self, per_request: int | str, model: str) -> int:
         """``per_request`` of ``batch_embed``; ``"auto"``: ``EMBED_AUTO_TEXTS`` texts per
         request when the gateway's published request schema takes a list ``input`` (the
-        minimum charge then buys many texts), else one (the spec's own shape)."""
+        minimum charge then buys many texts), else one (the gateway's own shape)."""
         if per_request != "auto":
             if isinstance(per_request, str):
                 raise ConfigError(f"per_request must be an int or 'auto', got {per_request!r}")

@@ -77,7 +77,7 @@ class Plan:
 
 
 def _embed_body(model: str, texts: list[str], *, params: Mapping[str, Any]) -> dict[str, Any]:
-    # One text goes as a string (the spec's shape); several as a list (OpenAI's shape).
+    # One text goes as a string (the gateway's shape); several as a list (OpenAI's shape).
     return {"model": model, "input": texts[0] if len(texts) == 1 else texts, **params}
 
 

@@ -20,7 +20,7 @@ def _port(text: str) -> int:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add the serve flags (operator settings come from the environment, see the specs)."""
+    """Add the serve flags (operator settings come from the environment: docs/services.md)."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--gateway-port", type=_port, default=0, help="0 picks a free port")
     parser.add_argument("--reports-port", type=_port, default=0, help="0 picks a free port")

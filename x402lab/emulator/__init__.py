@@ -1,4 +1,4 @@
-"""The local emulator of the gateway and report services (offline, faithful to the specs).
+"""The local emulator of the gateway and report services (offline, per docs/services.md).
 
 ``start_emulator()`` runs both services in a background thread; ``x402lab serve`` runs them
 from the command line. This package never imports client-side code.

@@ -1,10 +1,11 @@
 """Facilitators: the client the payment gate uses, and a small local stand-in to test it.
 
-``FacilitatorClient`` posts to ``{url}/verify`` and ``{url}/settle`` (x402-protocol.md §6).
-The stand-in (``/verify``, ``/settle``, ``/supported``) verifies with ``x402lab.x402.verify``
-and settles on a Chain, answering like the SDK's facilitator: a refused payment is a 200
-with ``isValid: false`` or ``success: false``; only a malformed request body is a 400. Point
-an emulator at it with ``EmulatorSettings(facilitator_url=running.url)``.
+``FacilitatorClient`` posts to ``{url}/verify`` and ``{url}/settle`` (wire shapes:
+docs/services.md, "Facilitator verify and settle"). The stand-in (``/verify``, ``/settle``,
+``/supported``) verifies with ``x402lab.x402.verify`` and settles on a Chain, answering like
+the SDK's facilitator: a refused payment is a 200 with ``isValid: false`` or ``success:
+false``; only a malformed request body is a 400. Point an emulator at it with
+``EmulatorSettings(facilitator_url=running.url)``.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ class PaymentGate:
         error: str | None = None,
         mime_type: str = "application/json",
     ) -> dict[str, Any]:
-        """The PaymentRequired wire dict (gateway spec §2.1 plus the standard v2 fields)."""
+        """The PaymentRequired wire dict (docs/services.md, "Payment challenge")."""
         parts = urlsplit(resource_url)
         return {
             "x402Version": 2,

@@ -1,8 +1,9 @@
 """Operator settings and fault flags of the local emulator.
 
-``EmulatorSettings.from_env()`` reads the operator variables of the specs; everything else
-(faults, ports, job speed) comes from the ``serve`` flags or from code. Settings are frozen:
-a running emulator never changes price or behaviour under a test's feet.
+``EmulatorSettings.from_env()`` reads the services' operator variables (docs/services.md,
+"Operator settings"); everything else (faults, ports, job speed) comes from the ``serve`` flags
+or from code. Settings are frozen: a running emulator never changes price or behaviour under a
+test's feet.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class EmulatorSettings:
     def from_env(
         cls, environ: Mapping[str, str] | None = None, **overrides: Any
     ) -> EmulatorSettings:
-        """Settings from the operator variables of the specs, then ``overrides`` on top.
+        """Settings from the services' operator variables, then ``overrides`` on top.
 
         Reads X402_PROVIDER_PRICE_MULT, X402_PROVIDER_MAX_CHARGE_USD, X402_INTEL_REPORT_USD,
         X402_AGENT_TEST_MODE, X402_AGENT_TEST_WALLET, INTEL_LIBRARY_SECRET and

@@ -1,4 +1,4 @@
-"""Paid text routes: chat (whole or streamed), responses and embeddings (gateway spec §4.2).
+"""Paid text routes: chat (whole or streamed), responses and embeddings (docs/services.md).
 
 ``chat_body`` builds the chat completions request; batch plans build the same body with it.
 """

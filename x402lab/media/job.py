@@ -1,6 +1,6 @@
 """Music and video job handles: ``AsyncJob`` and its sync twin ``Job``.
 
-Lifecycle (gateway spec §3, §4.3): a free quote, a paid queue (the only step that settles),
+Lifecycle (docs/services.md, "Job lifecycle"): a free quote, a paid queue (the only settling step),
 free retrieves until the media arrives, and a free complete that deletes it upstream.
 ``AsyncJob.updates()`` (``job_polling``) is the only place that polls; ``wait()``,
 ``result()`` and the notebook widget (through ``watch()``) all read that one stream, and
@@ -73,7 +73,7 @@ class AsyncJob(JobPolling):
         self._store = store
         self._media_dir = Path(media_dir)
         self.poll_interval = interval
-        # An explicit poll_interval is followed as given; the default follows the spec,
+        # An explicit poll_interval is followed as given; the default follows the gateway's cadence,
         # with the first wait taken from average_execution_time.
         self.guided = poll_interval is None
         self.timeout = DEFAULT_TIMEOUT_S[record.kind] if timeout is None else timeout
@@ -242,7 +242,7 @@ class AsyncJob(JobPolling):
         return target
 
     async def complete(self, *, force: bool = False) -> bool:
-        """Free: delete the media upstream (spec: POST complete).
+        """Free: delete the media upstream (POST complete).
 
         Returns True when this call deleted it and False when it was already cleaned up
         (``alreadyCompleted``): both are success. Raises JobError while the job runs, or

@@ -114,7 +114,7 @@ class JobPolling:
     async def updates(
         self, *, timeout: float | None = None, tick: float | None = None
     ) -> AsyncIterator[JobStatus]:
-        """Free: the job's statuses as they change, polling retrieve at the spec's pace.
+        """Free: the job's statuses as they change, polling retrieve at the gateway's pace.
 
         Ends after a Completed or Failed status. With ``tick``, the current status is also
         yielded every ``tick`` seconds between polls (to move a progress bar). Raises

@@ -1,7 +1,7 @@
 """A media job's kinds and statuses: status as a small sum type, and the polling schedule.
 
-Pure values and functions (no I/O): the routes and pace of each job kind (gateway spec
-§4.3), the four statuses a job can be in, when to retrieve next, and how far along it is.
+Pure values and functions (no I/O): the routes and pace of each job kind (docs/services.md,
+"Job lifecycle"), the four statuses a job can be in, when to retrieve next, and how far along it is.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from x402lab.ledger import JobRecord
 
-# Spec §4.3 rule 4: poll audio every 2-5 s and video every 10-15 s.
+# Poll music every 2-5 s and video every 10-15 s (docs/services.md, "Job lifecycle").
 DEFAULT_POLL_S = {"music": 3.0, "video": 12.0}
 DEFAULT_TIMEOUT_S = {"music": 15 * 60.0, "video": 60 * 60.0}
 

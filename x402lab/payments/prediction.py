@@ -12,8 +12,8 @@ prediction comes from one of two places, and from nowhere else:
   the minimum charge, a fixed-rate route, one price-list estimate). A class is predicted only
   after ``EVIDENCE`` identical observed challenges in a row, and forgotten at its first miss.
 
-The report service keeps an overpayment (reports spec §4.2), so a stale higher price would be
-settled there: it is never predicted by class, only from a quote of the same selection.
+The report service keeps an overpayment (docs/services.md, "Buying reports"), so a stale price
+would be settled there: it is never predicted by class, only from a quote of the same selection.
 
 A prediction is checked, reserved, signed (its window fresh at signing) and written ahead
 like any challenge. A 402 to the prepaid request is a refusal, not an ambiguity: that row is

@@ -1,4 +1,4 @@
-"""The paid report service (spec/reports.md): the shelf, menus, free quotes and purchases
+"""The paid report service (docs/services.md): the shelf, menus, free quotes and purchases
 (``AsyncReports``, ``lab.reports``), with a local library so nothing is bought twice."""
 
 from x402lab.reports.resource import AsyncReports, Reports

@@ -1,4 +1,4 @@
-"""The report service's errors (spec/reports.md §7) restated for a person."""
+"""The report service's errors (docs/services.md, "Report errors and limits") for a person."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from x402lab.errors import (
 
 
 def explain(exc: X402LabError, handle: str, what: str = "") -> X402LabError:
-    """The report service's errors (spec §7) restated for a person; other errors unchanged."""
+    """The report service's errors restated for a person; other errors unchanged."""
     if isinstance(exc, SettlementUnknown) and (
         exc.details.get("status") == 409 or "payment_already_used" in exc.reason
     ):

@@ -1,4 +1,4 @@
-"""The paid report service (spec/reports.md): shelf, menus, free quotes, purchases.
+"""The paid report service (docs/services.md): shelf, menus, free quotes, purchases.
 
 ``buy`` consults the local library (``ReportLibrary``, in the ledger's file) before paying:
 reports already owned are never paid again; when part of a selection is owned it buys only

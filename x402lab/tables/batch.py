@@ -1,4 +1,4 @@
-"""Declared Arrow schemas of batch results (docs/design.md, "Tables are schema first"), and
+"""Declared Arrow schemas of batch results (docs/design.md, "Seams"), and
 the frames derived from them.
 
 Every batch result is built as an Arrow table of one of these schemas and only then turned

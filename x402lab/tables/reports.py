@@ -1,11 +1,11 @@
 """Report tables: declared Arrow schemas for the shelf, menus and library, and ``ReportSet``.
 
 The shelf, menu and library tables are schema-first: their declared columns come first with
-fixed types whether the table is empty or full. Fields the spec leaves open (the avatar and
+fixed types whether the table is empty or full. Fields the service leaves open (the avatar and
 follower fields of shelf entries, anything new in a menu item) follow as extra columns with
 snake_case names and inferred types, so nothing the service sends is dropped.
 
-A report snapshot's field list is not given by the spec and may grow, so ``ReportSet`` declares
+A report snapshot's field list is not stated and may grow, so ``ReportSet`` declares
 only the menu fields every report carries (id, createdAt, model, postCount, dateRange) plus
 the purchase columns, and keeps every other top-level field as an inferred column: nested
 objects stay Arrow structs in ``to_arrow()`` and become flat, snake_case columns in
@@ -48,7 +48,7 @@ SHELF_SCHEMA = _schema(
     ("gathered_at", TIMESTAMP, True),
     ("fetched_at", TIMESTAMP, False),
 )
-"""One row per shelf entry (spec §2.1), newest first by ``gathered_at``."""
+"""One row per shelf entry (docs/services.md, "Shelf and menus"), newest gathered_at first."""
 
 MENU_SCHEMA = _schema(
     ("username", _STRING, False),
@@ -61,7 +61,7 @@ MENU_SCHEMA = _schema(
     ("owned", pa.bool_(), False),
     ("fetched_at", TIMESTAMP, False),
 )
-"""One row per report of a handle's menu (spec §2.2), ``dateRange`` flattened."""
+"""One row per menu item of a handle (docs/services.md, "Shelf and menus"), dateRange flat."""
 
 LIBRARY_SCHEMA = _schema(
     ("username", _STRING, False),

@@ -97,7 +97,7 @@ def new_nonce() -> str:
 def merge_extensions(server: Mapping[str, Any], client: Mapping[str, Any] | None) -> dict[str, Any]:
     """The server's extensions echoed unchanged, plus the client's additions.
 
-    The spec's echo rule lets a client add to what it received but not delete or overwrite;
+    The extensions echo rule lets a client add to what it received but not delete or overwrite;
     raises ConfigError when ``client`` would overwrite a server value.
     """
     merged = copy_json(dict(server))

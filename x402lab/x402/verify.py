@@ -135,7 +135,7 @@ def verify_payment(
 ) -> VerifyResult:
     """Check a payment against ``requirements`` at time ``now``; never raises for bad input.
 
-    Returns VerifyResult with the SDK/spec reason string of the first failed check.
+    Returns VerifyResult with the first failed check's reason (docs/services.md, "Failure reasons").
     """
     if not isinstance(payload, PaymentPayload):
         if isinstance(payload, Mapping):

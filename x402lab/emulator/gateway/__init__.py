@@ -1,6 +1,6 @@
-"""The emulated inference gateway (spec/gateway.md): ``create_gateway_app(settings, chain)``.
+"""The emulated inference gateway (docs/services.md): ``create_gateway_app(settings, chain)``.
 
-Modules: ``catalog`` (fixture catalog, model resolution), ``pricing`` (spec §8), ``accuracy``
+Modules: ``catalog`` (fixture catalog, model resolution), ``pricing`` (the price rule), ``accuracy``
 (each route's accuracy tag), ``upstream`` and ``rpc`` (the seeded provider and chain
 simulations), ``media`` (PNG/WAV/MP3/MP4 bytes), ``jobs`` (music and video lifecycle),
 ``schemas`` and ``route_table`` (request schemas, the route list, the 402's bazaar block),

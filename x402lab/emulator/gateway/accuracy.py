@@ -1,4 +1,4 @@
-"""What each route publishes about the accuracy of its price (gateway spec §2.2).
+"""What each route publishes about the accuracy of its price (the price list's accuracy tags).
 
 ``ROUTE_ACCURACY`` gives every paid route its accuracy tag and a sentence on how the price is
 made; configured-rate routes also carry their fixed upstream cost. The OpenAPI description,

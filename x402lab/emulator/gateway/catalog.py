@@ -4,7 +4,7 @@ Everything comes from our own small fixture (``x402lab/emulator/fixtures/models.
 ``gateway_catalog.json``), written in the upstream shapes. Keys of a ``model_spec`` that start
 with ``_`` are the emulator's private notes (how a video is delivered, how long a job takes)
 and never leave the server. ``resolve_model`` is the one place that turns a request's model
-field into a catalog entry, or into the 400 with a hint that the spec asks for.
+field into a catalog entry, or into the 400 with a hint the gateway gives.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Discovery documents: /openapi.json (with info.x-guidance and info.x-pricing), /llms.txt and
 /.well-known/x402.json, built from the live settings and catalog (the price list is
-``price_list``). ``info.x-guidance`` is a short text for agents (the spec leaves it open).
+``price_list``). ``info.x-guidance`` is a short text for agents (its content is not prescribed).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def _operation(spec: RouteSpec, catalog: Catalog) -> dict[str, Any]:
     if spec.path == "/llms.txt":
         ok = {"text/plain": {"schema": {"type": "string"}}}
     if spec.path.endswith("/complete"):
-        # Spec §3: an unknown or already cleaned-up queue_id is a 200 with alreadyCompleted.
+        # Unknown or cleaned-up queue_id: 200 alreadyCompleted (docs/services.md, "Job lifecycle").
         ok = {"application/json": {"schema": _COMPLETE_ANSWER}}
     op["responses"]["200"]["content"] = ok
     json_error = {"application/json": {"schema": error}}

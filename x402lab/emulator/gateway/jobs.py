@@ -1,8 +1,8 @@
-"""Music and video jobs (gateway spec §3 and §4.3): queue once, poll, fetch, clean up.
+"""Music and video jobs (docs/services.md, "Job lifecycle"): queue once, poll, fetch, clean up.
 
 A job is created only after its queue payment settled; it runs for ``settings.job_seconds``
 of wall-clock time. States: PROCESSING, then finished (media stored), then cleaned up (media
-removed by ``delete_media_on_completion`` or by complete). Readings where the spec is silent:
+removed by ``delete_media_on_completion`` or by complete). Readings where the gateway is silent:
 
 - retrieve of an unknown queue_id is 404 ``job_not_found``; a model that does not match the
   job is 400 ``model_mismatch``; retrieve after clean-up is 404 ``media_deleted``.

@@ -1,7 +1,7 @@
-"""info.x-pricing, the gateway's published price list (gateway spec §2.2).
+"""info.x-pricing, the gateway's published price list (docs/services.md, "Published price list").
 
 Built from the live settings and catalog, so changing the operator multiplier changes the
-published prices as well as every later challenge. Readings where the spec is silent: model
+published prices as well as every later challenge. Readings where the gateway is silent: model
 price entries carry ``inputUsdPer1M``/``outputUsdPer1M`` for token and character units and
 ``null`` where those do not apply, plus ``usdPerUnit`` (and ``tiers`` when priced by
 resolution, duration or scale) so every entry has the same keys; configured-rate routes
@@ -205,7 +205,7 @@ def model_price_entry(model: Model, pricer: Pricer) -> dict[str, Any] | None:
 
 
 def price_list(settings: Any, catalog: Catalog) -> dict[str, Any]:
-    """info.x-pricing: every field of gateway spec §2.2."""
+    """info.x-pricing: every field the gateway publishes (docs/services.md)."""
     pricer = Pricer(settings)
     routes: dict[str, Any] = {}
     for path, accuracy in ROUTE_ACCURACY.items():

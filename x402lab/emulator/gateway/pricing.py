@@ -1,10 +1,10 @@
-"""Prices of the paid routes, per gateway spec §8.
+"""Prices of the paid routes (docs/services.md, "Price rule").
 
 Every price is ``agent charge = upstream USD × priceMult``, rounded to whole USDC base units
 (half to even, like ``x402lab.money``), then raised to ``minChargeUsd``. A charge above
 ``maxChargeUsd`` fails closed with ``charge_exceeds_max``.
 
-Readings where the spec is silent (the live 402 always decides what is paid):
+Readings where the gateway is silent (the live 402 always decides what is paid):
 
 - ``charge_exceeds_max`` is a 400 with the JSON error body, like every other "the gateway will
   not price this" answer (unknown model, rejected quote); never a 402, so no client can pay it.
@@ -102,7 +102,7 @@ class Pricer:
         return Price(upstream_usd, self.agent_atomic(upstream_usd), accuracy, basis)
 
     def extensions(self, price: Price) -> dict[str, Any]:
-        """The spec's pricing extensions of a 402: upstreamUsd and priceMult."""
+        """The gateway's pricing extensions of a 402: upstreamUsd and priceMult."""
         return {"upstreamUsd": float(price.upstream_usd), "priceMult": float(self.price_mult)}
 
     # -- text --------------------------------------------------------------------------------
@@ -330,7 +330,7 @@ def normalize_video_duration(value: Any) -> str | None:
 def video_upstream(model: Model, body: dict[str, Any]) -> tuple[Decimal, dict[str, Any]]:
     """Upstream USD of one video job and its normalized parameters.
 
-    Every parameter must be a value listed in ``model_spec.constraints`` (spec §4.3 rule 1);
+    Every parameter must be among ``model_spec.constraints`` (docs/services.md, "Job lifecycle");
     otherwise quote_rejected (400) naming the allowed values.
     """
     constraints = model.constraints

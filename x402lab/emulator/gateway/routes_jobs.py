@@ -1,5 +1,5 @@
-"""Handlers of the music and video lifecycle (gateway spec §4.3): quote, queue, retrieve,
-complete, and the emulator's download URL for video models that deliver one.
+"""Handlers of the music and video lifecycle (docs/services.md, "Job lifecycle"): quote, queue,
+retrieve, complete, and the emulator's download URL for video models that deliver one.
 
 The quote answers the agent charge (upstream × priceMult, minimum applied); the queue
 recomputes that quote on the server from its own body and asks exactly that amount, so the
@@ -157,7 +157,7 @@ async def video_retrieve(gw: Gateway, request: Request) -> Response:
 
 
 async def _complete(gw: Gateway, request: Request, kind: str) -> Response:
-    """An unknown or cleaned-up queue_id is 200 alreadyCompleted (spec §3); a model that is
+    """An unknown or cleaned-up queue_id is 200 alreadyCompleted, as upstream; a model that is
     not a priced model of this kind is a 400 like on every route."""
     body = await fields.json_object(request)
     gw.catalog.resolve_model(body.get("model"), (_MODEL_TYPE[kind],))

@@ -1,4 +1,4 @@
-"""Handlers of the paid synchronous routes that take a model (gateway spec §4.2): text,
+"""Handlers of the paid synchronous routes that take a model (docs/services.md): text,
 embeddings, images, speech, transcription and voice cloning.
 
 Each handler validates the body (400s), resolves the model (400 with a hint), prices the call

@@ -1,7 +1,7 @@
-"""The emulated report service (spec/reports.md): ``create_reports_app(settings, chain)``.
+"""The emulated report service (docs/services.md): ``create_reports_app(settings, chain)``.
 
 Modules: ``library`` (the seeded shelf of handles and report bodies), ``service`` (the
-handlers, the 402 body of spec §2.4 and the app).
+handlers, the service's own 402 body and the app).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The paid report service (spec/reports.md): a free shelf, free menus, paid report bodies.
+"""The paid report service (docs/services.md): a free shelf, free menus, paid report bodies.
 
-Readings where the spec is silent (docs/design.md, "The emulator"): an unknown handle is
+Readings where the service is silent (docs/design.md, "The emulator"): an unknown handle is
 404 ``unknown_handle``;
 a missing username, a bad select or a bad ISO date is 400 ``invalid_query``; ids, from and
 to are accepted with select=range only; payments are read from X-402-Payment, X-Payment and
@@ -191,7 +191,7 @@ class ReportService:
         return self.gate.finish(success(price), charge)
 
     def _challenge_body(self, challenge: dict[str, Any]) -> dict[str, Any]:
-        """The §2.4 402 body for a standard challenge (same amount, payTo, extensions)."""
+        """The service's own 402 body for a standard challenge (same amount, payTo, extensions)."""
         entry = challenge["accepts"][0]
         error = challenge.get("error") or ""
         amount = int(entry["amount"])
