@@ -45,7 +45,7 @@ def cluster(wallet_key: str) -> Iterator[Any]:
     distributed = require("distributed")
     require("dask.dataframe")
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     )
     client = distributed.Client(cluster)
     yield client

@@ -22,7 +22,7 @@ from x402lab.emulator.settings import EmulatorSettings
 SEED = 402
 CONFIG = {
     "seed": SEED,
-    "generation": {"mode": "all", "max-examples": 30, "database": "none"},
+    "generation": {"mode": "all", "max-examples": 12, "database": "none"},
     "phases": {
         "examples": {"enabled": True},
         "coverage": {"enabled": True},
