@@ -266,8 +266,11 @@ class Payer:
         receipt = outcome.receipt
         if outcome.kind is Kind.SETTLED:
             assert receipt is not None
-            settled = {"tx_hash": receipt.transaction or None, "payer": receipt.payer}
-            settled["resolved_by"] = by
+            settled: dict[str, Any] = {
+                "tx_hash": receipt.transaction or None,
+                "payer": receipt.payer,
+                "resolved_by": by,
+            }
             # A caller that stores the answer commits the settlement with it (``answers``).
             held = held_for(self.ledger)
             if held is None or not held.hold(ticket.row_id, settled):
