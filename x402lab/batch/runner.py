@@ -55,6 +55,7 @@ from x402lab.errors import (
     X402LabError,
 )
 from x402lab.ledger import ClaimAction, Claimed, ClaimStatus
+from x402lab.ledger.answers import hold_settlements
 from x402lab.ledger.database import grouped_writes
 from x402lab.payments.prediction import prepay_tally
 
@@ -301,29 +302,36 @@ class Runner:
         if asked is not None:
             key, body = asked.request(body)
         keys = [plan.item_keys[item] for item in items]
-        async with self._sem:
-            if self._fatal is not None:
-                self.store.release(keys, _NOT_STARTED)
-                results.update((i, ItemResult("failed", key, error=_NOT_STARTED)) for i in items)
-                return []
-            if not self.store.still_held(keys, claimed_at):
-                self.store.release(keys, "taken over by another run")
-                return items
-            outcome = await self._call(items, key, body)
-        if asked is not None:
-            outcome = [
-                asked.carry(item, result) for item, result in zip(items, outcome, strict=True)
-            ]
-        if all(result.status == "ok" for result in outcome):
-            again = self._to_ask_again(outcome, asked)
-            done = [j for j in range(len(items)) if j not in again]
-            answers = [(keys[j], self.codec.encode(outcome[j].data)) for j in done]
-            try:
-                self.store.put(answers, key)
-            except Exception as exc:  # noqa: BLE001 (answers that cannot be kept stop the run)
-                self._fatal = exc
-                self._wake.set()
-            results.update((items[j], outcome[j]) for j in done)
+        # The payment's settlement is committed with the answers it bought (``put``), or
+        # alone when this block ends without them.
+        with hold_settlements(self.ledger) as held:
+            async with self._sem:
+                if self._fatal is not None:
+                    self.store.release(keys, _NOT_STARTED)
+                    results.update(
+                        (i, ItemResult("failed", key, error=_NOT_STARTED)) for i in items
+                    )
+                    return []
+                if not self.store.still_held(keys, claimed_at):
+                    self.store.release(keys, "taken over by another run")
+                    return items
+                outcome = await self._call(items, key, body)
+            if asked is not None:
+                outcome = [
+                    asked.carry(item, result) for item, result in zip(items, outcome, strict=True)
+                ]
+            answered = all(result.status == "ok" for result in outcome)
+            if answered:
+                again = self._to_ask_again(outcome, asked)
+                done = [j for j in range(len(items)) if j not in again]
+                answers = [(keys[j], self.codec.encode(outcome[j].data)) for j in done]
+                try:
+                    self.store.put(answers, key, held)
+                except Exception as exc:  # noqa: BLE001 (answers that cannot be kept stop the run)
+                    self._fatal = exc
+                    self._wake.set()
+                results.update((items[j], outcome[j]) for j in done)
+        if answered:
             if again:
                 return await self._ask_again(unit, items, outcome, again, results, asked)
             return []

@@ -9,16 +9,14 @@ polled until it is decided) or ``PAY`` (this run buys it, then stores the answer
 the claim). ``rebuy=True`` is the store's one override: buy again what was stored or may
 have been paid.
 
-Answers are stored as they arrive, in the batch's group commit (``grouped_writes``, see
-``ledger/sqlite.py``): the settlement of the paid request that carried them is recorded in the
-same event-loop iteration, so both are in the same transaction and a crash (even SIGKILL)
-loses at most the answers of the requests still in flight, never one whose settlement was
-committed. (Kept answers committed apart every 0.2 s lost up to a few dozen paid rows per
-kill.) Where writes are not grouped (PostgreSQL, or outside a batch) each ``put`` is its own
-transaction, right after the settlement's. Claims and answers are ordinary commits (no
-fsync): the durable commit of each payment's write-ahead row flushes the same WAL, so a claim
-is on disk before its payment leaves. An answer lost in a crash leaves its row
-``paid_not_stored`` for the next run, never paid twice.
+Answers are stored as they arrive, in the transaction that commits the settlement of the
+paid request that carried them (``ledger.answers``: the runner holds that settlement back
+until ``put``), in the batch's group commit where the backend groups (``grouped_writes``, see
+``ledger/sqlite.py``). So a crash (even SIGKILL) loses at most the answers of the requests
+still in flight, on SQLite and PostgreSQL alike, never one whose settlement was committed.
+Claims and answers are ordinary commits (no fsync): the durable commit of each payment's
+write-ahead row flushes the same WAL, so a claim is on disk before its payment leaves. An
+answer lost in a crash leaves its row ``paid_not_stored`` for the next run, never paid twice.
 
 A run renews the claims it holds every ``stale_after_s / 4`` (one bulk statement), so a long
 batch is never mistaken for a dead one; the pending claims of a run that died are taken over
@@ -35,6 +33,7 @@ from collections.abc import Iterable, Mapping
 
 from x402lab.errors import StoreError
 from x402lab.ledger import ClaimAction, Claimed, ClaimRecord, Claims, ClaimStatus
+from x402lab.ledger.answers import HeldSettlements, answer_transaction
 
 #: Pending batch claims older than this, of another process, are taken over. The holder renews
 #: them four times as often, so only a run that stopped without releasing them goes stale.
@@ -208,13 +207,20 @@ class BatchStore:
 
     # -- stored answers (group commits) -------------------------------------------------------
 
-    def put(self, answers: list[tuple[str, bytes]], payment_key: str) -> None:
-        """Store the answers of one paid request in the group commit of its settlement.
-        Raises StoreError once answers could not be stored."""
+    def put(
+        self,
+        answers: list[tuple[str, bytes]],
+        payment_key: str,
+        held: HeldSettlements | None = None,
+    ) -> None:
+        """Store the answers of one paid request in the transaction that commits its held
+        settlement (``held``; in the batch's group commit). Raises StoreError once answers
+        could not be stored."""
         if self._error is not None:
             raise self._failure()
         try:
-            self.claims.complete(self.scope, answers, payment_key=payment_key, grouped=True)
+            with answer_transaction(self.claims.db, held, grouped=True) as tx:
+                self.claims.complete_in(tx, self.scope, answers, payment_key=payment_key)
         except Exception as exc:
             self._error = exc
             raise self._failure() from exc

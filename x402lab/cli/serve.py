@@ -54,6 +54,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     faults.add_argument(
         "--paid-latency", type=float, default=0.0, help="extra delay after settling"
     )
+    faults.add_argument(
+        "--answer-delay",
+        type=float,
+        default=0.0,
+        help="delay between a settled answer's receipt (headers) and its body",
+    )
 
 
 def connect_snippet(gateway_url: str, reports_url: str) -> str:
@@ -84,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         paid_then_500_rate=args.paid_then_500_rate,
         latency_s=args.latency,
         paid_latency_s=args.paid_latency,
+        answer_delay_s=args.answer_delay,
         schema_violation_rate=args.schema_violation_rate,
     )
     settings = EmulatorSettings.from_env(

@@ -3,7 +3,7 @@
 ``FaultDice`` rolls them for one service from a generator seeded with the emulator's seed and
 the service name, so a fault schedule is the same on every run with that seed. A 429 or 503
 answers before any payment is looked at (nothing settles); ``LatencyMiddleware`` delays every
-answer of a service.
+answer of a service, ``AnswerDelayMiddleware`` the body of a settled one.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import threading
 
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from x402lab.emulator.settings import Faults
 
@@ -50,8 +50,12 @@ class FaultDice:
         return None
 
     def middleware(self) -> list[Middleware]:
-        """Starlette middleware adding ``faults.latency_s`` before every answer."""
-        return [Middleware(LatencyMiddleware, seconds=self.faults.latency_s)]
+        """Starlette middleware adding ``faults.latency_s`` before every answer and
+        ``faults.answer_delay_s`` between a settled answer's headers and its body."""
+        return [
+            Middleware(LatencyMiddleware, seconds=self.faults.latency_s),
+            Middleware(AnswerDelayMiddleware, seconds=self.faults.answer_delay_s),
+        ]
 
 
 class LatencyMiddleware:
@@ -65,3 +69,29 @@ class LatencyMiddleware:
         if scope["type"] == "http" and self.seconds > 0:
             await asyncio.sleep(self.seconds)
         await self.app(scope, receive, send)
+
+
+class AnswerDelayMiddleware:
+    """Pure ASGI middleware that sends the body of an answer carrying a receipt (a
+    ``PAYMENT-RESPONSE`` header) ``seconds`` after its headers."""
+
+    def __init__(self, app: ASGIApp, seconds: float = 0.0) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.seconds <= 0:
+            await self.app(scope, receive, send)
+            return
+        delay = False
+
+        async def delayed(message: Message) -> None:
+            nonlocal delay
+            if message["type"] == "http.response.start":
+                delay = any(name.lower() == b"payment-response" for name, _ in message["headers"])
+            elif message["type"] == "http.response.body" and delay:
+                delay = False
+                await asyncio.sleep(self.seconds)
+            await send(message)
+
+        await self.app(scope, receive, delayed)

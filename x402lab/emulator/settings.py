@@ -34,6 +34,8 @@ class Faults:
     payment is looked at, so nothing settles. ``settle_fail_rate`` refuses at settlement
     (402 with a ``success: false`` receipt, nothing moved). ``paid_then_500_rate`` settles
     and then answers 500 without body or receipt: the ambiguous case clients must survive.
+    ``answer_delay_s`` sends a settled answer's headers (with its receipt) at once and its
+    body that long after: the client knows the payment settled before it has the answer.
     """
 
     rate_429: float = 0.0
@@ -43,6 +45,7 @@ class Faults:
     paid_then_500_rate: float = 0.0
     latency_s: float = 0.0
     paid_latency_s: float = 0.0
+    answer_delay_s: float = 0.0
     #: Structured answers (``response_format``) broken on purpose: invalid JSON, a missing or
     #: duplicated item, a value outside an enum, or truncation with ``finish_reason: length``.
     schema_violation_rate: float = 0.0
@@ -56,7 +59,7 @@ class Faults:
             "schema_violation_rate",
         ):
             _check_range(name, getattr(self, name), 0.0, 1.0)
-        for name in ("retry_after_s", "latency_s", "paid_latency_s"):
+        for name in ("retry_after_s", "latency_s", "paid_latency_s", "answer_delay_s"):
             _check_range(name, getattr(self, name), 0.0, math.inf)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from x402lab.errors import ConfigError
+from x402lab.ledger.answers import HeldSettlements, answer_transaction
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Row, Tx, marks
 from x402lab.ledger.records import ClaimAction, Claimed, ClaimRecord
@@ -162,13 +163,15 @@ class Jobs:
         queue_id: str,
         request: dict[str, Any],
         ledger_id: int | None = None,
+        held: HeldSettlements | None = None,
         **columns: Any,
     ) -> JobRecord:
         """Store the job the claimed queue answered and close the claim ``done``, together.
 
-        ``ledger_id``: the queue payment (found in the ledger when None). ``columns``: other
-        job columns (``quoted_atomic``, ``delete_media``, ``download_url``...). Raises
-        ConfigError for a name that is not a job column.
+        ``ledger_id``: the queue payment (found in the ledger when None). ``held``: the
+        queue payment's settlement, committed in the same transaction (``answers``).
+        ``columns``: other job columns (``quoted_atomic``, ``delete_media``,
+        ``download_url``...). Raises ConfigError for a name that is not a job column.
         """
         record = claimed.record
         values = self._values(
@@ -181,7 +184,7 @@ class Jobs:
             columns,
         )
         answer = json.dumps({"queue_id": queue_id}).encode()
-        with self.db.transaction() as tx:
+        with answer_transaction(self.db, held) as tx:
             self.claims.complete_in(tx, record.scope, [(record.key, answer)], ledger_id=ledger_id)
             row_id = self._insert(tx, values, _newest_claim(tx, record.scope, record.key))
         return self._get(row_id)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from x402lab.errors import PaymentRefused
+from x402lab.ledger.answers import HeldSettlements, answer_transaction
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database
 from x402lab.ledger.records import ClaimAction, ClaimRecord
@@ -226,18 +227,20 @@ class ReportLibrary:
         receipt: Mapping[str, Any] | None,
         charged_usd: float | None,
         response_text: str,
+        held: HeldSettlements | None = None,
     ) -> list[str]:
         """Store the bought reports and close the order's claims ``done``, in one
-        transaction. Returns the ids stored (a report already in the library keeps its first
-        copy). Reports the answer lacks are released ``failed``: the answer came and did not
-        hold them, so the next purchase may pay for them."""
+        transaction (with the purchase's settlement when ``held``: ``answers``). Returns the
+        ids stored (a report already in the library keeps its first copy). Reports the
+        answer lacks are released ``failed``: the answer came and did not hold them, so the
+        next purchase may pay for them."""
         valid = [r for r in reports if _report_id(r) is not None]
         answers = [
             (str(_report_id(r)), json.dumps(r, ensure_ascii=False, allow_nan=True).encode())
             for r in valid
         ]
         missing = sorted(set(order.report_ids) - {key for key, _ in answers})
-        with self.db.transaction() as tx:
+        with answer_transaction(self.db, held) as tx:
             tx.execute(
                 "UPDATE report_purchases SET report_count = ?, charged_usd = ?, receipt = ?,"
                 " response = ?, updated_us = ? WHERE id = ?",

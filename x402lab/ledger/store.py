@@ -283,6 +283,14 @@ class Ledger:
         # counted as in flight; recovery and reconciliation settle it).
         self._move(row_id, S.SETTLED, grouped=True, tx_hash=tx_hash, payer=payer, **outcome)
 
+    def settle_in(
+        self, tx: Tx, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
+    ) -> None:
+        """``record_settled`` inside the open transaction ``tx``: the settlement commits with
+        what the caller writes there (the answer it paid for, ``ledger.answers``)."""
+        outcome.setdefault("resolved_by", Resolution.RECEIPT)
+        self._move_in(tx, row_id, S.SETTLED, {"tx_hash": tx_hash, "payer": payer, **outcome})
+
     def record_rejected(
         self, row_id: int, error: str, *, resolved_by: Resolution = Resolution.RECEIPT
     ) -> None:

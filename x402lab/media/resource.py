@@ -1,7 +1,8 @@
 """Music and video jobs: free quotes, the paid queue, and the stored job handles.
 
 ``music()`` and ``video()`` pay the queue once and return an ``AsyncJob`` (``Job`` in the sync
-``Lab``). The job is stored in the ledger's file as soon as the queue answers, so running
+``Lab``). The job is stored in the ledger's file as soon as the queue answers, in the
+transaction that commits the queue payment's settlement (``ledger.answers``), so running
 the same call again returns that job instead of paying again (``rebuy=True`` asks for a new
 one), and ``lab.jobs()`` / ``lab.job(queue_id)`` find it after a kernel restart.
 
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound
 from x402lab.gateway.paid import request_key
 from x402lab.ledger import ClaimAction, Claimed, JobRecord, Jobs
+from x402lab.ledger.answers import hold_settlements
 from x402lab.media.job import AsyncJob
 from x402lab.media.quotes import MediaQuote, check_video_constraints, quote_error
 from x402lab.money import format_usd, usd_to_atomic
@@ -254,33 +256,36 @@ class Media:
         delete_media: bool,
         max_usd: float | None,
     ) -> JobRecord:
-        """Spends money: pay the claimed queue once and store its job (closing the claim)."""
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body=body,
-            model=body["model"],
-            key=claim.record.key,
-            max_usd=max_usd,
-        )
-        data = reply.json()
-        cost = reply.cost
-        queue_id = data.get("queue_id") if isinstance(data, dict) else None
-        if not isinstance(queue_id, str) or not queue_id:
-            raise JobError(
-                f"the {kind} queue was paid (ledger row {cost.ledger_id if cost else None})"
-                f" but its answer has no queue_id: {data!r}"
+        """Spends money: pay the claimed queue once and store its job (closing the claim)
+        in the transaction that commits the payment's settlement (``ledger.answers``)."""
+        with hold_settlements(self._session.ledger) as held:
+            reply = await self._paid.send(
+                "POST",
+                path,
+                json_body=body,
+                model=body["model"],
+                key=claim.record.key,
+                max_usd=max_usd,
             )
-        return self.job_store.complete_claim(
-            claim,
-            model=str(data.get("model") or body["model"]),
-            queue_id=queue_id,
-            request=body,
-            quoted_atomic=cost.quoted_atomic if cost else None,
-            ledger_id=cost.ledger_id if cost else None,
-            delete_media=delete_media,
-            download_url=data.get("download_url"),
-        )
+            data = reply.json()
+            cost = reply.cost
+            queue_id = data.get("queue_id") if isinstance(data, dict) else None
+            if not isinstance(queue_id, str) or not queue_id:
+                raise JobError(
+                    f"the {kind} queue was paid (ledger row {cost.ledger_id if cost else None})"
+                    f" but its answer has no queue_id: {data!r}"
+                )
+            return self.job_store.complete_claim(
+                claim,
+                model=str(data.get("model") or body["model"]),
+                queue_id=queue_id,
+                request=body,
+                quoted_atomic=cost.quoted_atomic if cost else None,
+                ledger_id=cost.ledger_id if cost else None,
+                held=held,
+                delete_media=delete_media,
+                download_url=data.get("download_url"),
+            )
 
     async def _claim(self, kind: str, key: str, rebuy: bool) -> JobRecord | Claimed:
         """The stored job of this request, or this caller's claim to pay its queue.

@@ -25,6 +25,7 @@ from x402lab.errors import (
     SettlementUnknown,
 )
 from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization
+from x402lab.ledger.answers import held_for
 from x402lab.ledger.outcomes import RESEND_MARGIN_S
 from x402lab.ledger.statuses import Resolution
 from x402lab.money import format_usd
@@ -253,7 +254,9 @@ class Payer:
 
     def record(self, ticket: Ticket, outcome: Outcome) -> Cost:
         """Record ``outcome`` of ``ticket``'s paid request; returns the Cost of a settled
-        payment. An outcome that asks for a re-send is recorded ``unknown`` here.
+        payment. An outcome that asks for a re-send is recorded ``unknown`` here. Inside
+        ``ledger.answers.hold_settlements`` a settlement waits to be committed with the
+        answer it bought.
 
         Raises PaymentRejected when the server refused the payment (nothing settled) and
         SettlementUnknown (``AnswerLost`` for "nonce already used") when the answer does
@@ -263,12 +266,15 @@ class Payer:
         receipt = outcome.receipt
         if outcome.kind is Kind.SETTLED:
             assert receipt is not None
-            self.ledger.record_settled(
-                ticket.row_id,
-                tx_hash=receipt.transaction or None,
-                payer=receipt.payer,
-                resolved_by=by,
-            )
+            settled: dict[str, Any] = {
+                "tx_hash": receipt.transaction or None,
+                "payer": receipt.payer,
+                "resolved_by": by,
+            }
+            # A caller that stores the answer commits the settlement with it (``answers``).
+            held = held_for(self.ledger)
+            if held is None or not held.hold(ticket.row_id, settled):
+                self.ledger.record_settled(ticket.row_id, **settled)
             return self._cost(ticket, "settled", receipt)
         if outcome.kind is Kind.NONCE_USED:
             self.answer_lost(ticket, None, outcome)

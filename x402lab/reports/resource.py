@@ -22,6 +22,7 @@ from x402lab.errors import (
     X402LabError,
 )
 from x402lab.ledger import Order, ReportLibrary
+from x402lab.ledger.answers import hold_settlements
 from x402lab.money import atomic_to_usd, usd_to_atomic
 from x402lab.payments import CallInfo
 from x402lab.reports.errors import explain
@@ -208,36 +209,40 @@ class AsyncReports:
                 first_party=secret is not None,
                 rebuy=rebuy,
             )
-            try:
-                if secret is not None:
-                    reply = await self._first_party(username, request, secret)
-                else:
-                    reply = await self._pay(username, request, missing, order, max_usd)
-                body = _json(reply)
-                if not isinstance(body, Mapping) or not isinstance(body.get("reports"), list):
-                    raise ProtocolError("the paid answer holds no reports list")
-            except BaseException as exc:
-                status = self.store.close_failed(order, f"{type(exc).__name__}: {exc}")
-                if isinstance(exc, ProtocolError) and status == "unknown":
-                    raise ProtocolError(
-                        f"paid for {len(missing)} report(s) of @{username} but the answer was"
-                        f" unreadable ({exc}); order {order.id} is 'unknown' and will not be"
-                        " paid again automatically"
-                    ) from exc
-                if isinstance(exc, X402LabError):
-                    raise explain(exc, username, request.describe()) from exc
-                raise
-            cost = reply.cost
-            reports = [r for r in body["reports"] if isinstance(r, Mapping)]
-            charged = body.get("chargedUsd")
-            self.store.complete(
-                order,
-                reports,
-                ledger_id=cost.ledger_id if cost else None,
-                receipt=cost.receipt if cost else None,
-                charged_usd=float(charged) if isinstance(charged, int | float) else None,
-                response_text=reply.response.text,
-            )
+            # The purchase's settlement is committed with the reports it bought
+            # (``ledger.answers``), or alone when this block ends without them.
+            with hold_settlements(self._session.ledger) as held:
+                try:
+                    if secret is not None:
+                        reply = await self._first_party(username, request, secret)
+                    else:
+                        reply = await self._pay(username, request, missing, order, max_usd)
+                    body = _json(reply)
+                    if not isinstance(body, Mapping) or not isinstance(body.get("reports"), list):
+                        raise ProtocolError("the paid answer holds no reports list")
+                except BaseException as exc:
+                    status = self.store.close_failed(order, f"{type(exc).__name__}: {exc}")
+                    if isinstance(exc, ProtocolError) and status == "unknown":
+                        raise ProtocolError(
+                            f"paid for {len(missing)} report(s) of @{username} but the answer was"
+                            f" unreadable ({exc}); order {order.id} is 'unknown' and will not be"
+                            " paid again automatically"
+                        ) from exc
+                    if isinstance(exc, X402LabError):
+                        raise explain(exc, username, request.describe()) from exc
+                    raise
+                cost = reply.cost
+                reports = [r for r in body["reports"] if isinstance(r, Mapping)]
+                charged = body.get("chargedUsd")
+                self.store.complete(
+                    order,
+                    reports,
+                    ledger_id=cost.ledger_id if cost else None,
+                    receipt=cost.receipt if cost else None,
+                    charged_usd=float(charged) if isinstance(charged, int | float) else None,
+                    response_text=reply.response.text,
+                    held=held,
+                )
             received = [str(r.get("id")) for r in reports if isinstance(r.get("id"), str)]
             return self._report_set(
                 username,
