@@ -26,6 +26,7 @@ from x402lab.ledger.statuses import (
     CLAIM_TRANSITIONS,
     INITIAL,
     TRANSITIONS,
+    UNRESOLVED,
     ClaimStatus,
     PaymentStatus,
 )
@@ -54,7 +55,9 @@ HELD_WRITERS = {
 
 _TABLE = r"(?P<table>payments|claims)\b"
 _UPDATE = re.compile(rf"\bUPDATE\s+{_TABLE}(?:\s+(?:AS\s+)?\w+)?\s+SET\b(?P<sets>.*)", re.I | re.S)
-_INSERT = re.compile(rf"\bINSERT\s+(?:OR\s+\w+\s+)?INTO\s+{_TABLE}\s*(?P<rest>.*)", re.I | re.S)
+_INSERT = re.compile(
+    rf"\b(?:INSERT\s+(?:OR\s+\w+\s+)?|REPLACE\s+)INTO\s+{_TABLE}\s*(?P<rest>.*)", re.I | re.S
+)
 _UPSERT = re.compile(r"\bDO\s+UPDATE\s+SET\b(?P<sets>.*)", re.I | re.S)
 _SET_END = re.compile(r"\b(WHERE|RETURNING|FROM)\b", re.I)
 #: A dynamic part of an SQL string (an f-string's ``{...}``, or a value added with ``+``).
@@ -187,17 +190,21 @@ def assign(tx, sets):
 
 def unhold(tx):
     tx.execute("UPDATE payments SET held = 0 WHERE id = 1")
+
+def replace(tx, row):
+    tx.execute("REPLACE INTO claims VALUES (?, ?, ?)", row)
 """
 
 
 def test_the_scan_names_file_and_line_of_every_stray_write():
     found = status_writes(STRAY, "x402lab/stray.py")
     lines = [int(problem.split(":")[1]) for problem in found]
-    assert lines == [6, 12, 15, 19, 22, 22, 25], found
+    assert lines == [6, 12, 15, 19, 22, 22, 25, 28], found
     assert "writes payments.status in settle_quietly" in found[0]
     assert "writes claims.status in close" in found[1]
     assert "inserts payments rows with a status" in found[3]
-    assert "writes payments.held in unhold" in found[-1]
+    assert "writes payments.held in unhold" in found[-2]
+    assert "inserts claims rows with a status" in found[-1]
 
 
 # -- the transition functions refuse what their table does not allow -------------------------
@@ -207,6 +214,8 @@ def test_the_declared_moves_cover_every_status_and_leave_final_ones_final():
     assert set(TRANSITIONS) | set(INITIAL) == set(PaymentStatus)
     assert set(CLAIM_TRANSITIONS) | set(CLAIM_INITIAL) == set(ClaimStatus)
     assert C.DONE not in {s for sources in CLAIM_TRANSITIONS.values() for s in sources}
+    # move_payment's one-statement settle starts from in-flight rows only (UNRESOLVED).
+    assert set(UNRESOLVED) <= set(TRANSITIONS[P.SETTLED])
 
 
 def test_an_illegal_payment_move_raises_naming_row_and_statuses(tmp_path):

@@ -45,8 +45,6 @@ DROP = object()
 #: Columns a move sets itself: a caller's fields never name them.
 _OWN_COLUMNS = frozenset({"id", "status", "held", "updated_us"})
 _COLUMN = re.compile(r"[a-z_]+")
-# The one-statement settle starts only from rows in flight (counted, never held).
-assert set(UNRESOLVED) <= set(TRANSITIONS[S.SETTLED])
 
 
 @dataclass(frozen=True)
