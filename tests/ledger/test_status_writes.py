@@ -36,7 +36,7 @@ C, P = ClaimStatus, PaymentStatus
 
 #: Where each table's status may be changed: (file under x402lab/, enclosing function).
 MOVERS = {
-    "payments": {("ledger/moves.py", "move_payment"), ("ledger/moves.py", "move_payments")},
+    "payments": {("ledger/moves.py", "move_payments"), ("ledger/moves.py", "_settle_in_flight")},
     "claims": {("ledger/moves.py", "move_claims")},
 }
 #: Where each table's rows may be inserted with a status: the inserter, which takes only the
@@ -48,7 +48,7 @@ INSERTERS = {
 #: ``held`` follows a payment's status: set by its moves, cleared by the running totals.
 HELD_WRITERS = {
     ("ledger/moves.py", "move_payments"),
-    ("ledger/moves.py", "move_payment"),
+    ("ledger/moves.py", "_settle_in_flight"),
     ("ledger/totals.py", "expire_held"),
     ("ledger/totals.py", "release_prepay_miss"),
 }
@@ -341,3 +341,28 @@ def test_a_bulk_claim_move_reads_nothing_per_row(tmp_path):
     assert len(reads) <= 3 * len(keys) // 500, len(reads)  # a few reads per chunk of 500
     assert sum(s.startswith("UPDATE claims SET status") for s in statements) == len(keys)
     assert {r.status for r in claims.all("s")} == {C.DONE}
+
+
+def test_a_bulk_settle_of_rows_in_flight_is_one_statement(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite", user="t")
+    rows = [signed(ledger, f"k{i}", 1_000) for i in range(3)]
+    ledger.record_unknown(rows[1], "dropped")
+    statements: list[str] = []
+    ledger.db._db.set_trace_callback(statements.append)
+    try:
+        with ledger.db.transaction() as tx:
+            move_payments(tx, rows, P.SETTLED, 9, {"tx_hash": "0xt", "payer": "0xPayer"})
+    finally:
+        ledger.db._db.set_trace_callback(None)
+    assert [s.split()[0] for s in statements] == ["BEGIN", "UPDATE", "COMMIT"]
+    assert {(ledger.row(r)["status"], ledger.row(r)["tx_hash"]) for r in rows} == {
+        ("settled", "0xt")
+    }
+    # Settled already (a receipt without its hash) among rows in flight: the full rules.
+    late = signed(ledger, "late", 1_000)
+    ledger.record_settled(late, tx_hash=None, payer="0xPayer")
+    more = signed(ledger, "more", 1_000)
+    with ledger.db.transaction() as tx:
+        move_payments(tx, [late, more], P.SETTLED, 10, {"tx_hash": "0xu"})
+    assert [ledger.row(r)["tx_hash"] for r in (late, more)] == ["0xu", "0xu"]
+    assert ledger.budget_committed("b") == 5_000 == ledger.budget_state("b").settled_atomic

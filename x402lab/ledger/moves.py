@@ -70,21 +70,13 @@ def move_payment(
     """``move_payments`` of one row in a transaction of its own (``durable`` and ``grouped``
     as for ``Database.transaction``).
 
-    The common move, an in-flight row (``signed`` or ``unknown``: counted, never held) to
-    ``settled`` (counted), is one statement: no total changes. Any other row takes the full
-    rules of ``move_payments``, reading the row again.
+    The common move, an in-flight row to ``settled``, is one statement
+    (``_settle_in_flight``). Any other row takes the full rules of ``move_payments``,
+    reading the row again.
     """
     if status == S.SETTLED:
-        given = _fields(fields)
-        given.pop("payment_header", None)  # a settled row never keeps its payload
-        changed = db.write_one(
-            "UPDATE payments SET status = ?, updated_us = ?, held = 0, payment_header = NULL"
-            f"{_assignments(given)} WHERE id = ? AND {in_sql('status', UNRESOLVED)}",
-            (str(S.SETTLED), now_us, *_values(given), row_id),
-            durable=durable,
-            grouped=grouped,
-        )
-        if changed == 1:
+        sql, params = _settle_in_flight([row_id], now_us, fields)
+        if db.write_one(sql, params, durable=durable, grouped=grouped) == 1:
             return
     with db.transaction(durable=durable, grouped=grouped) as tx:
         move_payments(tx, [row_id], status, now_us, fields)
@@ -102,8 +94,9 @@ def move_payments(
     out, ``IfNull`` values fill only an empty column, ``payment_header=DROP`` forgets the
     signed payload).
 
-    A settled row ignores a move that says less (``statuses.SAYS_LESS``): only a missing
-    ``tx_hash`` is filled in. Raises ConfigError for a row missing or in any status the move
+    Rows all in flight settle in one statement (``_settle_in_flight``). A settled row
+    ignores a move that says less (``statuses.SAYS_LESS``): only a missing ``tx_hash`` is
+    filled in. Raises ConfigError for a row missing or in any status the move
     does not start from. A refused signed payment (``HOLDABLE``, from ``signed`` or
     ``unknown``) is ``held``; the budgets' running totals follow what starts or stops
     counting.
@@ -115,6 +108,9 @@ def move_payments(
     tx_hash = given.get("tx_hash")
     assignments, values = _assignments(given), _values(given)
     for chunk in chunks(list(dict.fromkeys(ids))):
+        settle = _settle_in_flight(chunk, now_us, fields or {}) if status == S.SETTLED else None
+        if settle is not None and tx.execute(*settle).rowcount == len(chunk):
+            continue  # all in flight: settled in one statement, no total changes
         rows = {
             row["id"]: row
             for row in tx.all(
@@ -164,6 +160,22 @@ def move_payments(
             )
         for budget, amount in delta.items():
             totals.add(tx, budget, amount, now_us)
+
+
+def _settle_in_flight(
+    ids: Sequence[int], now_us: int, fields: Mapping[str, Any]
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement that settles those of ``ids`` in flight (``signed`` or ``unknown``:
+    counted, never held, so no total changes), and its parameters; its count of rows
+    changed says whether every row was."""
+    given = _fields(fields)
+    given.pop("payment_header", None)  # a settled row never keeps its payload
+    sql = (
+        "UPDATE payments SET status = ?, updated_us = ?, held = 0, payment_header = NULL"
+        f"{_assignments(given)} WHERE id IN ({marks(len(ids))})"
+        f" AND {in_sql('status', UNRESOLVED)}"
+    )
+    return sql, (str(S.SETTLED), now_us, *_values(given), *ids)
 
 
 # -- claims --------------------------------------------------------------------------------
