@@ -2,9 +2,10 @@
 
 The source of x402lab (the emulator aside: a separate server with its own tables) writes
 ``payments.status`` and ``claims.status`` only in the one transition function of each table
-(``ledger/moves.py``), and new rows only through each table's inserter, which takes the
-initial statuses alone. The transition functions refuse a move their table does not allow,
-naming the row, the status it is in and the one asked for.
+(``ledger/moves.py``: ``move_payments`` with its one-statement settle, ``move_claims``), and
+new rows only through each table's inserter, which takes the initial statuses alone. The
+transition functions refuse a move their table does not allow, naming the row, the status it
+is in and the one asked for.
 """
 
 from __future__ import annotations
