@@ -16,6 +16,7 @@ from x402lab.ledger.statuses import (
     MAYBE_PAID,
     TRANSITIONS,
     PaymentStatus,
+    any_sql,
     counted_sql,
     in_sql,
 )
@@ -46,6 +47,7 @@ def test_final_statuses_have_no_way_out_and_every_move_starts_somewhere_open():
 
 def test_sql_helpers_write_the_groups():
     assert in_sql("status", MAYBE_PAID) == "status IN ('signed', 'settled', 'unknown')"
+    assert any_sql("status", (P.SIGNED, P.UNKNOWN)) == "(status = 'signed' OR status = 'unknown')"
     assert counted_sql("p.") == (
         "(p.status IN ('reserved', 'signed', 'settled', 'unknown') OR p.held = 1)"
     )

@@ -20,6 +20,8 @@ from x402lab.analysis.spend import spend
 from x402lab.ledger import ClaimAction, Claimed, Claims, ClaimStatus, Ledger, ledger_schema
 from x402lab.ledger.jobs import Jobs
 from x402lab.ledger.library import ReportLibrary
+from x402lab.ledger.moves import move_claims, move_payments
+from x402lab.ledger.statuses import PaymentStatus
 
 A = ClaimAction
 SCOPE = "batch:chat"
@@ -163,6 +165,29 @@ def test_thousands_of_keys_in_one_call_keep_their_order(ledger_url):
     again = claims.claim(SCOPE, keys)
     assert sum(c.action is A.REUSE for c in again.values()) == 2000
     assert again["item-5"].record.answer == b"item-5"
+
+
+def test_an_illegal_move_refuses_naming_the_row_and_moves_nothing(ledger_url):
+    ledger = open_ledger(ledger_url)
+    claims = Claims(ledger.db)
+    keys = [f"m-{i}" for i in range(1200)]  # more than one chunk of ids
+    ids = [c.record.id for c in claims.claim(SCOPE, keys).values()]
+    claims.complete(SCOPE, [("m-700", b"kept")])
+    done = ids[700]
+    with (
+        pytest.raises(xl.ConfigError, match=rf"claim row {done} .* to 'failed' from 'done'"),
+        ledger.db.transaction() as tx,
+    ):
+        move_claims(tx, [(i, "gave up") for i in ids], ClaimStatus.FAILED, 1, sets="error = ?")
+    assert {c.status for c in claims.all(SCOPE)} == {ClaimStatus.PENDING, ClaimStatus.DONE}
+    first, second = signed(ledger, "p1"), signed(ledger, "p2")
+    ledger.record_expired(second)
+    with (
+        pytest.raises(xl.ConfigError, match=rf"ledger row {second} .* to 'unknown' from 'expired'"),
+        ledger.db.transaction() as tx,
+    ):
+        move_payments(tx, [first, second], PaymentStatus.UNKNOWN, 1)
+    assert [r["status"] for r in ledger.rows()] == ["signed", "expired"]
 
 
 def test_media_jobs_join_their_money_from_the_ledger(ledger_url):

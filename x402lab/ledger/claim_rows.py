@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from x402lab.errors import ConfigError
 from x402lab.ledger.database import Row, Tx, chunks, marks
 from x402lab.ledger.records import ClaimRecord, claim_record
 from x402lab.ledger.statuses import (
     BY_WEIGHT,
+    CLAIM_INITIAL,
     MAYBE_PAID,
     UNRESOLVED,
     ClaimStatus,
@@ -48,6 +50,9 @@ def insert_rows(tx: Tx, rows: Sequence[Sequence[Any]]) -> list[int]:
     keys cost 25-40 us a key inserted one by one. RETURNING gives no order, so ids are
     matched by (scope, key); rows that repeat a (scope, key) go one by one.
     """
+    for row in rows:
+        if row[2] not in CLAIM_INITIAL:  # every later status is a move (``moves``)
+            raise ConfigError(f"a new claim row cannot start as {row[2]!r} ({row[0]} {row[1]!r})")
     if len({(row[0], row[1]) for row in rows}) < len(rows):
         return tx.insert_many(INSERT, rows)
     ids: list[int] = []

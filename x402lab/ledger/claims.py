@@ -35,6 +35,9 @@ A ``MAYBE_PAID`` key is looked at once more through its payment: one that never 
 makes the claim void (paid again); an ``unknown`` one whose signed payload can be sent again
 to the same request key is handed back (``PAY``), and that payload is sent, not a new one.
 
+Every change of a claim's status goes through ``moves.move_claims``, checked against
+``statuses.CLAIM_TRANSITIONS`` (new rows start ``pending``, ``done`` or ``unknown``).
+
 Claims are written with ordinary commits: the durable commit of the payment's write-ahead
 row flushes them too (same WAL), so a claim is on disk before its payment leaves.
 """
@@ -56,6 +59,7 @@ from x402lab.ledger.claim_rows import (
     records_in,
 )
 from x402lab.ledger.database import Database, Row, Tx, chunks, marks
+from x402lab.ledger.moves import move_claims
 from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S, GoneOwners
 from x402lab.ledger.owner import process_owner
 from x402lab.ledger.records import (
@@ -227,27 +231,25 @@ class Claims:
                 to_pay.append(key)
             else:  # paid outside any claim: record it, so the next look is a plain read
                 new_rows.append(self._row(scope, key, C.UNKNOWN, pk, found[0], found[0] - 1, label))
+        taken_over: dict[ClaimStatus, list[tuple[Any, ...]]] = {C.FAILED: [], C.UNKNOWN: []}
         for key, row in abandoned.items():
             found = paid.get(row["payment_key"])
             if found is not None and found[1] == PaymentStatus.RESERVED:
                 decided[key] = (ClaimAction.WAIT, row["id"])
                 continue
-            status = C.FAILED if found is None else C.UNKNOWN
-            tx.execute(
-                "UPDATE claims SET status = ?, ledger_id = ?, updated_us = ?, error = ?"
-                " WHERE id = ?",
+            taken_over[C.FAILED if found is None else C.UNKNOWN].append(
                 (
-                    str(status),
-                    found[0] if found else None,
-                    now,
-                    f"abandoned: pending since {row['updated_us']} us by {row['owner']}",
                     row["id"],
-                ),
+                    found[0] if found else None,
+                    f"abandoned: pending since {row['updated_us']} us by {row['owner']}",
+                )
             )
             if found is None or rebuy:
                 to_pay.append(key)
             else:
                 decided[key] = (ClaimAction.MAYBE_PAID, row["id"])
+        for status, moved in taken_over.items():
+            move_claims(tx, moved, status, now, sets="ledger_id = ?, error = ?")
         pay_from = len(new_rows)
         new_rows += [
             self._row(
@@ -293,10 +295,8 @@ class Claims:
             tx, maybe, lambda key: self._payment_key(payment_key, key), valid_until, gone
         )
         now = self._now_us()
-        tx.executemany(
-            "UPDATE claims SET status = ?, updated_us = ?, error = ? WHERE id = ?",
-            [(str(C.FAILED), now, "its payment never settled", row_id) for row_id in void],
-        )
+        never = [(row_id, "its payment never settled") for row_id in void]
+        move_claims(tx, never, C.FAILED, now, sets="error = ?")
         rows = [
             self._row(scope, key, C.PENDING, pk, None, floor if low is None else low, label)
             for key, pk, low in again
@@ -338,12 +338,14 @@ class Claims:
         for key, row in open_rows.items():
             found = paid.get(keys_of[key])
             link = ledger_id if ledger_id is not None else (found[0] if found else None)
-            updates.append((str(C.DONE), given[key], link, keys_of[key], label, now, row["id"]))
-        tx.executemany(
-            "UPDATE claims SET status = ?, answer = ?, ledger_id = COALESCE(?, ledger_id),"
-            " payment_key = ?, label = COALESCE(?, label), error = NULL, updated_us = ?"
-            " WHERE id = ?",
+            updates.append((row["id"], given[key], link, keys_of[key], label))
+        move_claims(
+            tx,
             updates,
+            C.DONE,
+            now,
+            sets="answer = ?, ledger_id = COALESCE(?, ledger_id), payment_key = ?,"
+            " label = COALESCE(?, label), error = NULL",
         )
         fresh = [key for key in given if key not in history]
         if fresh:
@@ -378,18 +380,15 @@ class Claims:
         paid = payments_in(tx, floors) if floors and not answered else {}
         now = self._now_us()
         out = {key: ClaimStatus(rows[-1]["status"]) for key, rows in history.items()}
-        updates = []
+        closed: dict[ClaimStatus, list[tuple[Any, ...]]] = {C.UNKNOWN: [], C.FAILED: []}
         for key, row in mine.items():
             found = paid.get(row["payment_key"])
             out[key] = C.UNKNOWN if found else C.FAILED
-            updates.append(
-                (str(out[key]), found[0] if found else None, error[:500], now, row["id"])
+            closed[out[key]].append((row["id"], found[0] if found else None, error[:500]))
+        for status, moved in closed.items():
+            move_claims(
+                tx, moved, status, now, sets="ledger_id = COALESCE(?, ledger_id), error = ?"
             )
-        tx.executemany(
-            "UPDATE claims SET status = ?, ledger_id = COALESCE(?, ledger_id), error = ?,"
-            " updated_us = ? WHERE id = ?",
-            updates,
-        )
         return out
 
     # -- reading ---------------------------------------------------------------------------

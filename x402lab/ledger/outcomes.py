@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from x402lab.ledger import totals
 from x402lab.ledger.database import chunks, marks
+from x402lab.ledger.moves import IfNull, move_payments
 from x402lab.ledger.owner import owner_gone, process_owner
 from x402lab.ledger.records import OpenPayment, open_payment
 from x402lab.ledger.statuses import UNRESOLVED, PaymentStatus, Resolution, in_sql
@@ -36,6 +36,7 @@ _SELECT = (
 )
 #: What the error column says of a row whose sender died with it in flight.
 ORPHANED = "the process that sent it ({owner}) stopped before an answer arrived"
+_NEVER_SIGNED = "reserved by a process that stopped before signing"
 
 
 @dataclass(frozen=True)
@@ -92,17 +93,18 @@ def resume(ledger: Ledger, request_key: str, *, valid_until: int) -> OpenPayment
     if not found:  # the common case: one indexed read, no write
         return None
     gone = GoneOwners()
+    owner = process_owner()
     with ledger.db.transaction() as tx:
         for row in tx.all(_SELECT + where, (request_key, valid_until)):
             payment = open_payment(row)
             if not resumable(payment, gone):
                 continue
             if payment.status == S.UNKNOWN:
-                ledger._move_in(tx, payment.id, S.SIGNED, {"owner": process_owner()})
+                move_payments(tx, [payment.id], S.SIGNED, ledger._now_us(), {"owner": owner})
             else:
                 tx.execute(
                     "UPDATE payments SET owner = ?, updated_us = ? WHERE id = ?",
-                    (process_owner(), ledger._now_us(), payment.id),
+                    (owner, ledger._now_us(), payment.id),
                 )
             return payment
     return None
@@ -139,35 +141,26 @@ def recover(ledger: Ledger, *, reserved_older_than_s: float) -> int:
     cutoff = ledger._held_cutoff()
     stale_us = now_us - int(reserved_older_than_s * 1_000_000)
     gone = GoneOwners()
-    moved = 0
+    orphaned: dict[str, list[int]] = {}  # note -> signed rows whose sender is gone
+    abandoned: list[int] = []  # reserved rows never signed
     with ledger.db.transaction() as tx:
         rows = tx.all(
-            "SELECT id, status, amount_atomic, budget, valid_before, owner, ts_us FROM payments"
+            "SELECT id, status, valid_before, owner, ts_us FROM payments"
             f" WHERE {in_sql('status', (S.RESERVED, S.SIGNED))}"
         )
         for row in rows:
             owner = row["owner"]
             if row["status"] == S.SIGNED:
                 expired = row["valid_before"] is not None and row["valid_before"] < cutoff
-                if not (expired or gone(owner)):
-                    continue
-                note = ORPHANED.format(owner=owner) if owner else ORPHANED.format(owner="?")
-                tx.execute(
-                    "UPDATE payments SET status = ?, updated_us = ?, error = COALESCE(error, ?)"
-                    " WHERE id = ?",
-                    (str(S.UNKNOWN), now_us, note, row["id"]),
-                )
-            else:
-                if not (row["ts_us"] < stale_us or gone(owner)):
-                    continue
-                tx.execute(
-                    "UPDATE payments SET status = ?, updated_us = ?, error ="
-                    " 'reserved by a process that stopped before signing' WHERE id = ?",
-                    (str(S.RELEASED), now_us, row["id"]),
-                )
-                totals.add(tx, row["budget"], -int(row["amount_atomic"]), now_us)
-            moved += 1
-    return moved
+                if expired or gone(owner):
+                    orphaned.setdefault(ORPHANED.format(owner=owner or "?"), []).append(row["id"])
+            elif row["ts_us"] < stale_us or gone(owner):
+                abandoned.append(row["id"])
+        for note, ids in orphaned.items():
+            # An earlier note (a send that failed before) is kept.
+            move_payments(tx, ids, S.UNKNOWN, now_us, {"error": IfNull(note)})
+        move_payments(tx, abandoned, S.RELEASED, now_us, {"error": _NEVER_SIGNED})
+    return len(abandoned) + sum(len(ids) for ids in orphaned.values())
 
 
 def apply(ledger: Ledger, moves: Sequence[Move]) -> list[Applied]:
@@ -177,6 +170,7 @@ def apply(ledger: Ledger, moves: Sequence[Move]) -> list[Applied]:
         return []
     by_id = {move.row_id: move for move in moves}
     applied: list[Applied] = []
+    now_us = ledger._now_us()
     with ledger.db.transaction() as tx:
         for chunk in chunks(sorted(by_id)):
             rows = tx.all(f"{_SELECT} WHERE id IN ({marks(len(chunk))}) ORDER BY id", chunk)
@@ -190,6 +184,6 @@ def apply(ledger: Ledger, moves: Sequence[Move]) -> list[Applied]:
                     fields["tx_hash"] = move.tx_hash
                 if move.note:
                     fields["error"] = move.note
-                ledger._move_in(tx, before.id, move.status, fields)
+                move_payments(tx, [before.id], move.status, now_us, fields)
                 applied.append(Applied(before, move.status, move.tx_hash, move.note))
     return applied

@@ -1,9 +1,15 @@
-"""Every status the store writes: one enum per kind of row, and the named groups of them.
+"""Every status the store writes: one enum per kind of row, its named groups, and its moves.
 
 SQL, the analysis and every store take their status lists from here; the ``in_sql`` helpers
-write a group as an SQL condition, so no module spells a list of statuses by hand.
+(and ``any_sql``) write a group as an SQL condition, so no module spells a list of statuses
+by hand. A row's status changes only through its table's transition function
+(``moves.move_payments``, ``moves.move_claims``), which checks each move against the table's
+allowed moves below (``TRANSITIONS``, ``CLAIM_TRANSITIONS``); new rows start in one of
+``INITIAL`` / ``CLAIM_INITIAL`` (docs/money.md, money rule 8).
 
 Payments (``payments.status``)::
+
+    new row: reserved | signed | refused       (refused: the client would not sign; final)
 
     reserved ──> signed ──> settled
         │          ├──> rejected | failed      (refused by the server; ``held`` until expiry)
@@ -11,14 +17,26 @@ Payments (``payments.status``)::
         │          │       └──> signed         (its same signed payload sent again)
         │          └──> expired                (the chain says unused, and past its window)
         └──> released                          (given back, never signed)
-    refused                                    (the client would not sign; written as such)
 
-A settled row stays settled: a later answer that says less (no receipt, a lost answer) does
-not move it (``Ledger`` ignores such moves rather than refusing them).
+A settled row stays settled: a later answer that says less (no receipt, a lost answer:
+``SAYS_LESS``) does not move it, and is ignored rather than refused (only a missing
+transaction hash is filled in).
 
-Claims (``claims.status``, one per attempt to buy a request key)::
+Claims (``claims.status``, one row per attempt to buy a request key)::
 
-    pending ──> done | failed | unknown        (unknown ──> done when its answer arrives)
+    new row: pending | done | unknown          (done: an answer stored for a key never
+                                                claimed; unknown: a payment of the key
+                                                found outside any claim)
+
+    pending ──> done                           (its answer is stored)
+        ├──> unknown ──> done                  (the answer arrives after all)
+        │       └──> failed                    (void: its payment never settled)
+        └──> failed ──> done                   (an answer that arrives after all is kept)
+
+A pending claim of a process that is gone is taken over the same way (``unknown`` if a
+payment of its key left since it was written, else ``failed``). Buying again (``rebuy``)
+never moves an old row: it writes a new ``pending`` one, and the newest row that is not
+``failed`` decides the key.
 """
 
 from __future__ import annotations
@@ -105,12 +123,25 @@ TRANSITIONS: dict[PaymentStatus, tuple[PaymentStatus, ...]] = {
     P.RELEASED: (P.RESERVED,),
     P.EXPIRED: (P.SIGNED, P.UNKNOWN),
 }
+#: The statuses a new payment row is written with (nothing moves a row into these but
+#: ``signed``, which an ``unknown`` row re-enters when its payload is sent again).
+INITIAL: tuple[PaymentStatus, ...] = (P.RESERVED, P.SIGNED, P.REFUSED)
+#: Moves a settled row ignores rather than refuses: nothing said after a settlement undoes it.
+SAYS_LESS: tuple[PaymentStatus, ...] = (P.SETTLED, P.UNKNOWN, P.REJECTED, P.FAILED)
 
 C = ClaimStatus
 #: A claim that stops another caller from paying for the same key.
 CLAIM_BLOCKING: tuple[ClaimStatus, ...] = (C.PENDING, C.UNKNOWN)
 #: A claim that still waits for its outcome (``release`` closes only these).
 CLAIM_OPEN: tuple[ClaimStatus, ...] = (C.PENDING,)
+#: Allowed moves of a claim row: target -> the statuses it may come from.
+CLAIM_TRANSITIONS: dict[ClaimStatus, tuple[ClaimStatus, ...]] = {
+    C.DONE: (C.PENDING, C.UNKNOWN, C.FAILED),
+    C.UNKNOWN: (C.PENDING,),
+    C.FAILED: (C.PENDING, C.UNKNOWN),
+}
+#: The statuses a new claim row is written with.
+CLAIM_INITIAL: tuple[ClaimStatus, ...] = (C.PENDING, C.DONE, C.UNKNOWN)
 
 
 def sql_list(statuses: Iterable[StrEnum]) -> str:
@@ -125,6 +156,14 @@ def sql_list(statuses: Iterable[StrEnum]) -> str:
 def in_sql(column: str, statuses: Iterable[StrEnum]) -> str:
     """``column IN ('a', 'b')`` for a status group."""
     return f"{column} IN ({sql_list(statuses)})"
+
+
+def any_sql(column: str, statuses: Iterable[StrEnum]) -> str:
+    """``(column = 'a' OR column = 'b')``: ``in_sql``'s condition for a statement run once per
+    row (``executemany``), where SQLite would build an IN list's lookup table at every run."""
+    return (
+        "(" + " OR ".join(f"{column} = {value}" for value in sql_list(statuses).split(", ")) + ")"
+    )
 
 
 def counted_sql(prefix: str = "") -> str:

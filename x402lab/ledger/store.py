@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded, ConfigError
-from x402lab.ledger import outcomes, totals
+from x402lab.ledger import moves, outcomes, totals
 from x402lab.ledger.backends import open_database
 from x402lab.ledger.database import Database, Row, Tx
 from x402lab.ledger.owner import process_owner, user_label
@@ -30,13 +30,10 @@ from x402lab.ledger.records import BudgetState, OpenPayment, PaymentMeta, Signed
 from x402lab.ledger.schema import MIGRATIONS
 from x402lab.ledger.statuses import (
     COUNTING,
-    HOLDABLE,
     IN_FLIGHT,
-    TRANSITIONS,
-    UNRESOLVED,
+    INITIAL,
     PaymentStatus,
     Resolution,
-    counts,
     in_sql,
 )
 from x402lab.ledger.tables import arrow_to_pandas, as_record, records_table
@@ -57,10 +54,6 @@ _HELD_NOW = "(held = 1 AND valid_before >= ?)"
 # What counts against a budget at a cutoff: the one definition of committed spend.
 _COUNTED_NOW = f"({in_sql('status', COUNTING)} OR {_HELD_NOW})"
 S = PaymentStatus
-# ``payment_header=_DROP``: forget a row's signed payload (its nonce is known to be used).
-_DROP = object()
-# Moves a settled row ignores: nothing said after a settlement can undo it.
-_SAYS_LESS = (S.SETTLED, S.UNKNOWN, S.REJECTED, S.FAILED)
 
 
 class Ledger:
@@ -223,6 +216,8 @@ class Ledger:
         count: bool = True,
         error: str | None = None,
     ) -> int:
+        if status not in INITIAL:  # every later status is a move (``moves``)
+            raise ConfigError(f"a new ledger row cannot start as {str(status)!r}")
         now = self._now_us()
         row_id = tx.insert(
             "INSERT INTO payments (ts_us, updated_us, service, method, path, model, request_key,"
@@ -309,7 +304,7 @@ class Ledger:
         """A signed payment left and no clear answer came back; it keeps counting. A row
         already settled stays settled. ``spent``: its nonce is known to be used (the server
         said so), so its signed payload is dropped, never sent again."""
-        self._move(row_id, S.UNKNOWN, error=error, payment_header=_DROP if spent else None)
+        self._move(row_id, S.UNKNOWN, error=error, payment_header=moves.DROP if spent else None)
 
     def record_expired(self, row_id: int, error: str | None = None) -> None:
         """The chain says the authorization was never used and its window has passed: the
@@ -334,64 +329,11 @@ class Ledger:
         grouped: bool = False,
         **fields: Any,
     ) -> None:
-        """Move one row to ``status`` (allowed moves: ``statuses.TRANSITIONS``); raises
-        ConfigError for a move from any other status."""
-        if status == S.SETTLED and self._settle(row_id, fields, durable, grouped):
-            return
-        with self.db.transaction(durable=durable, grouped=grouped) as tx:
-            self._move_in(tx, row_id, status, fields)
-
-    def _settle(self, row_id: int, fields: dict[str, Any], durable: bool, grouped: bool) -> bool:
-        """The common move in one statement: an in-flight row (``signed`` or ``unknown``:
-        counted, never held) to ``settled`` (counted): no total changes. False for any other
-        row (``_move_in`` then applies the full rules, reading the row again)."""
-        fields = {key: value for key, value in fields.items() if value is not None}
-        assignments = "".join(f", {key} = ?" for key in fields)
-        changed = self.db.write_one(
-            "UPDATE payments SET status = ?, updated_us = ?, held = 0, payment_header = NULL"
-            f"{assignments} WHERE id = ? AND {in_sql('status', UNRESOLVED)}",
-            (str(S.SETTLED), self._now_us(), *fields.values(), row_id),
-            durable=durable,
-            grouped=grouped,
+        """Move one row to ``status`` (``moves.move_payment``: allowed moves are
+        ``statuses.TRANSITIONS``); raises ConfigError for a move from any other status."""
+        moves.move_payment(
+            self.db, row_id, status, self._now_us(), fields, durable=durable, grouped=grouped
         )
-        return changed == 1
-
-    def _move_in(self, tx: Tx, row_id: int, status: PaymentStatus, fields: dict[str, Any]) -> str:
-        """``_move`` inside the open transaction ``tx``; returns the status it came from."""
-        fields = {key: value for key, value in fields.items() if value is not None}
-        found = tx.one(
-            "SELECT status, amount_atomic, budget, valid_before, held, tx_hash FROM payments"
-            " WHERE id = ?",
-            (row_id,),
-        )
-        current = found["status"] if found else "missing"
-        if found is not None and current == S.SETTLED and status in _SAYS_LESS:
-            # Settled is final: a later answer that says less changes nothing but a missing
-            # transaction hash (reconciliation may have settled a row still in flight).
-            if status == S.SETTLED and fields.get("tx_hash") and not found["tx_hash"]:
-                tx.execute(
-                    "UPDATE payments SET tx_hash = ?, updated_us = ? WHERE id = ?",
-                    (fields["tx_hash"], self._now_us(), row_id),
-                )
-            return current
-        if found is None or current not in TRANSITIONS[status]:
-            raise ConfigError(
-                f"ledger row {row_id} cannot move to {str(status)!r} from {str(current)!r}"
-            )
-        amount, budget = found["amount_atomic"], found["budget"]
-        # A signed payment the server refused keeps counting until it expires.
-        held = status in HOLDABLE and current in UNRESOLVED and found["valid_before"] is not None
-        if status not in UNRESOLVED or fields.get("payment_header") is _DROP:
-            fields["payment_header"] = None  # its outcome is known: never sent again
-        assignments = "".join(f", {key} = ?" for key in fields)
-        tx.execute(
-            f"UPDATE payments SET status = ?, updated_us = ?, held = ?{assignments} WHERE id = ?",
-            (str(status), self._now_us(), int(held), *fields.values(), row_id),
-        )
-        was_counted = counts(current, bool(found["held"]))
-        if was_counted != counts(status, held):
-            totals.add(tx, budget, -amount if was_counted else amount, self._now_us())
-        return current
 
     def recover_interrupted(self, *, reserved_older_than_s: float = 600.0) -> int:
         """Close the rows a stopped process left open; returns how many rows moved.

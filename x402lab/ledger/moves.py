@@ -1,0 +1,272 @@
+"""The one way a row's status changes: one transition function per table.
+
+``move_payments`` moves ``payments`` rows and ``move_claims`` moves ``claims`` rows; nothing
+else in x402lab writes either status column (docs/money.md, money rule 8;
+``tests/ledger/test_status_writes.py`` reads the source to keep it so). Each checks every
+move against its table's allowed moves (``statuses.TRANSITIONS``,
+``statuses.CLAIM_TRANSITIONS``) and raises ConfigError naming the row, the status it is in
+and the one asked for; the caller's transaction then rolls back, so a refused move changes
+nothing. Both move many rows at once in set-based statements (``WHERE id IN (...) AND status
+IN (the allowed sources)``, or one ``executemany``), and read a row's status again only to
+name the one that could not move.
+
+A payment's move also keeps its bookkeeping: ``held`` (a signed payment the server refused
+counts until its window passes), the forgotten signed payload once its outcome is known, and
+the budget's running total (``totals``). ``move_payment`` is the one-row entry of the
+Ledger: an in-flight row settles in one statement of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from x402lab.errors import ConfigError
+from x402lab.ledger import totals
+from x402lab.ledger.database import Database, Row, Tx, chunks, marks
+from x402lab.ledger.statuses import (
+    CLAIM_TRANSITIONS,
+    HOLDABLE,
+    SAYS_LESS,
+    TRANSITIONS,
+    UNRESOLVED,
+    ClaimStatus,
+    PaymentStatus,
+    any_sql,
+    counts,
+    in_sql,
+)
+
+S = PaymentStatus
+#: ``payment_header=DROP``: forget a row's signed payload (its nonce is known to be used).
+DROP = object()
+#: Columns a move sets itself: a caller's fields never name them.
+_OWN_COLUMNS = frozenset({"id", "status", "held", "updated_us"})
+_COLUMN = re.compile(r"[a-z_]+")
+
+
+@dataclass(frozen=True)
+class IfNull:
+    """A field value written only where the column is empty (``COALESCE(column, value)``)."""
+
+    value: Any
+
+
+# -- payments ------------------------------------------------------------------------------
+
+
+def move_payment(
+    db: Database,
+    row_id: int,
+    status: PaymentStatus,
+    now_us: int,
+    fields: Mapping[str, Any],
+    *,
+    durable: bool = False,
+    grouped: bool = False,
+) -> None:
+    """``move_payments`` of one row in a transaction of its own (``durable`` and ``grouped``
+    as for ``Database.transaction``).
+
+    The common move, an in-flight row to ``settled``, is one statement
+    (``_settle_in_flight``). Any other row takes the full rules of ``move_payments``,
+    reading the row again.
+    """
+    if status == S.SETTLED:
+        sql, params = _settle_in_flight([row_id], now_us, fields)
+        if db.write_one(sql, params, durable=durable, grouped=grouped) == 1:
+            return
+    with db.transaction(durable=durable, grouped=grouped) as tx:
+        move_payments(tx, [row_id], status, now_us, fields)
+
+
+def move_payments(
+    tx: Tx,
+    ids: Iterable[int],
+    status: PaymentStatus,
+    now_us: int,
+    fields: Mapping[str, Any] | None = None,
+) -> None:
+    """Move the payment rows ``ids`` to ``status`` inside ``tx`` (allowed moves:
+    ``statuses.TRANSITIONS``), setting ``fields`` (column -> value; None values are left
+    out, ``IfNull`` values fill only an empty column, ``payment_header=DROP`` forgets the
+    signed payload).
+
+    Rows all in flight settle in one statement (``_settle_in_flight``). A settled row
+    ignores a move that says less (``statuses.SAYS_LESS``): only a missing ``tx_hash`` is
+    filled in. Raises ConfigError for a row missing or in any status the move
+    does not start from. A refused signed payment (``HOLDABLE``, from ``signed`` or
+    ``unknown``) is ``held``; the budgets' running totals follow what starts or stops
+    counting.
+    """
+    given = _fields(fields or {})
+    sources = TRANSITIONS.get(status, ())
+    if status not in UNRESOLVED or given.get("payment_header") is DROP:
+        given["payment_header"] = None  # its outcome is known: never sent again
+    tx_hash = given.get("tx_hash")
+    assignments, values = _assignments(given), _values(given)
+    for chunk in chunks(list(dict.fromkeys(ids))):
+        settle = _settle_in_flight(chunk, now_us, fields or {}) if status == S.SETTLED else None
+        if settle is not None and tx.execute(*settle).rowcount == len(chunk):
+            continue  # all in flight: settled in one statement, no total changes
+        rows = {
+            row["id"]: row
+            for row in tx.all(
+                "SELECT id, status, amount_atomic, budget, valid_before, held, tx_hash"
+                f" FROM payments WHERE id IN ({marks(len(chunk))})",
+                chunk,
+            )
+        }
+        by_held: dict[bool, list[int]] = {False: [], True: []}
+        delta: dict[str, int] = {}
+        fill: list[int] = []
+        for row_id in chunk:
+            row = rows.get(row_id)
+            current = row["status"] if row is not None else "missing"
+            if row is not None and current == S.SETTLED and status in SAYS_LESS:
+                # Settled is final: reconciliation may have settled a row still in flight,
+                # so a later receipt adds at most its transaction hash.
+                if status == S.SETTLED and tx_hash and not row["tx_hash"]:
+                    fill.append(row_id)
+                continue
+            if row is None or current not in sources:
+                raise ConfigError(
+                    f"ledger row {row_id} cannot move to {str(status)!r} from {str(current)!r}"
+                )
+            # A signed payment the server refused keeps counting until it expires.
+            held = status in HOLDABLE and current in UNRESOLVED and row["valid_before"] is not None
+            by_held[held].append(row_id)
+            was_counted = counts(current, bool(row["held"]))
+            if was_counted != counts(status, held):
+                amount = int(row["amount_atomic"])
+                budget = row["budget"]
+                delta[budget] = delta.get(budget, 0) + (-amount if was_counted else amount)
+        for held, moving in by_held.items():
+            if not moving:
+                continue
+            changed = tx.execute(
+                f"UPDATE payments SET status = ?, updated_us = ?, held = ?{assignments}"
+                f" WHERE id IN ({marks(len(moving))}) AND {in_sql('status', sources)}",
+                (str(status), now_us, int(held), *values, *moving),
+            ).rowcount
+            if changed != len(moving):  # the rows were read under this lock: a broken store
+                raise ConfigError(f"ledger rows {moving} changed while moving to {str(status)!r}")
+        if fill:
+            tx.execute(
+                f"UPDATE payments SET tx_hash = ?, updated_us = ? WHERE id IN ({marks(len(fill))})",
+                (tx_hash, now_us, *fill),
+            )
+        for budget, amount in delta.items():
+            totals.add(tx, budget, amount, now_us)
+
+
+def _settle_in_flight(
+    ids: Sequence[int], now_us: int, fields: Mapping[str, Any]
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement that settles those of ``ids`` in flight (``signed`` or ``unknown``:
+    counted, never held, so no total changes), and its parameters; its count of rows
+    changed says whether every row was."""
+    given = _fields(fields)
+    given.pop("payment_header", None)  # a settled row never keeps its payload
+    sql = (
+        "UPDATE payments SET status = ?, updated_us = ?, held = 0, payment_header = NULL"
+        f"{_assignments(given)} WHERE id IN ({marks(len(ids))})"
+        f" AND {in_sql('status', UNRESOLVED)}"
+    )
+    return sql, (str(S.SETTLED), now_us, *_values(given), *ids)
+
+
+# -- claims --------------------------------------------------------------------------------
+
+
+def move_claims(
+    tx: Tx,
+    rows: Sequence[Sequence[Any]],
+    status: ClaimStatus,
+    now_us: int,
+    *,
+    sets: str = "",
+) -> None:
+    """Move claim rows to ``status`` inside ``tx`` (allowed moves:
+    ``statuses.CLAIM_TRANSITIONS``), in one ``executemany``.
+
+    ``rows``: ``(row_id, *values)`` per claim; ``sets``: the other columns the move writes,
+    as SQL (``"error = ?, ledger_id = COALESCE(?, ledger_id)"``), whose placeholders take
+    ``values`` in order. Raises ConfigError naming a row that is missing or in a status the
+    move does not start from (a bulk move checks the count of rows changed, and reads the
+    rows again only then).
+    """
+    if not rows:
+        return
+    if re.search(r"\b(status|updated_us)\b", sets):
+        raise ConfigError(f"move_claims sets status and updated_us itself, not in {sets!r}")
+    sources = CLAIM_TRANSITIONS.get(status, ())
+    ids = [int(row[0]) for row in rows]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise ConfigError(f"claim rows {twice} are asked to move to {str(status)!r} twice")
+    if not sources:
+        _refuse_claim(tx, ids[0], status, None)
+    extra = f", {sets}" if sets else ""
+    changed = tx.executemany(
+        f"UPDATE claims SET status = ?, updated_us = ?{extra}"
+        f" WHERE id = ? AND {any_sql('status', sources)}",
+        [(str(status), now_us, *row[1:], row[0]) for row in rows],
+    )
+    if changed != len(ids):
+        _refuse_stuck_claims(tx, ids, status, now_us)
+
+
+def _refuse_stuck_claims(tx: Tx, ids: Sequence[int], status: ClaimStatus, now_us: int) -> NoReturn:
+    """Name a claim row ``move_claims`` could not move (and raise): one missing, in another
+    status, or already in ``status`` before this move."""
+    found: dict[int, Row] = {}
+    for chunk in chunks(list(ids)):
+        for each in tx.all(
+            "SELECT id, scope, key, status, updated_us FROM claims"
+            f" WHERE id IN ({marks(len(chunk))})",
+            chunk,
+        ):
+            found[each["id"]] = each
+    for row_id in ids:
+        row = found.get(row_id)
+        if row is None or row["status"] != status or row["updated_us"] != now_us:
+            _refuse_claim(tx, row_id, status, row)
+    raise ConfigError(f"some of claim rows {list(ids)} could not move to {str(status)!r}")
+
+
+def _refuse_claim(tx: Tx, row_id: int, status: ClaimStatus, row: Row | None) -> NoReturn:
+    if row is None:
+        row = tx.one("SELECT id, scope, key, status FROM claims WHERE id = ?", (row_id,))
+    if row is None:
+        raise ConfigError(f"claim row {row_id} cannot move to {str(status)!r} from 'missing'")
+    raise ConfigError(
+        f"claim row {row_id} ({row['scope']} {row['key']!r}) cannot move to {str(status)!r}"
+        f" from {str(row['status'])!r}"
+    )
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The columns a caller sets (None values left out), checked to be plain column names
+    that a move does not set itself."""
+    given = {key: value for key, value in fields.items() if value is not None}
+    for key in given:
+        if key in _OWN_COLUMNS or not _COLUMN.fullmatch(key):
+            raise ConfigError(f"a status move cannot set the column {key!r} as a field")
+    return given
+
+
+def _assignments(fields: Mapping[str, Any]) -> str:
+    return "".join(
+        f", {key} = COALESCE({key}, ?)" if isinstance(value, IfNull) else f", {key} = ?"
+        for key, value in fields.items()
+    )
+
+
+def _values(fields: Mapping[str, Any]) -> list[Any]:
+    return [value.value if isinstance(value, IfNull) else value for value in fields.values()]
