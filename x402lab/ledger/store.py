@@ -284,7 +284,8 @@ class Ledger:
         """``record_settled`` inside the open transaction ``tx``: the settlement commits with
         what the caller writes there (the answer it paid for, ``ledger.answers``)."""
         outcome.setdefault("resolved_by", Resolution.RECEIPT)
-        self._move_in(tx, row_id, S.SETTLED, {"tx_hash": tx_hash, "payer": payer, **outcome})
+        fields = {"tx_hash": tx_hash, "payer": payer, **outcome}
+        moves.move_payments(tx, [row_id], S.SETTLED, self._now_us(), fields)
 
     def record_rejected(
         self, row_id: int, error: str, *, resolved_by: Resolution = Resolution.RECEIPT
