@@ -88,6 +88,7 @@ def test_a_killed_worker_loses_at_most_its_in_flight_answers(
 
     settled_at_kill, first = _run_and_kill_a_worker(lab, series)
     assert sorted(first["text"]) == sorted(words)
+    assert set(first["status"]) <= {"ok", "cached", *LOST}
     transfers = emulator.chain.transfers()
     assert len(transfers) == TEXTS  # each text paid once, the dead worker's included
 
@@ -105,7 +106,8 @@ def test_a_killed_worker_loses_at_most_its_in_flight_answers(
     assert again.loc[stored, "vector"].map(len).eq(8).all()
     # The re-run paid nothing: not for the answered texts, not for the lost ones.
     assert again["paid_usd"].sum() == 0 and emulator.chain.transfers() == transfers
-    assert set(transfers_per_key(lab, emulator).values()) == {1}
+    per_key = transfers_per_key(lab, emulator)  # every text's request settled once
+    assert set(per_key) == set(again["request_key"]) and set(per_key.values()) == {1}
     # The ledger's settled amounts are what the chain received, payment by payment.
     settled = {
         row["nonce"].lower(): row["amount_atomic"]
