@@ -21,7 +21,7 @@ require("dask.dataframe")
 distributed = require("distributed")
 import dask.dataframe as dd  # noqa: E402
 
-TEXTS = 400
+TEXTS = 320
 PARTITIONS = 8
 CONCURRENCY = 8
 THREADS = 1  # per worker: the killed worker has at most CONCURRENCY * THREADS on the wire
