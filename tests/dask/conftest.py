@@ -44,6 +44,8 @@ def cluster(wallet_key: str) -> Iterator[Any]:
     shared by the module (starting one takes seconds on two cores)."""
     distributed = require("distributed")
     require("dask.dataframe")
+    # The scheduler's HTTP server on a free port: with None it still takes 8787, and fails
+    # when another cluster on this machine holds it.
     cluster = distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     )
