@@ -133,8 +133,8 @@ def test_all_is_sorted_and_complete():
     assert x402lab.__all__ == sorted(x402lab.__all__)
     public = {
         name
-        for name, value in vars(x402lab).items()
-        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+        for name in dir(x402lab)
+        if not name.startswith("_") and not isinstance(getattr(x402lab, name), types.ModuleType)
     }
     assert public == set(x402lab.__all__)
     for name in x402lab.__all__:

@@ -4,9 +4,9 @@ import x402lab as xl
 lab = xl.connect()            # the embedded emulator, a throwaway funded wallet
 """
 
-from x402lab._loop import run
-from x402lab.batch import BatchSummary
-from x402lab.budget import Budget
+import importlib
+import typing
+
 from x402lab.errors import (
     AnswerLost,
     ApiError,
@@ -27,9 +27,51 @@ from x402lab.errors import (
     TransportError,
     X402LabError,
 )
-from x402lab.lab import AsyncLab, Lab, connect, connect_async
-from x402lab.ledger import Ledger
-from x402lab.wallet import Wallet
+
+#: The client's names are imported on first use (``__getattr__`` below): the client pulls in
+#: pandas, pyarrow and the HTTP stack, which ``x402lab serve`` (the emulator) and ``x402lab
+#: --help`` do not need. Type checkers read the imports under this flag as ordinary ones (in
+#: a ``TYPE_CHECKING`` block mypy ranks them last in the package's import cycle and then
+#: cannot infer the type of the decorated ``connect``).
+_IMPORT_NOW = False
+
+if _IMPORT_NOW:
+    from x402lab._loop import run
+    from x402lab.batch import BatchSummary
+    from x402lab.budget import Budget
+    from x402lab.lab import AsyncLab, Lab, Settings, connect, connect_async
+    from x402lab.ledger import Ledger
+    from x402lab.wallet import Wallet
+
+#: The names imported on first use, and their modules.
+_LAZY = {
+    "AsyncLab": "x402lab.lab",
+    "BatchSummary": "x402lab.batch",
+    "Budget": "x402lab.budget",
+    "Lab": "x402lab.lab",
+    "Ledger": "x402lab.ledger",
+    "Settings": "x402lab.lab",
+    "Wallet": "x402lab.wallet",
+    "connect": "x402lab.lab",
+    "connect_async": "x402lab.lab",
+    "run": "x402lab._loop",
+}
+
+
+if not typing.TYPE_CHECKING:  # type checkers read the imports above; an unknown name stays an error
+
+    def __getattr__(name: str) -> typing.Any:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'x402lab' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.3.0"
 
@@ -53,6 +95,7 @@ __all__ = [
     "ProtocolError",
     "QuoteRejected",
     "RateLimited",
+    "Settings",
     "SettlementUnknown",
     "StoreError",
     "TransportError",
