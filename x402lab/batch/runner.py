@@ -159,9 +159,8 @@ class Runner:
                 task.cancel()
             await asyncio.gather(feeder, keeper, *self._tasks, return_exceptions=True)
             try:
-                self.store.flush()  # what arrived is stored before we return or unwind
-            finally:
                 self.store.release_held(stopped)
+            finally:
                 self.progress(self._progress, force=True)
 
     def _interrupted(self) -> BatchInterrupted:

@@ -38,10 +38,8 @@ from x402lab.ledger.answers import HeldSettlements, answer_transaction
 #: Pending batch claims older than this, of another process, are taken over. The holder renews
 #: them four times as often, so only a run that stopped without releasing them goes stale.
 STALE_AFTER_S = 60.0
-#: Answers committed per transaction at most (the payment path waits while one commits), and
-#: how often the answers kept are committed.
-GROUP = 1024
-COMMIT_EVERY_S = 0.2
+#: How often the keeper looks at the keys waited for and the claims to renew.
+TICK_S = 0.2
 #: The batch stores of this process that may hold claims (a claim of this process that none
 #: of them holds was left by a run that could not give it back, and may be released).
 _LIVE: weakref.WeakSet[BatchStore] = weakref.WeakSet()
@@ -64,8 +62,6 @@ class BatchStore:
         self._renewed_at = time.monotonic()
         self._waiting: dict[str, asyncio.Future[Claimed]] = {}
         self._fresh_waits = False
-        self._answers: list[tuple[str, bytes]] = []  # not committed yet
-        self._payment_keys: dict[str, str] = {}
         self._error: BaseException | None = None
         _LIVE.add(self)
 
@@ -146,8 +142,8 @@ class BatchStore:
         return sum(1 for future in self._waiting.values() if not future.done())
 
     async def maintain(self, poll_s: float = 0.2, max_poll_s: float = 2.0) -> None:
-        """Commit the answers kept, poll the keys waited for and renew the held claims, every
-        ``COMMIT_EVERY_S``, until cancelled. Raises StoreError when answers cannot be stored.
+        """Poll the keys waited for and renew the held claims, every ``TICK_S``, until
+        cancelled.
 
         A plain sleep, not ``wait_for`` on an event: in Python 3.11 ``wait_for`` swallows a
         cancellation that arrives as its event is set, and the batch would wait for this task
@@ -156,8 +152,7 @@ class BatchStore:
         delay, polled = poll_s, time.monotonic()
         renew_every = self.claims.stale_after_s / 4
         while True:
-            await asyncio.sleep(COMMIT_EVERY_S)
-            self.commit()
+            await asyncio.sleep(TICK_S)
             now = time.monotonic()
             if now - self._renewed_at >= renew_every:
                 self._renew()
@@ -205,7 +200,7 @@ class BatchStore:
                         return True
         return False
 
-    # -- stored answers (group commits) -------------------------------------------------------
+    # -- stored answers (with their settlements) ---------------------------------------------
 
     def put(
         self,
@@ -225,24 +220,6 @@ class BatchStore:
             self._error = exc
             raise self._failure() from exc
         self._drop(key for key, _ in answers)
-
-    def commit(self) -> None:
-        """Store the answers kept (one transaction per ``GROUP``). Raises StoreError."""
-        if self._error is not None:
-            raise self._failure()
-        while self._answers:
-            answers, self._answers = self._answers[:GROUP], self._answers[GROUP:]
-            payment_keys = {key: self._payment_keys.pop(key) for key, _ in answers}
-            try:
-                self.claims.complete(self.scope, answers, payment_key=payment_keys)
-            except Exception as exc:
-                self._error = exc
-                raise self._failure() from exc
-            self._drop(payment_keys)
-
-    def flush(self) -> None:
-        """Store every answer kept, before the batch returns or unwinds. Raises StoreError."""
-        self.commit()
 
     def _failure(self) -> StoreError:
         return StoreError(
