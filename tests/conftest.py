@@ -8,7 +8,13 @@ starts more with custom settings (``emulator_factory(rate_429=1.0)`` for a fault
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +22,8 @@ import pytest
 from x402lab.emulator.chain import Chain
 from x402lab.emulator.server import RunningEmulator, start_emulator
 from x402lab.emulator.settings import EmulatorSettings, Faults
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # Music and video jobs finish quickly in tests; everything else keeps its default.
 FAST_JOB_SECONDS = 0.3
@@ -56,3 +64,36 @@ def emulator_factory() -> Iterator[EmulatorFactory]:
 def emulator(emulator_factory: EmulatorFactory) -> RunningEmulator:
     """Both services with default settings and fast jobs; stopped after the test."""
     return emulator_factory()
+
+
+KillWhen = Callable[..., None]
+
+
+@pytest.fixture
+def kill_when() -> KillWhen:
+    """``kill_when(code, args, ready, what, timeout=60)``: run ``python -c code *args`` (this
+    checkout's x402lab) and SIGKILL it as soon as ``ready()`` is true; fails with the end of
+    its stderr if it ends first, or naming ``what`` if ``ready()`` is not true in time."""
+
+    def run(
+        code: str, args: list[str], ready: Callable[[], bool], what: str, timeout: float = 60
+    ) -> None:
+        process = subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert process.stderr is not None
+        try:
+            deadline = time.monotonic() + timeout
+            while not ready():
+                assert process.poll() is None, process.stderr.read().decode()[-2000:]
+                assert time.monotonic() < deadline, f"{what} did not happen in time"
+                time.sleep(0.01)
+            os.kill(process.pid, signal.SIGKILL)
+        finally:
+            process.wait(timeout=30)
+            process.stderr.close()
+
+    return run

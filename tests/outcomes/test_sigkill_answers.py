@@ -13,13 +13,8 @@ be lost, never paid twice.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +22,6 @@ import pytest
 import x402lab as xl
 from x402lab.errors import X402LabError
 
-ROOT = Path(__file__).resolve().parents[2]
 KEY = "0x" + "5b" * 32
 ANSWER_DELAY_S = 0.6
 MUSIC = {"model": "ace-step-15", "duration_seconds": 60}
@@ -64,27 +58,6 @@ def _settled(ledger_path: Path) -> int:
         db.close()
 
 
-def _kill_after_first_settlement(emulator, ledger_path: Path, kind: str) -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-c", WORKER, emulator.gateway_url, emulator.reports_url,
-         str(ledger_path), KEY, kind, json.dumps(ASKS[kind])],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while _settled(ledger_path) < 1:
-            assert process.poll() is None, process.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "the first payment did not settle in time"
-            time.sleep(0.01)
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.wait(timeout=30)
-        assert process.stderr is not None
-        process.stderr.close()
-
-
 @pytest.fixture
 def delayed(emulator_factory):
     """An emulator whose settled answers' bodies come ``ANSWER_DELAY_S`` after the receipt."""
@@ -100,9 +73,19 @@ def _lab(emulator, ledger_path: Path):
     )
 
 
-def test_a_media_queue_killed_after_its_settlement_keeps_its_job(delayed, tmp_path):
+def _kill_after_first_settlement(kill_when, emulator, ledger_path: Path, kind: str) -> None:
+    kill_when(
+        WORKER,
+        [emulator.gateway_url, emulator.reports_url, str(ledger_path), KEY, kind,
+         json.dumps(ASKS[kind])],
+        lambda: _settled(ledger_path) >= 1,
+        "the first payment's settlement",
+    )  # fmt: skip
+
+
+def test_a_media_queue_killed_after_its_settlement_keeps_its_job(delayed, tmp_path, kill_when):
     ledger_path = tmp_path / "ledger.sqlite"
-    _kill_after_first_settlement(delayed, ledger_path, "music")
+    _kill_after_first_settlement(kill_when, delayed, ledger_path, "music")
     paid_at_kill = len(delayed.chain.transfers())
     lab = _lab(delayed, ledger_path)
     try:
@@ -119,9 +102,11 @@ def test_a_media_queue_killed_after_its_settlement_keeps_its_job(delayed, tmp_pa
         lab.close()
 
 
-def test_a_report_purchase_killed_after_its_settlement_keeps_its_reports(delayed, tmp_path):
+def test_a_report_purchase_killed_after_its_settlement_keeps_its_reports(
+    delayed, tmp_path, kill_when
+):
     ledger_path = tmp_path / "ledger.sqlite"
-    _kill_after_first_settlement(delayed, ledger_path, "reports")
+    _kill_after_first_settlement(kill_when, delayed, ledger_path, "reports")
     paid_at_kill = len(delayed.chain.transfers())
     lab = _lab(delayed, ledger_path)
     try:

@@ -4,19 +4,13 @@ committed with its settlement, so a re-run shows at most ``concurrency`` new row
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import x402lab as xl
 from x402lab.emulator.server import start_emulator
 from x402lab.emulator.settings import EmulatorSettings, Faults
 
-ROOT = Path(__file__).resolve().parents[2]
 KEY = "0x" + "5a" * 32
 ROWS = 240
 CONCURRENCY = 6
@@ -46,28 +40,7 @@ def _settled(ledger_path: Path) -> int:
         ledger.close()
 
 
-def _run_and_kill(gateway: str, ledger_path: Path, batch: int, settled_at_least: int) -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-c", WORKER, gateway, str(ledger_path), str(ROWS), str(CONCURRENCY),
-         KEY, MODEL, str(batch)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while _settled(ledger_path) < settled_at_least:
-            assert process.poll() is None, process.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "the batch did not get there in time"
-            time.sleep(0.02)
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.wait(timeout=30)
-        assert process.stderr is not None
-        process.stderr.close()
-
-
-def test_a_batch_killed_at_three_moments_loses_at_most_its_in_flight_answers(tmp_path):
+def test_a_batch_killed_at_three_moments_loses_at_most_its_in_flight_answers(tmp_path, kill_when):
     emulator = start_emulator(
         EmulatorSettings(balance_usd=1000, seed=3, faults=Faults(latency_s=0.01))
     )
@@ -77,9 +50,14 @@ def test_a_batch_killed_at_three_moments_loses_at_most_its_in_flight_answers(tmp
         for batch, fraction in enumerate((0.2, 0.5, 0.8)):
             # Each batch its own rows, killed when that share of them has settled.
             prompts = [f"kill me {batch} {i}" for i in range(ROWS)]
-            _run_and_kill(
-                emulator.gateway_url, ledger_path, batch, settled_before + int(ROWS * fraction)
-            )
+            kill_at = settled_before + int(ROWS * fraction)
+            kill_when(
+                WORKER,
+                [emulator.gateway_url, str(ledger_path), str(ROWS), str(CONCURRENCY), KEY,
+                 MODEL, str(batch)],
+                lambda: _settled(ledger_path) >= kill_at,  # noqa: B023 - used at once
+                "the batch's settlements",
+            )  # fmt: skip
             lab = xl.connect(
                 emulator.gateway_url, emulator.gateway_url, wallet=xl.Wallet.from_key(KEY),
                 ledger=ledger_path, budget=xl.Budget(usd=100),

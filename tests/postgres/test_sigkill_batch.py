@@ -11,17 +11,10 @@ their answers at any moment.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
-from pathlib import Path
 
 import x402lab as xl
 
-ROOT = Path(__file__).resolve().parents[2]
 KEY = "0x" + "5c" * 32
 ROWS = 60
 KILL_AT = 20
@@ -54,27 +47,15 @@ def _settled(url: str) -> int:
 
 
 def test_a_batch_on_postgresql_killed_mid_run_loses_at_most_its_in_flight_answers(
-    emulator_factory, pg_url
+    emulator_factory, pg_url, kill_when
 ):
     emulator = emulator_factory(balance_usd=1000, latency_s=0.01, answer_delay_s=0.1)
-    process = subprocess.Popen(
-        [sys.executable, "-c", WORKER, emulator.gateway_url, pg_url, KEY, MODEL,
-         str(CONCURRENCY), json.dumps(PROMPTS)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while _settled(pg_url) < KILL_AT:
-            assert process.poll() is None, process.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "the batch did not get there in time"
-            time.sleep(0.02)
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.wait(timeout=30)
-        assert process.stderr is not None
-        process.stderr.close()
+    kill_when(
+        WORKER,
+        [emulator.gateway_url, pg_url, KEY, MODEL, str(CONCURRENCY), json.dumps(PROMPTS)],
+        lambda: _settled(pg_url) >= KILL_AT,
+        "the batch's settlements",
+    )
     settled_at_kill = _settled(pg_url)
 
     lab = xl.connect(
