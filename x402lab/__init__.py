@@ -7,6 +7,7 @@ lab = xl.connect()            # the embedded emulator, a throwaway funded wallet
 import importlib
 import typing
 
+import x402lab.widgets  # noqa: F401  (registers the job display with IPython; imports nothing heavy)
 from x402lab.errors import (
     AnswerLost,
     ApiError,

@@ -57,7 +57,14 @@ def _child(tmp_path: Path, emulator: Any, key: str, prompts: list[str]) -> subpr
     ]  # fmt: skip
     env = {**os.environ, "X402LAB_PRIVATE_KEY": key}
     return subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A script started in a terminal has Python's Ctrl+C handler, even where pytest runs
+        # as a background job (which inherits SIGINT ignored, and passes that on).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
@@ -256,6 +263,9 @@ def test_two_processes_running_the_same_batch_pay_each_key_once(
 def test_ctrl_c_in_another_sync_call_stays_a_plain_keyboard_interrupt():
     # Only a coroutine that ends with an interrupt of its own (a batch) changes what the sync
     # API raises; any other call cancelled by Ctrl+C raises the KeyboardInterrupt as before.
+    # Python's own Ctrl+C handler, also where the shell that started pytest ignores SIGINT
+    # (a background job of a non-interactive shell inherits SIGINT ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -263,6 +273,7 @@ def test_ctrl_c_in_another_sync_call_stays_a_plain_keyboard_interrupt():
             run(asyncio.sleep(30))
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert type(caught.value) is KeyboardInterrupt
 
 
