@@ -108,7 +108,8 @@ async def run_x402lab(
         # commit without it). x402lab itself never lowers durability.
         db = lab.ledger.db
         commit = db.transaction
-        db.transaction = lambda *, durable=False: commit(durable=False)  # type: ignore[method-assign]
+        db.transaction = lambda **kw: commit(**{**kw, "durable": False})  # type: ignore[method-assign]
+        lab.ledger.write_ahead._wal = None  # no fsync of the write-ahead rows either
     try:
         await lab.batch_chat(  # warm-up: connections, catalog check
             [f"warm {i}" for i in range(concurrency)],
