@@ -47,15 +47,8 @@ class Audio:
         if voice is not None:
             body["voice"] = voice
         path = routes.SPEECH
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body=body,
-            extra_body=extra_body,
-            model=model,
-            max_usd=max_usd,
-            caller="speech()",
-            own=("model", "input", "voice"),
+        reply = await self._paid.post_json(
+            path, body, ("model", "input", "voice"), max_usd, extra_body, model
         )
         return media_result(path, reply, model)
 
@@ -85,15 +78,8 @@ class Audio:
         if audio is None or (isinstance(audio, str) and not is_file(audio)):
             if audio is not None:
                 fields["file"] = audio
-            reply = await self._paid.send(
-                "POST",
-                path,
-                json_body=fields,
-                extra_body=extra_body,
-                model=model,
-                max_usd=max_usd,
-                caller="transcribe()",
-                own=("model", "duration_seconds", "file"),
+            reply = await self._paid.post_json(
+                path, fields, ("model", "duration_seconds", "file"), max_usd, extra_body, model
             )
         else:
             data = read_binary(audio)
@@ -148,13 +134,7 @@ class Audio:
     ) -> TextResult:
         """Spends money: the transcript of a YouTube video's audio (synchronous)."""
         path = routes.VIDEO_TRANSCRIPTIONS
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body={"url": url, **params},
-            extra_body=extra_body,
-            max_usd=max_usd,
-            caller="transcribe_video()",
-            own=("url",),
+        reply = await self._paid.post_json(
+            path, {"url": url, **params}, ("url",), max_usd, extra_body
         )
         return text_result(path, reply, None, "transcript")

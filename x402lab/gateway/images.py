@@ -54,15 +54,8 @@ class Images:
                 body["variants"] = n
         own = set(body)
         body.update(params)
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body=body,
-            extra_body=extra_body,
-            model=model,
-            max_usd=max_usd,
-            caller="generate_image()",
-            own=own,
+        reply = await self._paid.post_json(
+            path, body, own, max_usd, extra_body, model, caller="generate_image()"
         )
         return image_result(path, reply, model)
 
@@ -81,15 +74,8 @@ class Images:
         ``params`` and ``extra_body`` as in ``generate_image``."""
         body = {"model": model, "prompt": prompt, "image": image_ref(image), **params}
         path = routes.IMAGE_EDIT
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body=body,
-            extra_body=extra_body,
-            model=model,
-            max_usd=max_usd,
-            caller="edit_image()",
-            own=("model", "prompt", "image"),
+        reply = await self._paid.post_json(
+            path, body, ("model", "prompt", "image"), max_usd, extra_body, model
         )
         return image_result(path, reply, model)
 
@@ -109,15 +95,8 @@ class Images:
         body = {"model": model, "prompt": prompt, "images": [image_ref(i) for i in images]}
         body.update(params)
         path = routes.IMAGE_MULTI_EDIT
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body=body,
-            extra_body=extra_body,
-            model=model,
-            max_usd=max_usd,
-            caller="multi_edit_image()",
-            own=("model", "prompt", "images"),
+        reply = await self._paid.post_json(
+            path, body, ("model", "prompt", "images"), max_usd, extra_body, model
         )
         return image_result(path, reply, model)
 
@@ -135,15 +114,7 @@ class Images:
             raise ConfigError(f"scale must be 2 or 4, not {scale!r}")
         body = {"image": image_ref(image), "scale": scale, **params}
         path = routes.IMAGE_UPSCALE
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body=body,
-            extra_body=extra_body,
-            max_usd=max_usd,
-            caller="upscale_image()",
-            own=("image", "scale"),
-        )
+        reply = await self._paid.post_json(path, body, ("image", "scale"), max_usd, extra_body)
         return image_result(path, reply, None)
 
     async def remove_background(
@@ -159,13 +130,5 @@ class Images:
         field = "image_url" if ref.startswith(("http://", "https://")) else "image"
         body = {field: ref, **params}
         path = routes.IMAGE_BACKGROUND_REMOVE
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body=body,
-            extra_body=extra_body,
-            max_usd=max_usd,
-            caller="remove_background()",
-            own=(field,),
-        )
+        reply = await self._paid.post_json(path, body, (field,), max_usd, extra_body)
         return image_result(path, reply, None)

@@ -208,6 +208,30 @@ class PaidRequests:
             return None
         return price_class(method, path, model, body, prices)
 
+    async def post_json(
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        own: Collection[str],
+        max_usd: float | None,
+        extra_body: Mapping[str, Any] | None,
+        model: str | None = None,
+        **send_kwargs: Any,
+    ) -> Reply:
+        """Spends money: ``send`` of a route method's JSON POST, whose ``own`` fields of
+        ``body`` the method sets itself (messages name it from ``CALLERS`` unless
+        ``caller`` is given)."""
+        return await self.send(
+            "POST",
+            path,
+            json_body=body,
+            extra_body=extra_body,
+            model=model,
+            max_usd=max_usd,
+            own=own,
+            **send_kwargs,
+        )
+
     async def send(
         self,
         method: str,

@@ -52,15 +52,8 @@ class Text:
         if params.get("stream"):
             raise ConfigError("chat() does not stream: use chat_stream(...)")
         body = chat_body(messages, model=model, system=system, max_tokens=max_tokens, **params)
-        reply = await self._paid.send(
-            "POST",
-            CHAT,
-            json_body=body,
-            extra_body=extra_body,
-            model=model,
-            max_usd=max_usd,
-            caller="chat()",
-            own=body.keys() - params.keys(),
+        reply = await self._paid.post_json(
+            CHAT, body, body.keys() - params.keys(), max_usd, extra_body, model
         )
         return ChatResult.from_response(CHAT, reply.json(), reply.cost)
 
@@ -87,16 +80,15 @@ class Text:
         )
 
         async def start() -> Reply:
-            return await self._paid.send(
-                "POST",
+            return await self._paid.post_json(
                 CHAT,
-                json_body=body,
-                extra_body=extra_body,
-                model=model,
-                max_usd=max_usd,
+                body,
+                body.keys() - params.keys(),
+                max_usd,
+                extra_body,
+                model,
                 stream=True,
                 caller="chat_stream()",
-                own=body.keys() - params.keys(),
             )
 
         return AsyncChatStream(start, path=CHAT, model=model, include_reasoning=include_reasoning)
@@ -125,16 +117,7 @@ class Text:
         own = set(body)
         body.update(params)
         path = routes.RESPONSES
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body=body,
-            extra_body=extra_body,
-            model=model,
-            max_usd=max_usd,
-            caller="responses()",
-            own=own,
-        )
+        reply = await self._paid.post_json(path, body, own, max_usd, extra_body, model)
         return ResponsesResult.from_response(path, reply.json(), reply.cost)
 
     async def embed(
@@ -151,15 +134,8 @@ class Text:
         ``params`` (``dimensions``, ``encoding_format``) and ``extra_body`` as in ``chat``."""
         body = {"model": model, "input": input, **params}
         path = routes.EMBEDDINGS
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body=body,
-            extra_body=extra_body,
-            model=model,
-            max_usd=max_usd,
-            caller="embed()",
-            own=("model", "input"),
+        reply = await self._paid.post_json(
+            path, body, ("model", "input"), max_usd, extra_body, model
         )
         data = reply.json()
         items = sorted(data["data"], key=lambda d: d.get("index", 0))

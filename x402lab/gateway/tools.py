@@ -36,15 +36,7 @@ class Tools:
         if limit is not None:
             body["limit"] = limit
         path = routes.SEARCH
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body=body,
-            extra_body=extra_body,
-            max_usd=max_usd,
-            caller="search()",
-            own=("query", "limit"),
-        )
+        reply = await self._paid.post_json(path, body, ("query", "limit"), max_usd, extra_body)
         return SearchResult(path, reply.json(), reply.cost, None, "application/json")
 
     async def scrape(
@@ -57,14 +49,8 @@ class Tools:
     ) -> TextResult:
         """Spends money: one web page as markdown text."""
         path = routes.SCRAPE
-        reply = await self._paid.send(
-            "POST",
-            path,
-            json_body={"url": url, **params},
-            extra_body=extra_body,
-            max_usd=max_usd,
-            caller="scrape()",
-            own=("url",),
+        reply = await self._paid.post_json(
+            path, {"url": url, **params}, ("url",), max_usd, extra_body
         )
         return text_result(path, reply, None, "content")
 
