@@ -45,6 +45,17 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def whole_number(value: Any) -> int | None:
+    """A JSON integer (or a float with no fraction) as an int; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def fetched_at_field() -> pa.Field:
     """The ``fetched_at`` column every catalog schema ends with."""
     return pa.field(FETCHED_AT, pa.timestamp("us", tz="UTC"), nullable=False)

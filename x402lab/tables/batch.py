@@ -37,8 +37,6 @@ STATUSES = (
     "unknown",
     "paid_not_stored",
 )
-# ``pending`` (estimates only): another run holds the row's claim, so a run would wait for it.
-ESTIMATE_STATUSES = ("quoted", "cached", "paid_not_stored", "unknown", "pending", "failed")
 
 _TEXT = pa.string()
 _USD = pa.float64()
@@ -126,61 +124,38 @@ def vector_array(vectors: Sequence[np.ndarray | None], dim: int) -> pa.FixedSize
     )
 
 
-def cost_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
-    """The cost columns from their atomic inputs (``quoted_atomic``, ``paid_atomic``)."""
-    return {
-        "quoted_usd": atomic_to_usd_array(columns["quoted_atomic"]),
-        "paid_usd": atomic_to_usd_array(columns["paid_atomic"]),
-        "upstream_usd": pa.array(columns["upstream_usd"], type=_USD),
-        "tx_hash": pa.array(columns["tx_hash"], type=_TEXT),
-        "status": pa.array(columns["status"], type=_TEXT),
-        "error": pa.array(columns["error"], type=_TEXT),
-        "latency_s": pa.array(columns["latency_s"], type=pa.float64()),
-        "request_key": pa.array(columns["request_key"], type=_TEXT),
-    }
+def _table(
+    schema: pa.Schema, columns: Mapping[str, Sequence[Any]], **derived: pa.Array
+) -> pa.Table:
+    """A ``schema`` table from column lists, each cast to its declared type; the ``derived``
+    columns (USD from atomic amounts, vectors) as given."""
+    arrays = [
+        derived[f.name] if f.name in derived else pa.array(columns[f.name], type=f.type)
+        for f in schema
+    ]
+    return pa.table(arrays, schema=schema)
+
+
+def _cost_usd(columns: Mapping[str, Sequence[Any]]) -> dict[str, pa.Array]:
+    """``quoted_usd`` and ``paid_usd`` of the cost columns, from their atomic inputs."""
+    return {f"{w}_usd": atomic_to_usd_array(columns[f"{w}_atomic"]) for w in ("quoted", "paid")}
 
 
 def chat_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
     """A ``batch_chat_schema`` table from column lists (money as ``*_atomic``)."""
-    schema = batch_chat_schema()
-    arrays = {
-        "response": pa.array(columns["response"], type=_TEXT),
-        "reasoning": pa.array(columns["reasoning"], type=_TEXT),
-        "finish_reason": pa.array(columns["finish_reason"], type=_TEXT),
-        "prompt_tokens": pa.array(columns["prompt_tokens"], type=pa.int64()),
-        "completion_tokens": pa.array(columns["completion_tokens"], type=pa.int64()),
-        **cost_columns(columns),
-    }
-    return pa.table([arrays[name] for name in schema.names], schema=schema)
+    return _table(batch_chat_schema(), columns, **_cost_usd(columns))
 
 
 def embed_table(columns: Mapping[str, Sequence[Any]], dim: int) -> pa.Table:
     """A ``batch_embed_schema(dim)`` table from column lists (vectors as float32 arrays)."""
-    schema = batch_embed_schema(dim)
-    arrays = {
-        "text": pa.array(columns["text"], type=_TEXT),
-        "vector": vector_array(columns["vector"], dim),
-        "prompt_tokens": pa.array(columns["prompt_tokens"], type=pa.int64()),
-        **cost_columns(columns),
-    }
-    return pa.table([arrays[name] for name in schema.names], schema=schema)
+    vectors = vector_array(columns["vector"], dim)
+    return _table(batch_embed_schema(dim), columns, vector=vectors, **_cost_usd(columns))
 
 
 def estimate_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
     """An ``estimate_schema`` table from column lists (the quote as ``quoted_atomic``)."""
-    schema = estimate_schema()
-    arrays = {
-        "request_key": pa.array(columns["request_key"], type=_TEXT),
-        "quoted_atomic": pa.array(columns["quoted_atomic"], type=pa.int64()),
-        "quoted_usd": atomic_to_usd_array(columns["quoted_atomic"]),
-        "upstream_usd": pa.array(columns["upstream_usd"], type=_USD),
-        "price_mult": pa.array(columns["price_mult"], type=pa.float64()),
-        "estimate_usd": pa.array(columns["estimate_usd"], type=_USD),
-        "duplicate": pa.array(columns["duplicate"], type=pa.bool_()),
-        "status": pa.array(columns["status"], type=_TEXT),
-        "error": pa.array(columns["error"], type=_TEXT),
-    }
-    return pa.table([arrays[name] for name in schema.names], schema=schema)
+    quoted_usd = atomic_to_usd_array(columns["quoted_atomic"])
+    return _table(estimate_schema(), columns, quoted_usd=quoted_usd)
 
 
 def join_inputs(inputs: pd.DataFrame, results: pa.Table) -> pd.DataFrame:

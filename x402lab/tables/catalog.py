@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from x402lab.tables import build_arrow, fetched_at_field
+from x402lab.tables import build_arrow, fetched_at_field, whole_number
 
 _TEXT = pa.string()
 _F64 = pa.float64()
@@ -153,16 +153,6 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _integer(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 def _boolean(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
@@ -199,6 +189,11 @@ def _usd(entry: Any) -> float | None:
     return _number(entry)
 
 
+def _mapping(entry: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = entry.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def _is_add_on(key: str, kind: str) -> bool:
     """A price of something a model does besides its main use: an image model's upscale, a
     video model's audio track."""
@@ -222,17 +217,14 @@ def _main_unit_price(pricing: Mapping[str, Any], kind: str) -> tuple[float | Non
                     found.append((price, f"{key}[{tier}]"))
     if not found:
         return None, None
-    price, key = min(found, key=lambda item: item[0])
-    return price, key
+    return min(found, key=lambda item: item[0])
 
 
 def model_record(raw: Mapping[str, Any]) -> dict[str, Any]:
     """One row of MODELS_SCHEMA from one entry of GET /api/v1/models."""
-    spec = raw.get("model_spec") if isinstance(raw.get("model_spec"), Mapping) else {}
-    assert isinstance(spec, Mapping)
+    spec = _mapping(raw, "model_spec")
     pricing = spec.get("pricing") if isinstance(spec.get("pricing"), Mapping) else None
-    capabilities = spec.get("capabilities") if isinstance(spec.get("capabilities"), Mapping) else {}
-    assert isinstance(capabilities, Mapping)
+    capabilities = _mapping(spec, "capabilities")
     kind = str(raw.get("type", ""))
     record: dict[str, Any] = {
         "id": str(raw.get("id", "")),
@@ -240,14 +232,14 @@ def model_record(raw: Mapping[str, Any]) -> dict[str, Any]:
         "name": _text(spec.get("name")),
         "privacy": _text(spec.get("privacy")),
         "traits": _texts(spec.get("traits")) or [],
-        "context_tokens": _integer(spec.get("availableContextTokens"))
-        or _integer(raw.get("context_length")),
-        "max_completion_tokens": _integer(spec.get("maxCompletionTokens")),
+        "context_tokens": whole_number(spec.get("availableContextTokens"))
+        or whole_number(raw.get("context_length")),
+        "max_completion_tokens": whole_number(spec.get("maxCompletionTokens")),
         "supports_reasoning": _boolean(capabilities.get("supportsReasoning")),
         "supports_vision": _boolean(capabilities.get("supportsVision")),
         "supports_function_calling": _boolean(capabilities.get("supportsFunctionCalling")),
         "supports_response_schema": _boolean(capabilities.get("supportsResponseSchema")),
-        "embedding_dimensions": _integer(spec.get("embeddingDimensions")),
+        "embedding_dimensions": whole_number(spec.get("embeddingDimensions")),
         "voices": _texts(spec.get("voices")),
         "offline": _boolean(spec.get("offline")),
         "beta": _boolean(spec.get("beta")),
@@ -296,8 +288,7 @@ def traits_table(raw: Any, *, type: str, fetched_at: datetime) -> pa.Table:
 
 def character_record(raw: Mapping[str, Any]) -> dict[str, Any]:
     """One row of CHARACTERS_SCHEMA from one character object."""
-    stats = raw.get("stats") if isinstance(raw.get("stats"), Mapping) else {}
-    assert isinstance(stats, Mapping)
+    stats = _mapping(raw, "stats")
     return {
         "slug": str(raw.get("slug", "")),
         "name": _text(raw.get("name")),
@@ -309,8 +300,8 @@ def character_record(raw: Mapping[str, Any]) -> dict[str, Any]:
         "web_enabled": _boolean(raw.get("webEnabled")),
         "author": _text(raw.get("author")),
         "rating": _number(stats.get("averageRating")),
-        "rating_count": _integer(stats.get("ratingCount")),
-        "imports": _integer(stats.get("imports")),
+        "rating_count": whole_number(stats.get("ratingCount")),
+        "imports": whole_number(stats.get("imports")),
         "created_at": _timestamp(raw.get("createdAt")),
         "updated_at": _timestamp(raw.get("updatedAt")),
         "share_url": _text(raw.get("shareUrl")),
@@ -327,8 +318,7 @@ def characters_table(raw: Any, *, fetched_at: datetime) -> pa.Table:
 
 def image_styles_table(raw: Any, *, fetched_at: datetime) -> pa.Table:
     """IMAGE_STYLES_SCHEMA from the answer of GET /api/v1/image/styles."""
-    styles = _data(raw) or []
-    rows = [{"style": str(style)} for style in styles if style is not None]
+    rows = [{"style": str(style)} for style in _data(raw) or [] if style is not None]
     return build_arrow(IMAGE_STYLES_SCHEMA, rows, fetched_at=fetched_at)
 
 
@@ -341,9 +331,9 @@ def rpc_networks_table(raw: Any, *, fetched_at: datetime) -> pa.Table:
             rows.append(
                 {
                     "network": str(entry.get("slug") or entry.get("id") or entry.get("network")),
-                    "chain_id": _integer(entry.get("chainId")),
+                    "chain_id": whole_number(entry.get("chainId")),
                     "family": _text(entry.get("family")),
-                    "base_credits": _integer(entry.get("baseCredits")),
+                    "base_credits": whole_number(entry.get("baseCredits")),
                 }
             )
         elif entry is not None:
@@ -351,14 +341,9 @@ def rpc_networks_table(raw: Any, *, fetched_at: datetime) -> pa.Table:
     return build_arrow(RPC_NETWORKS_SCHEMA, rows, fetched_at=fetched_at)
 
 
-def _rates(entry: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = entry.get(key)
-    return value if isinstance(value, Mapping) else {}
-
-
 def price_record(family: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     """One row of PRICES_SCHEMA from one model price entry of ``info.x-pricing.models``."""
-    upstream, agent = _rates(entry, "venice"), _rates(entry, "agent")
+    upstream, agent = _mapping(entry, "venice"), _mapping(entry, "agent")
     return {
         "family": family,
         "id": str(entry.get("id", "")),

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from x402lab.money import atomic_to_usd, format_usd
 from x402lab.reprs import card, scrolling
+from x402lab.tables import whole_number
 from x402lab.tables.attrs import set_attrs
 from x402lab.tables.ledger import arrow_to_pandas
 
@@ -50,7 +51,9 @@ SHELF_SCHEMA = _schema(
 )
 """One row per shelf entry (docs/services.md, "Shelf and menus"), newest gathered_at first."""
 
-MENU_SCHEMA = _schema(
+# The columns of one report in menus and the library; the report table takes the first five
+# and keeps the date range as one struct.
+_REPORT_FIELDS = (
     ("username", _STRING, False),
     ("report_id", _STRING, False),
     ("created_at", TIMESTAMP, True),
@@ -58,19 +61,17 @@ MENU_SCHEMA = _schema(
     ("post_count", pa.int64(), True),
     ("date_from", TIMESTAMP, True),
     ("date_to", TIMESTAMP, True),
+)
+
+MENU_SCHEMA = _schema(
+    *_REPORT_FIELDS,
     ("owned", pa.bool_(), False),
     ("fetched_at", TIMESTAMP, False),
 )
 """One row per menu item of a handle (docs/services.md, "Shelf and menus"), dateRange flat."""
 
 LIBRARY_SCHEMA = _schema(
-    ("username", _STRING, False),
-    ("report_id", _STRING, False),
-    ("created_at", TIMESTAMP, True),
-    ("model", _STRING, True),
-    ("post_count", pa.int64(), True),
-    ("date_from", TIMESTAMP, True),
-    ("date_to", TIMESTAMP, True),
+    *_REPORT_FIELDS,
     ("bought_at", TIMESTAMP, False),
     ("first_party", pa.bool_(), False),
     ("order_id", pa.int64(), False),
@@ -85,11 +86,7 @@ LIBRARY_SCHEMA = _schema(
 DATE_RANGE = pa.struct([pa.field("from", TIMESTAMP), pa.field("to", TIMESTAMP)])
 
 REPORT_SCHEMA = _schema(
-    ("username", _STRING, False),
-    ("report_id", _STRING, False),
-    ("created_at", TIMESTAMP, True),
-    ("model", _STRING, True),
-    ("post_count", pa.int64(), True),
+    *_REPORT_FIELDS[:5],
     ("date_range", DATE_RANGE, True),
     ("owned_before", pa.bool_(), False),
     ("bought_at", TIMESTAMP, True),
@@ -129,16 +126,6 @@ def parse_time(value: Any) -> datetime | None:
     return moment.astimezone(UTC)
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -152,13 +139,8 @@ def _with_times(value: Any, key: str = "", in_range: bool = False) -> Any:
     if isinstance(value, str) and (
         (in_range and key in ("from", "to")) or (key.endswith("At") and key[:1].islower())
     ):
-        return _time_or(value)
+        return parse_time(value) or value
     return value
-
-
-def _time_or(value: Any) -> Any:
-    parsed = parse_time(value) if isinstance(value, str) else None
-    return parsed if parsed is not None else value
 
 
 def _column(raw: list[Any], converted: list[Any]) -> pa.Array:
@@ -195,12 +177,7 @@ def _table(schema: pa.Schema, rows: Sequence[Mapping[str, Any]], extras: Sequenc
         f.name: pa.array([row.get(f.name) for row in rows], type=f.type) for f in schema
     }
     fields = list(schema)
-    names: list[str] = []
-    for item in extras:
-        for key in item:
-            if key not in names:
-                names.append(key)
-    for key in names:
+    for key in dict.fromkeys(k for item in extras for k in item):
         column = snake(key)
         if column in columns:
             column = f"extra_{column}"
@@ -210,8 +187,7 @@ def _table(schema: pa.Schema, rows: Sequence[Mapping[str, Any]], extras: Sequenc
         fields.append(pa.field(column, array.type))
     # The catalog convention (x402lab.tables): ``fetched_at`` is the last column.
     fields.sort(key=lambda f: f.name == FETCHED_AT)
-    arrays = [columns[f.name] for f in fields]
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    return pa.Table.from_arrays([columns[f.name] for f in fields], schema=pa.schema(fields))
 
 
 # -- shelf, menu and library tables ----------------------------------------------------------
@@ -226,8 +202,8 @@ def shelf_table(entries: Iterable[Mapping[str, Any]], *, fetched_at: datetime) -
             {
                 "username": str(entry.get("username", "")),
                 "display_name": _str(entry.get("displayName")),
-                "report_count": _int(entry.get("reportCount")),
-                "post_count": _int(entry.get("postCount")),
+                "report_count": whole_number(entry.get("reportCount")),
+                "post_count": whole_number(entry.get("postCount")),
                 "gathered_at": parse_time(entry.get("gatheredAt")),
                 FETCHED_AT: fetched_at,
             }
@@ -257,7 +233,7 @@ def menu_table(
                 "report_id": report_id,
                 "created_at": parse_time(item.get("createdAt")),
                 "model": _str(item.get("model")),
-                "post_count": _int(item.get("postCount")),
+                "post_count": whole_number(item.get("postCount")),
                 "date_from": parse_time(date_range.get("from")),
                 "date_to": parse_time(date_range.get("to")),
                 "owned": report_id in owned,
@@ -282,7 +258,7 @@ def library_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
                 "report_id": row["report_id"],
                 "created_at": parse_time(snapshot.get("createdAt")),
                 "model": _str(snapshot.get("model")),
-                "post_count": _int(snapshot.get("postCount")),
+                "post_count": whole_number(snapshot.get("postCount")),
                 "date_from": parse_time(date_range.get("from")),
                 "date_to": parse_time(date_range.get("to")),
                 "bought_at": row["bought_at"],
@@ -400,7 +376,7 @@ class ReportSet:
                     "report_id": report.report_id,
                     "created_at": parse_time(snap.get("createdAt")),
                     "model": _str(snap.get("model")),
-                    "post_count": _int(snap.get("postCount")),
+                    "post_count": whole_number(snap.get("postCount")),
                     "date_range": (
                         {
                             "from": parse_time(date_range.get("from")),
