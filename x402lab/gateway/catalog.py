@@ -141,8 +141,7 @@ class Catalog:
         before = self._fetched.get(key)
         if before is not None and not refresh:
             return before
-        lock = self._fetch_locks.setdefault(key, asyncio.Lock())
-        async with lock:
+        async with self._fetch_locks.setdefault(key, asyncio.Lock()):
             current = self._fetched.get(key)
             # Fetched by another task while this one waited: fresh enough even for refresh.
             if current is not None and (not refresh or current is not before):
@@ -300,7 +299,7 @@ class Catalog:
         if kind is not None:
             examples = ", ".join(candidates[:3])
             raise ModelNotFound(
-                f"{model!r} is {_article(kind)} {kind} model; {route} takes"
+                f"{model!r} is {'an' if kind[:1] in 'aeiou' else 'a'} {kind} model; {route} takes"
                 f" {'/'.join(types or ())} models"
                 f" (for example {examples}; see {listing})",
                 code="model_wrong_type",
@@ -386,12 +385,7 @@ class Catalog:
 
     async def price_list(self) -> dict[str, Any]:
         """``info.x-pricing`` of the cached OpenAPI document."""
-        fetched = await self._fetch(routes.OPENAPI)
-        return pricing_of(fetched.data)
-
-
-def _article(word: str) -> str:
-    return "an" if word[:1] in "aeiou" else "a"
+        return pricing_of((await self._fetch(routes.OPENAPI)).data)
 
 
 def _close_ids(wanted: str, candidates: Sequence[str]) -> list[str]:

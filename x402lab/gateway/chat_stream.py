@@ -51,7 +51,6 @@ class AsyncChatStream:
         self.usage: dict[str, Any] = {}
         self.done = False
         self.error: BaseException | None = None
-        self._chunks = 0
 
     def __repr__(self) -> str:
         if self.error is not None:
@@ -141,7 +140,6 @@ class AsyncChatStream:
             chunk = json.loads(payload)
         except ValueError:
             return ""
-        self._chunks += 1
         self.model = chunk.get("model") or self.model
         if isinstance(chunk.get("usage"), dict):
             self.usage = dict(chunk["usage"])

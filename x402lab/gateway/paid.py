@@ -144,10 +144,6 @@ def request_key(method: str, path: str, body: Any) -> str:
     return digest[:32]
 
 
-def _max_atomic(max_usd: float | None) -> int | None:
-    return usd_to_atomic(max_usd) if max_usd is not None else None
-
-
 class PaidRequests:
     """Sends paid gateway requests: checks them, keys them, pays their 402 once."""
 
@@ -281,7 +277,7 @@ class PaidRequests:
             path=path,
             model=model,
             request_key=key or request_key(method, path, json_body),
-            max_atomic=_max_atomic(max_usd),
+            max_atomic=usd_to_atomic(max_usd) if max_usd is not None else None,
             price_class=await self._price_class(method, path, model, json_body),
         )
         return await self._session.client(GATEWAY).send(

@@ -284,16 +284,14 @@ def _problems(
     if not schema or (value is None and schema.get("nullable") is True):
         return []
     kinds = schema.get("type")
-    if kinds is not None:
-        options = kinds if isinstance(kinds, list) else [kinds]
-        if not any(_is(value, kind) for kind in options):
-            return [Problem(where, value, _describe(schema, document))]
-    if "const" in schema and not _same(value, schema["const"]):
-        return [Problem(where, value, _describe(schema, document))]
+    options = kinds if isinstance(kinds, list) else [kinds]
     enum = schema.get("enum")
-    if isinstance(enum, list) and not any(_same(value, e) for e in enum):
-        return [Problem(where, value, _describe(schema, document))]
-    if not _within(schema, value):
+    if (
+        (kinds is not None and not any(_is(value, kind) for kind in options))
+        or ("const" in schema and not _same(value, schema["const"]))
+        or (isinstance(enum, list) and not any(_same(value, e) for e in enum))
+        or not _within(schema, value)
+    ):
         return [Problem(where, value, _describe(schema, document))]
     found: list[Problem] = []
     if isinstance(value, list | tuple):

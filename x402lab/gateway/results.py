@@ -197,11 +197,9 @@ class ImageResult(MediaResult):
         """Write every image as ``folder/stem-N.png``; returns the paths."""
         target = Path(folder).expanduser()
         target.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for index, data in enumerate(self.images):
-            path = target / f"{stem}-{index}.png"
+        paths = [target / f"{stem}-{index}.png" for index in range(len(self.images))]
+        for path, data in zip(paths, self.images, strict=True):
             path.write_bytes(data)
-            paths.append(path)
         return paths
 
     def _repr_png_(self) -> builtins.bytes | None:

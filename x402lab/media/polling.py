@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from x402lab.errors import ApiError, JobError
-from x402lab.gateway.replies import is_json
+from x402lab.gateway.replies import content_type_of, is_json
 from x402lab.ledger import JobRecord, Jobs
 from x402lab.ledger.private import private_folder
 from x402lab.media.status import (
@@ -176,20 +176,18 @@ class JobPolling:
                 self._set_failed(f"retrieve refused the job: {exc}")
                 return
             raise
-        response = reply.response
-        content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        content_type = content_type_of(reply)
         if not is_json(content_type):
-            await self._keep_media(response.content, content_type or None)
+            await self._keep_media(reply.response.content, content_type or None)
             return
-        data = response.json()
+        data = reply.response.json()
         state = str(data.get("status") or "").upper() if isinstance(data, dict) else ""
         if state in _RUNNING:
-            reading = Processing(
+            self._status = Processing(
                 _seconds(data.get("average_execution_time")),
                 _seconds(data.get("execution_duration")),
                 self._clock(),
             )
-            self._status = reading
             guide = data.get("average_execution_time")
             changes: dict[str, Any] = {"status": "processing"}
             if isinstance(guide, int | float) and guide != self._record.average_execution_ms:

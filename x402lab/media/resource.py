@@ -326,8 +326,7 @@ class Media:
 
     @asynccontextmanager
     async def _request_lock(self, key: str) -> AsyncIterator[None]:
-        entry = self._queue_locks.setdefault(key, (asyncio.Lock(), [0]))
-        lock, users = entry
+        lock, users = self._queue_locks.setdefault(key, (asyncio.Lock(), [0]))
         users[0] += 1
         try:
             async with lock:

@@ -27,14 +27,12 @@ def explain(exc: X402LabError, handle: str, what: str = "") -> X402LabError:
             f"{text}; ledger row {exc.details.get('ledger_id')}", **exc.details
         )
     if isinstance(exc, PaymentRejected):
-        reason = exc.reason
-        if "insufficient_payment" in reason:
-            text = (
-                f"the report service says the payment for @{handle} was below the price"
-                f" (insufficient_payment); nothing was bought ({reason})"
-            )
-        else:
+        if "insufficient_payment" not in exc.reason:
             return exc
+        text = (
+            f"the report service says the payment for @{handle} was below the price"
+            f" (insufficient_payment); nothing was bought ({exc.reason})"
+        )
         return PaymentRejected(f"{text}; ledger row {exc.details.get('ledger_id')}", **exc.details)
     if not isinstance(exc, ApiError):
         return exc

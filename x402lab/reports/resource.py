@@ -75,8 +75,7 @@ class AsyncReports:
         return self._store
 
     def _client(self) -> ServiceClient:
-        client: ServiceClient = self._session.client(REPORTS)
-        return client
+        return self._session.client(REPORTS)
 
     async def _get(self, path: str, handle: str, what: str, **params: Any) -> Any:
         try:
@@ -194,8 +193,7 @@ class AsyncReports:
                 status=404,
                 code="no_matching_reports",
             )
-        lock = self._locks.setdefault(username, asyncio.Lock())
-        async with lock:
+        async with self._locks.setdefault(username, asyncio.Lock()):
             owned = self.store.owned(username) & set(chosen)
             missing = [i for i in chosen if i not in owned]
             if not missing:

@@ -79,14 +79,7 @@ class Selection:
         return params
 
     def describe(self) -> str:
-        parts = [f"select={self.select}"]
-        if self.ids:
-            parts.append(f"ids={','.join(self.ids)}")
-        if self.since is not None:
-            parts.append(f"from={self.since}")
-        if self.until is not None:
-            parts.append(f"to={self.until}")
-        return " ".join(parts)
+        return " ".join(f"{k}={v}" for k, v in self.params("").items() if k != "username")
 
     def pick(self, items: Sequence[Mapping[str, Any]]) -> list[str] | None:
         """The menu ids this selection covers (the service's rules: constraints combine with
