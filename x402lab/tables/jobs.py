@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 def jobs_schema() -> pa.Schema:
     """The declared Arrow schema of ``lab.jobs()``."""
-    import pyarrow as pa
-
     ts = pa.timestamp("us", tz="UTC")
     text = pa.string()
     return pa.schema(
@@ -52,8 +50,6 @@ def jobs_schema() -> pa.Schema:
 
 def jobs_table(records: Iterable[Any], *, now: float | None = None) -> pa.Table:
     """Job rows as an Arrow table of ``jobs_schema()`` (``elapsed_s`` runs to ``now``)."""
-    import pyarrow as pa
-
     current = time.time() if now is None else now
     schema = jobs_schema()
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
@@ -64,8 +60,8 @@ def jobs_table(records: Iterable[Any], *, now: float | None = None) -> pa.Table:
             "created_at": _utc(record.created_us),
             "finished_at": _utc(record.finished_us),
             "elapsed_s": max(0.0, (end_us - record.created_us) / 1e6),
-            "quoted_usd": _usd(record.quoted_atomic),
-            "paid_usd": _usd(record.paid_atomic),
+            "quoted_usd": atomic_to_usd(record.quoted_atomic),
+            "paid_usd": atomic_to_usd(record.paid_atomic),
         }
         for name in schema.names:
             columns[name].append(row[name])
@@ -79,7 +75,3 @@ def jobs_frame(records: Iterable[Any], *, now: float | None = None) -> pd.DataFr
 
 def _utc(us: int | None) -> datetime | None:
     return None if us is None else datetime.fromtimestamp(us / 1e6, tz=UTC)
-
-
-def _usd(atomic: int | None) -> float | None:
-    return atomic_to_usd(atomic)
