@@ -25,32 +25,10 @@ from x402lab.ledger.answers import HeldSettlements, answer_transaction
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Row, Tx, marks
 from x402lab.ledger.records import ClaimAction, Claimed, ClaimRecord
-from x402lab.ledger.schema import gateway_of, job_scope
+from x402lab.ledger.schema import JOB_COLUMNS, gateway_of, job_scope
 from x402lab.ledger.statuses import ClaimStatus, JobStatus, PaymentStatus, in_sql
 from x402lab.ledger.store import Ledger
 
-#: Columns a job row owns (written by ``insert``/``update``).
-JOB_COLUMNS = (
-    "gateway",
-    "kind",
-    "model",
-    "queue_id",
-    "request_key",
-    "request_json",
-    "status",
-    "created_us",
-    "updated_us",
-    "finished_us",
-    "quoted_atomic",
-    "delete_media",
-    "download_url",
-    "average_execution_ms",
-    "media_path",
-    "content_type",
-    "size_bytes",
-    "cleaned_up",
-    "error",
-)
 _BOOLS = ("delete_media", "cleaned_up")
 _SELECT = (
     "SELECT j.*, c.ledger_id AS ledger_id, p.status AS payment_status, p.tx_hash AS tx_hash,"
@@ -174,20 +152,9 @@ class Jobs:
         ``download_url``...). Raises ConfigError for a name that is not a job column.
         """
         record = claimed.record
-        values = self._values(
-            gateway_of(record.scope),
-            record.label or "",
-            model,
-            queue_id,
-            record.key,
-            request,
-            columns,
-        )
-        answer = json.dumps({"queue_id": queue_id}).encode()
-        with answer_transaction(self.db, held) as tx:
-            self.claims.complete_in(tx, record.scope, [(record.key, answer)], ledger_id=ledger_id)
-            row_id = self._insert(tx, values, _newest_claim(tx, record.scope, record.key))
-        return self._get(row_id)
+        gateway, kind = gateway_of(record.scope), record.label or ""
+        values = self._values(gateway, kind, model, queue_id, record.key, request, columns)
+        return self._store(record.scope, record.key, values, ledger_id, held)
 
     def release_claim(self, claimed: Claimed, error: str) -> ClaimStatus:
         """Close a claim whose queue gave no job: ``unknown`` when a payment of it left the
@@ -195,12 +162,6 @@ class Jobs:
         claim's status afterwards."""
         record = claimed.record
         return self.claims.release(record.scope, [record.key], error)[record.key]
-
-    def claim_history(self, gateway: str | None = None) -> list[ClaimRecord]:
-        """Every queue claim (of ``gateway`` when given), oldest first."""
-        if gateway is not None:
-            return self.claims.history(job_scope(gateway))
-        return [r for r in self.claims.history() if r.scope.startswith("jobs:")]
 
     # -- job rows ----------------------------------------------------------------------------
 
@@ -221,12 +182,7 @@ class Jobs:
         written ``done`` with it, so the request is not bought again); returns its row."""
         values = self._values(gateway, kind, model, queue_id, request_key, request, columns)
         values["status"] = _status(status)
-        answer = json.dumps({"queue_id": queue_id}).encode()
-        scope = job_scope(gateway)
-        with self.db.transaction() as tx:
-            self.claims.complete_in(tx, scope, [(request_key, answer)], ledger_id=ledger_id)
-            row_id = self._insert(tx, values, _newest_claim(tx, scope, request_key))
-        return self._get(row_id)
+        return self._store(job_scope(gateway), request_key, values, ledger_id, None)
 
     def update(self, row_id: int, **changes: Any) -> None:
         """Change some columns of a job row (``updated_us`` follows). Raises ConfigError for
@@ -290,23 +246,32 @@ class Jobs:
             **columns,
         }
 
-    @staticmethod
-    def _insert(tx: Tx, values: dict[str, Any], claim_id: int | None) -> int:
-        names = ", ".join(values)
-        return tx.insert(
-            f"INSERT INTO media_jobs (claim_id, {names}) VALUES (?, {marks(len(values))})",
-            (claim_id, *(_db(v) for v in values.values())),
-        )
-
-    def _select(self, where: str, params: tuple[Any, ...]) -> list[JobRecord]:
-        rows = self.db.read(f"{_SELECT} WHERE {where} ORDER BY j.id", params)
-        return [_record(row) for row in rows]
-
-    def _get(self, row_id: int) -> JobRecord:
+    def _store(
+        self,
+        scope: str,
+        key: str,
+        values: dict[str, Any],
+        ledger_id: int | None,
+        held: HeldSettlements | None,
+    ) -> JobRecord:
+        """Close the claim of ``key`` done (its answer the queue id) and insert the job row,
+        in one transaction; returns the row."""
+        answer = json.dumps({"queue_id": values["queue_id"]}).encode()
+        with answer_transaction(self.db, held) as tx:
+            self.claims.complete_in(tx, scope, [(key, answer)], ledger_id=ledger_id)
+            row_id = tx.insert(
+                f"INSERT INTO media_jobs (claim_id, {', '.join(values)})"
+                f" VALUES (?, {marks(len(values))})",
+                (_newest_claim(tx, scope, key), *(_db(v) for v in values.values())),
+            )
         found = self.get(row_id)
         if found is None:  # written in the transaction that just committed
             raise ConfigError(f"job row {row_id} vanished from {self.db.url}")
         return found
+
+    def _select(self, where: str, params: tuple[Any, ...]) -> list[JobRecord]:
+        rows = self.db.read(f"{_SELECT} WHERE {where} ORDER BY j.id", params)
+        return [_record(row) for row in rows]
 
     def _for_claim(self, record: ClaimRecord) -> JobRecord | None:
         found = self._select("j.claim_id = ?", (record.id,))
