@@ -24,7 +24,7 @@ from x402lab.errors import ConfigError
 from x402lab.ledger.answers import HeldSettlements, answer_transaction
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Row, Tx, marks
-from x402lab.ledger.records import ClaimAction, Claimed, ClaimRecord
+from x402lab.ledger.records import ClaimAction, Claimed
 from x402lab.ledger.schema import JOB_COLUMNS, gateway_of, job_scope
 from x402lab.ledger.statuses import ClaimStatus, JobStatus, PaymentStatus, in_sql
 from x402lab.ledger.store import Ledger
@@ -128,7 +128,8 @@ class Jobs:
         scope = job_scope(gateway)
         got = self.claims.claim(scope, [request_key], rebuy=rebuy, label=kind)[request_key]
         if got.action is ClaimAction.REUSE:
-            job = self._for_claim(got.record) or self.latest_for_request(gateway, request_key)
+            job = self._last("j.claim_id = ?", (got.record.id,))
+            job = job or self.latest_for_request(gateway, request_key)
             if job is not None:
                 return job
         return got
@@ -200,18 +201,15 @@ class Jobs:
 
     def get(self, row_id: int) -> JobRecord | None:
         """The job row ``row_id``, or None."""
-        found = self._select("j.id = ?", (row_id,))
-        return found[0] if found else None
+        return self._last("j.id = ?", (row_id,))
 
     def find(self, gateway: str, queue_id: str) -> JobRecord | None:
         """The job ``queue_id`` of ``gateway``, or None."""
-        found = self._select("j.gateway = ? AND j.queue_id = ?", (gateway, queue_id))
-        return found[0] if found else None
+        return self._last("j.gateway = ? AND j.queue_id = ?", (gateway, queue_id))
 
     def latest_for_request(self, gateway: str, request_key: str) -> JobRecord | None:
         """The newest job queued by this request on ``gateway``, or None."""
-        found = self._select("j.gateway = ? AND j.request_key = ?", (gateway, request_key))
-        return found[-1] if found else None
+        return self._last("j.gateway = ? AND j.request_key = ?", (gateway, request_key))
 
     def all(self, gateway: str | None = None) -> list[JobRecord]:
         """Every job row (of ``gateway`` when given), oldest first."""
@@ -273,8 +271,9 @@ class Jobs:
         rows = self.db.read(f"{_SELECT} WHERE {where} ORDER BY j.id", params)
         return [_record(row) for row in rows]
 
-    def _for_claim(self, record: ClaimRecord) -> JobRecord | None:
-        found = self._select("j.claim_id = ?", (record.id,))
+    def _last(self, where: str, params: tuple[Any, ...]) -> JobRecord | None:
+        """The newest job row that ``where`` finds (ids and queue ids find one), or None."""
+        found = self._select(where, params)
         return found[-1] if found else None
 
 

@@ -192,10 +192,6 @@ def _ledger(tx: Tx) -> None:
     _run(tx, PAYMENTS)
 
 
-def _claims(tx: Tx) -> None:
-    _run(tx, CLAIMS)
-
-
 def _stores(tx: Tx) -> None:
     _run(tx, STORES)
     if tx.columns("jobs"):
@@ -410,7 +406,7 @@ def _user_label(tx: Tx) -> None:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "payments and budgets", _ledger),
-    Migration(2, "claims", _claims),
+    Migration(2, "claims", lambda tx: _run(tx, CLAIMS)),
     Migration(3, "media jobs and report purchases", _stores),
     Migration(4, "payment outcomes: owner, signed payload, re-sends", _outcomes),
     Migration(5, "prepaid payments: sent with the first request", _prepaid),
