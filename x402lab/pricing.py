@@ -124,7 +124,13 @@ def _output_tokens(body: Mapping[str, Any], keys: Sequence[str]) -> int:
     return DEFAULT_OUTPUT_TOKENS
 
 
-def _raw_estimate(path: str, body: Mapping[str, Any], pricing: Mapping[str, Any]) -> Decimal | None:
+def raw_estimate_usd(
+    path: str, body: Mapping[str, Any] | None, pricing: Mapping[str, Any]
+) -> Decimal | None:
+    """The exact price of a request from the published price list *before* the minimum
+    charge and rounding, or None when the list cannot price it (see ``local_estimate_usd``)."""
+    if not isinstance(body, Mapping):
+        return None
     model = body.get("model")
     route = (
         pricing.get("routes", {}).get(path) if isinstance(pricing.get("routes"), Mapping) else None
@@ -177,16 +183,6 @@ def _raw_estimate(path: str, body: Mapping[str, Any], pricing: Mapping[str, Any]
     return None
 
 
-def raw_estimate_usd(
-    path: str, body: Mapping[str, Any] | None, pricing: Mapping[str, Any]
-) -> Decimal | None:
-    """The exact price of a request from the published price list *before* the minimum
-    charge and rounding, or None when the list cannot price it (see ``local_estimate_usd``)."""
-    if not isinstance(body, Mapping):
-        return None
-    return _raw_estimate(path, body, pricing)
-
-
 def local_estimate_usd(
     path: str, body: Mapping[str, Any] | None, pricing: Mapping[str, Any]
 ) -> float | None:
@@ -195,9 +191,7 @@ def local_estimate_usd(
     None when the list cannot price it (quote-required jobs, RPC credits, unknown routes).
     An estimate, for budgeting: the live 402 decides what is paid.
     """
-    if not isinstance(body, Mapping):
-        return None
-    raw = _raw_estimate(path, body, pricing)
+    raw = raw_estimate_usd(path, body, pricing)
     if raw is None:
         return None
     minimum = pricing.get("minChargeUsd")

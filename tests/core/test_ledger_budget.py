@@ -7,17 +7,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import x402lab as xl
-from x402lab.ledger import PaymentMeta, ledger_schema
+from x402lab.ledger import PaymentMeta, SignedAuthorization, ledger_schema
 
 META = PaymentMeta(service="gateway", method="POST", path="/api/v1/chat/completions")
+
+
+def auth(byte: str, valid_before: int = 10**10):
+    """``sign`` for ``reserve``: the row is written ahead as signed with nonce ``0xbyte..``."""
+    return lambda: SignedAuthorization("0x" + byte * 32, "0xP", valid_before)
 
 
 def test_lifecycle_and_budget_state(tmp_path):
     ledger = xl.Ledger(tmp_path / "l.sqlite")
     budget = xl.Budget(usd=1.0, name="b").bind(ledger)
-    first = budget.reserve(300_000, META)
+    first = budget.reserve(300_000, META, auth("01"))
     second = budget.reserve(200_000, META)
-    ledger.record_signed(first, nonce="0x" + "01" * 32, payer="0xP", valid_before=10**10)
     ledger.record_settled(first, tx_hash="0xabc", payer="0xP")
     ledger.release(second, error="not sent")
     state = budget.state()
@@ -49,8 +53,7 @@ def test_over_budget_is_refused_and_recorded(tmp_path):
 def test_named_budget_keeps_its_spend_across_restarts(tmp_path):
     path = tmp_path / "l.sqlite"
     ledger = xl.Ledger(path)
-    row = xl.Budget(usd=1.0, name="exp").bind(ledger).reserve(250_000, META)
-    ledger.record_signed(row, nonce="0x" + "02" * 32, payer="0xP", valid_before=10**10)
+    row = xl.Budget(usd=1.0, name="exp").bind(ledger).reserve(250_000, META, auth("02"))
     ledger.record_settled(row, tx_hash="0x1", payer="0xP")
     ledger.close()
     again = xl.Budget(usd=1.0, name="exp").bind(xl.Ledger(path))
@@ -74,8 +77,7 @@ def test_stale_signed_rows_become_unknown_and_keep_counting(tmp_path):
     clock = [1000.0]
     ledger = xl.Ledger(tmp_path / "l.sqlite", now=lambda: clock[0])
     budget = xl.Budget(usd=1.0).bind(ledger)
-    row = budget.reserve(100_000, META)
-    ledger.record_signed(row, nonce="0x" + "03" * 32, payer="0xP", valid_before=1300)
+    budget.reserve(100_000, META, auth("03", 1300))
     assert ledger.recover_interrupted() == 0
     clock[0] = 2000.0
     assert ledger.recover_interrupted() == 1
@@ -98,8 +100,7 @@ def test_a_refused_signed_payment_counts_until_it_expires(tmp_path):
     clock = [1000.0]
     ledger = xl.Ledger(tmp_path / "l.sqlite", now=lambda: clock[0])
     budget = xl.Budget(usd=0.3).bind(ledger)
-    row = budget.reserve(200_000, META)
-    ledger.record_signed(row, nonce="0x" + "04" * 32, payer="0xP", valid_before=1300)
+    row = budget.reserve(200_000, META, auth("04", 1300))
     ledger.record_rejected(row, "settlement failed")
     assert budget.state().held_atomic == 200_000
     with pytest.raises(xl.BudgetExceeded):
@@ -212,10 +213,11 @@ def test_the_running_total_answers_what_the_rows_answer(tmp_path):
         return state.committed_atomic
 
     assert agree() == 0
+    signs = (auth("01", 1300), auth("02", 1300), auth("03", 1300), auth("04", 1300), None)
     amounts = (100_000, 20_000, 3_000, 400_000, 5)
-    settled, signed, unknown, rejected, released = (budget.reserve(a, META) for a in amounts)
-    for row, byte in ((settled, "01"), (signed, "02"), (unknown, "03"), (rejected, "04")):
-        ledger.record_signed(row, nonce="0x" + byte * 32, payer="0xP", valid_before=1300)
+    settled, signed, unknown, rejected, released = (
+        budget.reserve(a, META, sign) for a, sign in zip(amounts, signs, strict=True)
+    )
     ledger.record_settled(settled, tx_hash="0xabc", payer="0xP")
     ledger.record_unknown(unknown, "no answer")
     ledger.record_rejected(rejected, "settlement failed")  # held until it expires

@@ -8,6 +8,7 @@ from ledger_testdata import meta, settled, signed
 import x402lab as xl
 from x402lab.ledger import ClaimAction, Claimed, Claims, Ledger
 from x402lab.ledger.jobs import JobRecord, Jobs
+from x402lab.ledger.schema import job_scope
 
 GW = "http://127.0.0.1:9/"
 KEY = "music-request-key"
@@ -60,7 +61,7 @@ def test_a_refused_payment_releases_the_claim(ledger):
     ledger.record_refused(budget="poor", amount_atomic=15_000, meta=meta(KEY), error="budget")
     assert jobs.release_claim(claimed, "BudgetExceeded") == "failed"
     job = pay_queue(jobs, ledger)
-    assert [c.status for c in jobs.claim_history(GW)] == ["failed", "done"]
+    assert [c.status for c in jobs.claims.history(job_scope(GW))] == ["failed", "done"]
     assert job.paid_atomic == 15_000
 
 
@@ -132,4 +133,4 @@ def test_a_claim_left_by_a_stopped_process_is_taken_over(ledger):
     jobs = Jobs(ledger, claims=Claims(ledger.db, now=lambda: clock[0]))
     claimed = jobs.claim(gateway=GW, kind="music", request_key=KEY)
     assert isinstance(claimed, Claimed) and claimed.action is ClaimAction.PAY
-    assert [c.status for c in jobs.claim_history()] == ["failed", "pending"]
+    assert [c.status for c in jobs.claims.history(job_scope(GW))] == ["failed", "pending"]

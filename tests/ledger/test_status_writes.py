@@ -50,8 +50,7 @@ INSERTERS = {
 HELD_WRITERS = {
     ("ledger/moves.py", "move_payments"),
     ("ledger/moves.py", "_settle_in_flight"),
-    ("ledger/totals.py", "expire_held"),
-    ("ledger/totals.py", "release_prepay_miss"),
+    ("ledger/totals.py", "_unhold"),  # expire_held and release_prepay_miss write through it
 }
 
 _TABLE = r"(?P<table>payments|claims)\b"

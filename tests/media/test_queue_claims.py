@@ -42,7 +42,8 @@ finally:
 
 def claim_statuses(lab) -> list[str]:
     core = lab if isinstance(lab, xl.AsyncLab) else lab.async_
-    return [str(claim.status) for claim in core.media.job_store.claim_history()]
+    claims = core.media.job_store.claims.history()
+    return [str(claim.status) for claim in claims if claim.scope.startswith("jobs:")]
 
 
 def test_concurrent_identical_calls_in_one_lab_pay_once(emulator_factory, wallet, tmp_path):

@@ -17,7 +17,15 @@ from pg_support import meta, settled, signed
 
 import x402lab as xl
 from x402lab.analysis.spend import spend
-from x402lab.ledger import ClaimAction, Claimed, Claims, ClaimStatus, Ledger, ledger_schema
+from x402lab.ledger import (
+    ClaimAction,
+    Claimed,
+    Claims,
+    ClaimStatus,
+    Ledger,
+    SignedAuthorization,
+    ledger_schema,
+)
 from x402lab.ledger.jobs import Jobs
 from x402lab.ledger.library import ReportLibrary
 from x402lab.ledger.moves import move_claims, move_payments
@@ -31,12 +39,16 @@ def open_ledger(url: str, **kw) -> Ledger:
     return Ledger(url, **kw)
 
 
+def auth(byte: str, valid_before: int = 10**10):
+    """``sign`` for ``reserve``: the row is written ahead as signed with nonce ``0xbyte..``."""
+    return lambda: SignedAuthorization("0x" + byte * 32, "0xP", valid_before)
+
+
 def test_lifecycle_budget_state_and_rows(ledger_url):
     ledger = open_ledger(ledger_url, user="ana@laptop")
     budget = xl.Budget(usd=1.0, name="b").bind(ledger)
-    first = budget.reserve(300_000, meta("one"))
+    first = budget.reserve(300_000, meta("one"), auth("01"))
     second = budget.reserve(200_000, meta("two"))
-    ledger.record_signed(first, nonce="0x" + "01" * 32, payer="0xP", valid_before=10**10)
     ledger.record_settled(first, tx_hash="0xabc", payer="0xP")
     ledger.release(second, error="not sent")
     state = budget.state()
@@ -79,8 +91,7 @@ def test_a_refused_signed_payment_counts_until_it_expires(ledger_url):
     clock = [1000.0]
     ledger = open_ledger(ledger_url, now=lambda: clock[0])
     budget = xl.Budget(usd=0.3, name="h").bind(ledger)
-    row = budget.reserve(200_000, meta("r"))
-    ledger.record_signed(row, nonce="0x" + "04" * 32, payer="0xP", valid_before=1300)
+    row = budget.reserve(200_000, meta("r"), auth("04", 1300))
     ledger.record_rejected(row, "settlement failed")
     assert budget.state().held_atomic == 200_000
     assert budget.committed_atomic() == 200_000  # the running total agrees with the rows
@@ -99,8 +110,7 @@ def test_rows_of_a_stopped_process_are_recovered(ledger_url):
     clock = [1000.0]
     ledger = open_ledger(ledger_url, now=lambda: clock[0])
     budget = xl.Budget(usd=1.0, name="r").bind(ledger)
-    sent = budget.reserve(100_000, meta("sent"))
-    ledger.record_signed(sent, nonce="0x" + "03" * 32, payer="0xP", valid_before=1300)
+    budget.reserve(100_000, meta("sent"), auth("03", 1300))
     budget.reserve(50_000, meta("held back"))
     assert ledger.recover_interrupted() == 0
     clock[0] += 3600

@@ -35,14 +35,13 @@ _HEX = re.compile(r"0x[0-9a-fA-F]*")
 _URL = re.compile(r"https?://[^\s/]+(/\S*)?")
 
 
-def word_of_address(address: str) -> str:
-    """A 20-byte address as a 32-byte word (lowercase 0x-hex)."""
-    return "0x" + address.lower().removeprefix("0x").rjust(64, "0")
-
-
 def word_of_bytes32(value: str) -> str:
     """A 32-byte value (0x-hex) as a word, lowercase."""
     return "0x" + value.lower().removeprefix("0x").rjust(64, "0")
+
+
+#: A 20-byte address as a 32-byte word: padded on the left like any shorter value.
+word_of_address = word_of_bytes32
 
 
 def authorization_state_call(asset: str, payer: str, nonce: str) -> dict[str, str]:

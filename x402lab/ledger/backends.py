@@ -10,9 +10,6 @@ from x402lab.ledger.database import Database
 from x402lab.ledger.postgres import PostgresDatabase
 from x402lab.ledger.sqlite import SQLiteDatabase
 
-#: The schemes of ledger URLs (a location without ``://`` is a SQLite file path).
-SCHEMES = ("sqlite", "postgresql", "postgres")
-
 
 def open_database(target: str | os.PathLike[str] | Database) -> Database:
     """The database at ``target``: a ``Database`` as is, a SQLite file path or ``sqlite://``

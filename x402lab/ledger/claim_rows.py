@@ -58,13 +58,10 @@ def insert_rows(tx: Tx, rows: Sequence[Sequence[Any]]) -> list[int]:
     ids: list[int] = []
     for chunk in chunks(rows, ROWS_PER_INSERT):
         sql = _COLUMNS + ", ".join([_ROW] * len(chunk)) + " RETURNING id, scope, key"
-        found = {(scope, key): int(row_id) for row_id, scope, key in tx.all(sql, _flat(chunk))}
+        values = [value for row in chunk for value in row]
+        found = {(scope, key): int(row_id) for row_id, scope, key in tx.all(sql, values)}
         ids += [found[(row[0], row[1])] for row in chunk]
     return ids
-
-
-def _flat(rows: Sequence[Sequence[Any]]) -> list[Any]:
-    return [value for row in rows for value in row]
 
 
 def pending_record(row_id: int, row: Sequence[Any]) -> ClaimRecord:

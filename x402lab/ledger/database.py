@@ -131,12 +131,13 @@ class Tx:
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """The first row of a query, or None."""
-        found: Row | None = self.connection.execute(sql, params).fetchone()
+        found: Row | None = self.execute(sql, params).fetchone()
         return found
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Every row of a query."""
-        return self.connection.execute(sql, params).fetchall()
+        found: list[Row] = self.execute(sql, params).fetchall()
+        return found
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """The first column of the first row (None when there is no row)."""

@@ -24,33 +24,11 @@ from x402lab.errors import ConfigError
 from x402lab.ledger.answers import HeldSettlements, answer_transaction
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Row, Tx, marks
-from x402lab.ledger.records import ClaimAction, Claimed, ClaimRecord
-from x402lab.ledger.schema import gateway_of, job_scope
+from x402lab.ledger.records import ClaimAction, Claimed
+from x402lab.ledger.schema import JOB_COLUMNS, gateway_of, job_scope
 from x402lab.ledger.statuses import ClaimStatus, JobStatus, PaymentStatus, in_sql
 from x402lab.ledger.store import Ledger
 
-#: Columns a job row owns (written by ``insert``/``update``).
-JOB_COLUMNS = (
-    "gateway",
-    "kind",
-    "model",
-    "queue_id",
-    "request_key",
-    "request_json",
-    "status",
-    "created_us",
-    "updated_us",
-    "finished_us",
-    "quoted_atomic",
-    "delete_media",
-    "download_url",
-    "average_execution_ms",
-    "media_path",
-    "content_type",
-    "size_bytes",
-    "cleaned_up",
-    "error",
-)
 _BOOLS = ("delete_media", "cleaned_up")
 _SELECT = (
     "SELECT j.*, c.ledger_id AS ledger_id, p.status AS payment_status, p.tx_hash AS tx_hash,"
@@ -150,7 +128,8 @@ class Jobs:
         scope = job_scope(gateway)
         got = self.claims.claim(scope, [request_key], rebuy=rebuy, label=kind)[request_key]
         if got.action is ClaimAction.REUSE:
-            job = self._for_claim(got.record) or self.latest_for_request(gateway, request_key)
+            job = self._last("j.claim_id = ?", (got.record.id,))
+            job = job or self.latest_for_request(gateway, request_key)
             if job is not None:
                 return job
         return got
@@ -174,20 +153,9 @@ class Jobs:
         ``download_url``...). Raises ConfigError for a name that is not a job column.
         """
         record = claimed.record
-        values = self._values(
-            gateway_of(record.scope),
-            record.label or "",
-            model,
-            queue_id,
-            record.key,
-            request,
-            columns,
-        )
-        answer = json.dumps({"queue_id": queue_id}).encode()
-        with answer_transaction(self.db, held) as tx:
-            self.claims.complete_in(tx, record.scope, [(record.key, answer)], ledger_id=ledger_id)
-            row_id = self._insert(tx, values, _newest_claim(tx, record.scope, record.key))
-        return self._get(row_id)
+        gateway, kind = gateway_of(record.scope), record.label or ""
+        values = self._values(gateway, kind, model, queue_id, record.key, request, columns)
+        return self._store(record.scope, record.key, values, ledger_id, held)
 
     def release_claim(self, claimed: Claimed, error: str) -> ClaimStatus:
         """Close a claim whose queue gave no job: ``unknown`` when a payment of it left the
@@ -195,12 +163,6 @@ class Jobs:
         claim's status afterwards."""
         record = claimed.record
         return self.claims.release(record.scope, [record.key], error)[record.key]
-
-    def claim_history(self, gateway: str | None = None) -> list[ClaimRecord]:
-        """Every queue claim (of ``gateway`` when given), oldest first."""
-        if gateway is not None:
-            return self.claims.history(job_scope(gateway))
-        return [r for r in self.claims.history() if r.scope.startswith("jobs:")]
 
     # -- job rows ----------------------------------------------------------------------------
 
@@ -221,12 +183,7 @@ class Jobs:
         written ``done`` with it, so the request is not bought again); returns its row."""
         values = self._values(gateway, kind, model, queue_id, request_key, request, columns)
         values["status"] = _status(status)
-        answer = json.dumps({"queue_id": queue_id}).encode()
-        scope = job_scope(gateway)
-        with self.db.transaction() as tx:
-            self.claims.complete_in(tx, scope, [(request_key, answer)], ledger_id=ledger_id)
-            row_id = self._insert(tx, values, _newest_claim(tx, scope, request_key))
-        return self._get(row_id)
+        return self._store(job_scope(gateway), request_key, values, ledger_id, None)
 
     def update(self, row_id: int, **changes: Any) -> None:
         """Change some columns of a job row (``updated_us`` follows). Raises ConfigError for
@@ -244,18 +201,15 @@ class Jobs:
 
     def get(self, row_id: int) -> JobRecord | None:
         """The job row ``row_id``, or None."""
-        found = self._select("j.id = ?", (row_id,))
-        return found[0] if found else None
+        return self._last("j.id = ?", (row_id,))
 
     def find(self, gateway: str, queue_id: str) -> JobRecord | None:
         """The job ``queue_id`` of ``gateway``, or None."""
-        found = self._select("j.gateway = ? AND j.queue_id = ?", (gateway, queue_id))
-        return found[0] if found else None
+        return self._last("j.gateway = ? AND j.queue_id = ?", (gateway, queue_id))
 
     def latest_for_request(self, gateway: str, request_key: str) -> JobRecord | None:
         """The newest job queued by this request on ``gateway``, or None."""
-        found = self._select("j.gateway = ? AND j.request_key = ?", (gateway, request_key))
-        return found[-1] if found else None
+        return self._last("j.gateway = ? AND j.request_key = ?", (gateway, request_key))
 
     def all(self, gateway: str | None = None) -> list[JobRecord]:
         """Every job row (of ``gateway`` when given), oldest first."""
@@ -290,26 +244,36 @@ class Jobs:
             **columns,
         }
 
-    @staticmethod
-    def _insert(tx: Tx, values: dict[str, Any], claim_id: int | None) -> int:
-        names = ", ".join(values)
-        return tx.insert(
-            f"INSERT INTO media_jobs (claim_id, {names}) VALUES (?, {marks(len(values))})",
-            (claim_id, *(_db(v) for v in values.values())),
-        )
-
-    def _select(self, where: str, params: tuple[Any, ...]) -> list[JobRecord]:
-        rows = self.db.read(f"{_SELECT} WHERE {where} ORDER BY j.id", params)
-        return [_record(row) for row in rows]
-
-    def _get(self, row_id: int) -> JobRecord:
+    def _store(
+        self,
+        scope: str,
+        key: str,
+        values: dict[str, Any],
+        ledger_id: int | None,
+        held: HeldSettlements | None,
+    ) -> JobRecord:
+        """Close the claim of ``key`` done (its answer the queue id) and insert the job row,
+        in one transaction; returns the row."""
+        answer = json.dumps({"queue_id": values["queue_id"]}).encode()
+        with answer_transaction(self.db, held) as tx:
+            self.claims.complete_in(tx, scope, [(key, answer)], ledger_id=ledger_id)
+            row_id = tx.insert(
+                f"INSERT INTO media_jobs (claim_id, {', '.join(values)})"
+                f" VALUES (?, {marks(len(values))})",
+                (_newest_claim(tx, scope, key), *(_db(v) for v in values.values())),
+            )
         found = self.get(row_id)
         if found is None:  # written in the transaction that just committed
             raise ConfigError(f"job row {row_id} vanished from {self.db.url}")
         return found
 
-    def _for_claim(self, record: ClaimRecord) -> JobRecord | None:
-        found = self._select("j.claim_id = ?", (record.id,))
+    def _select(self, where: str, params: tuple[Any, ...]) -> list[JobRecord]:
+        rows = self.db.read(f"{_SELECT} WHERE {where} ORDER BY j.id", params)
+        return [_record(row) for row in rows]
+
+    def _last(self, where: str, params: tuple[Any, ...]) -> JobRecord | None:
+        """The newest job row that ``where`` finds (ids and queue ids find one), or None."""
+        found = self._select(where, params)
         return found[-1] if found else None
 
 

@@ -149,7 +149,7 @@ class ReportLibrary:
                     "status": str(status),
                     "request_key": purchase["request_key"],
                     "ledger_id": paid.ledger_id if paid else None,
-                    "paid_atomic": _paid(purchase, settled),
+                    "paid_atomic": 0 if purchase["first_party"] else settled,
                     "charged_usd": purchase["charged_usd"],
                     "tx_hash": paid.tx_hash if paid else None,
                     "created_us": purchase["created_us"],
@@ -272,10 +272,6 @@ class ReportLibrary:
         that left the process for it, else ``failed``. Returns the status set."""
         statuses = self.claims.release(self.scope, order.report_ids, error)
         return str(C.UNKNOWN if C.UNKNOWN in statuses.values() else C.FAILED)
-
-
-def _paid(purchase: Mapping[str, Any], settled_atomic: int | None) -> int | None:
-    return 0 if purchase.get("first_party") else settled_atomic
 
 
 def _price(claim: ClaimRecord, purchase: Mapping[str, Any]) -> int | None:

@@ -64,11 +64,10 @@ def move_payment(
     now_us: int,
     fields: Mapping[str, Any],
     *,
-    durable: bool = False,
     grouped: bool = False,
 ) -> None:
-    """``move_payments`` of one row in a transaction of its own (``durable`` and ``grouped``
-    as for ``Database.transaction``).
+    """``move_payments`` of one row in a transaction of its own (``grouped`` as for
+    ``Database.transaction``).
 
     The common move, an in-flight row to ``settled``, is one statement
     (``_settle_in_flight``). Any other row takes the full rules of ``move_payments``,
@@ -76,9 +75,9 @@ def move_payment(
     """
     if status == S.SETTLED:
         sql, params = _settle_in_flight([row_id], now_us, fields)
-        if db.write_one(sql, params, durable=durable, grouped=grouped) == 1:
+        if db.write_one(sql, params, grouped=grouped) == 1:
             return
-    with db.transaction(durable=durable, grouped=grouped) as tx:
+    with db.transaction(grouped=grouped) as tx:
         move_payments(tx, [row_id], status, now_us, fields)
 
 

@@ -10,12 +10,12 @@ back to age (a stale claim) or to the authorization's window.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import time
 
 _OWNER: str | None = None
-_HOST: str | None = None
 
 
 def process_owner() -> str:
@@ -52,11 +52,9 @@ def user_label() -> str:
     return f"{login}@{_hostname()}"
 
 
+@functools.cache
 def _hostname() -> str:
-    global _HOST
-    if _HOST is None:
-        _HOST = socket.gethostname()
-    return _HOST
+    return socket.gethostname()
 
 
 def owner_alive(owner: str | None) -> bool | None:

@@ -37,8 +37,9 @@ class PgTarget:
         #: ``postgresql://user@host:port/dbname``: never the password.
         self.url = f"postgresql://{user}{host or ''}{f':{port}' if port else ''}/{self.dbname}"
         folder = f"{host or 'local'}-{port or 5432}-{self.dbname}"
+        folder = "".join(char if char.isalnum() or char in "-_." else "_" for char in folder)
         #: Files that belong next to the ledger (downloaded media) stay on this machine.
-        self.folder = Path("~/.x402lab/postgresql").expanduser() / _safe_name(folder)
+        self.folder = Path("~/.x402lab/postgresql").expanduser() / folder
 
     def explain(self, exc: Exception) -> str:
         """What a failed connection means and what to do (never with the password)."""
@@ -83,7 +84,3 @@ def _login() -> str:
         return getpass.getuser()
     except (OSError, KeyError):
         return ""
-
-
-def _safe_name(text: str) -> str:
-    return "".join(char if char.isalnum() or char in "-_." else "_" for char in text)

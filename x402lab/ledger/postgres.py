@@ -175,14 +175,6 @@ class PgTx(Tx):
             cursor.executemany(to_pyformat(sql), rows)
             return int(cursor.rowcount)
 
-    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        found: Row | None = self.execute(sql, params).fetchone()
-        return found
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        found: list[Row] = self.execute(sql, params).fetchall()
-        return found
-
     def insert(self, sql: str, params: Sequence[Any] = ()) -> int:
         found = self.execute(f"{sql} RETURNING id", params).fetchone()
         return int(found[0]) if found is not None else 0

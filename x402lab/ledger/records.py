@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 from x402lab.ledger.database import Row
 from x402lab.ledger.statuses import ClaimStatus
@@ -72,21 +73,13 @@ class OpenPayment:
 
 def open_payment(row: Row) -> OpenPayment:
     return OpenPayment(
-        id=row["id"],
-        status=row["status"],
-        service=row["service"],
-        request_key=row["request_key"],
-        budget=row["budget"],
-        amount_atomic=int(row["amount_atomic"]),
-        payer=row["payer"],
-        nonce=row["nonce"],
-        valid_before=row["valid_before"],
-        network=row["network"],
-        asset=row["asset"],
-        owner=row["owner"],
-        resends=int(row["resends"] or 0),
-        ts_us=row["ts_us"],
-        header=row["payment_header"],
+        **_columns(
+            row,
+            OpenPayment,
+            amount_atomic=int(row["amount_atomic"]),
+            resends=int(row["resends"] or 0),
+            header=row["payment_header"],
+        )
     )
 
 
@@ -170,22 +163,19 @@ class Claimed:
 def claim_record(row: Row) -> ClaimRecord:
     answer = row["answer"]
     return ClaimRecord(
-        id=row["id"],
-        scope=row["scope"],
-        key=row["key"],
-        status=ClaimStatus(row["status"]),
-        payment_key=row["payment_key"],
-        ledger_id=row["ledger_id"],
-        owner=row["owner"],
-        label=row["label"],
-        created_us=row["created_us"],
-        updated_us=row["updated_us"],
-        error=row["error"],
-        answer=bytes(answer) if answer is not None else None,
-        payment_status=row["payment_status"],
-        amount_atomic=row["amount_atomic"],
-        tx_hash=row["tx_hash"],
+        **_columns(
+            row,
+            ClaimRecord,
+            status=ClaimStatus(row["status"]),
+            answer=bytes(answer) if answer is not None else None,
+        )
     )
+
+
+def _columns(row: Row, record: Any, **given: Any) -> dict[str, Any]:
+    """The fields of the dataclass ``record`` from the row's columns of the same names, but
+    those ``given``."""
+    return {f.name: row[f.name] for f in fields(record) if f.name not in given} | given
 
 
 def current_records(rows: Iterable[ClaimRecord]) -> dict[str, ClaimRecord]:

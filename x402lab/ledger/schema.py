@@ -192,10 +192,6 @@ def _ledger(tx: Tx) -> None:
     _run(tx, PAYMENTS)
 
 
-def _claims(tx: Tx) -> None:
-    _run(tx, CLAIMS)
-
-
 def _stores(tx: Tx) -> None:
     _run(tx, STORES)
     if tx.columns("jobs"):
@@ -210,7 +206,9 @@ _CLAIM_INSERT = (
     "INSERT INTO claims (scope, key, status, payment_key, ledger_id, ledger_floor, owner,"
     " label, created_us, updated_us, error, answer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_JOB_COLUMNS = (
+#: The columns a media job row owns (the ``jobs`` table of earlier versions has them all,
+#: so its copy below reads them by name; a new job column needs its own migration step).
+JOB_COLUMNS = (
     "gateway",
     "kind",
     "model",
@@ -269,9 +267,9 @@ def _copy_jobs(tx: Tx) -> None:
             ),
         )
         tx.execute(
-            f"INSERT INTO media_jobs (claim_id, {', '.join(_JOB_COLUMNS)})"
-            f" VALUES (?, {', '.join('?' * len(_JOB_COLUMNS))}) ON CONFLICT DO NOTHING",
-            (claim_id, *(job[name] for name in _JOB_COLUMNS)),
+            f"INSERT INTO media_jobs (claim_id, {', '.join(JOB_COLUMNS)})"
+            f" VALUES (?, {', '.join('?' * len(JOB_COLUMNS))}) ON CONFLICT DO NOTHING",
+            (claim_id, *(job[name] for name in JOB_COLUMNS)),
         )
     if not tx.columns("job_claims"):
         return
@@ -408,7 +406,7 @@ def _user_label(tx: Tx) -> None:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "payments and budgets", _ledger),
-    Migration(2, "claims", _claims),
+    Migration(2, "claims", lambda tx: _run(tx, CLAIMS)),
     Migration(3, "media jobs and report purchases", _stores),
     Migration(4, "payment outcomes: owner, signed payload, re-sends", _outcomes),
     Migration(5, "prepaid payments: sent with the first request", _prepaid),

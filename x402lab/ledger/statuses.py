@@ -130,10 +130,6 @@ INITIAL: tuple[PaymentStatus, ...] = (P.RESERVED, P.SIGNED, P.REFUSED)
 SAYS_LESS: tuple[PaymentStatus, ...] = (P.SETTLED, P.UNKNOWN, P.REJECTED, P.FAILED)
 
 C = ClaimStatus
-#: A claim that stops another caller from paying for the same key.
-CLAIM_BLOCKING: tuple[ClaimStatus, ...] = (C.PENDING, C.UNKNOWN)
-#: A claim that still waits for its outcome (``release`` closes only these).
-CLAIM_OPEN: tuple[ClaimStatus, ...] = (C.PENDING,)
 #: Allowed moves of a claim row: target -> the statuses it may come from.
 CLAIM_TRANSITIONS: dict[ClaimStatus, tuple[ClaimStatus, ...]] = {
     C.DONE: (C.PENDING, C.UNKNOWN, C.FAILED),

@@ -254,19 +254,6 @@ class Ledger:
             totals.add(tx, budget, int(amount), now)
         return row_id
 
-    def record_signed(self, row_id: int, *, nonce: str, payer: str, valid_before: int) -> None:
-        """Write-ahead: commit the signed authorization's nonce, with an fsync, before the
-        request is sent (``reserve(sign=...)`` does this and keeps the signed payload too)."""
-        self._move(
-            row_id,
-            S.SIGNED,
-            durable=True,
-            owner=process_owner(),
-            nonce=nonce,
-            payer=payer,
-            valid_before=valid_before,
-        )
-
     def record_settled(
         self, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
     ) -> None:
@@ -322,19 +309,11 @@ class Ledger:
         self._move(row_id, S.RELEASED, error=error)
 
     def _move(
-        self,
-        row_id: int,
-        status: PaymentStatus,
-        *,
-        durable: bool = False,
-        grouped: bool = False,
-        **fields: Any,
+        self, row_id: int, status: PaymentStatus, *, grouped: bool = False, **fields: Any
     ) -> None:
         """Move one row to ``status`` (``moves.move_payment``: allowed moves are
         ``statuses.TRANSITIONS``); raises ConfigError for a move from any other status."""
-        moves.move_payment(
-            self.db, row_id, status, self._now_us(), fields, durable=durable, grouped=grouped
-        )
+        moves.move_payment(self.db, row_id, status, self._now_us(), fields, grouped=grouped)
 
     def recover_interrupted(self, *, reserved_older_than_s: float = 600.0) -> int:
         """Close the rows a stopped process left open; returns how many rows moved.

@@ -10,6 +10,8 @@ so a read-then-write is atomic across processes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from x402lab.ledger.database import Tx
 from x402lab.ledger.statuses import PaymentStatus, counted_sql
 
@@ -47,15 +49,7 @@ def counted(tx: Tx, budget: str, now_us: int) -> int:
 def expire_held(tx: Tx, budget: str, cutoff: int, now_us: int) -> None:
     """Stop counting refused payments whose authorization can no longer settle (their
     ``valid_before`` is before ``cutoff``)."""
-    where = "held = 1 AND budget = ? AND valid_before < ?"
-    params = (budget, cutoff)
-    found = tx.one(
-        f"SELECT COALESCE(SUM(amount_atomic), 0), COUNT(*) FROM payments WHERE {where}",
-        params,
-    )
-    if found is not None and found[1]:
-        tx.execute(f"UPDATE payments SET held = 0 WHERE {where}", params)
-        add(tx, budget, -int(found[0]), now_us)
+    _unhold(tx, budget, "held = 1 AND budget = ? AND valid_before < ?", (budget, cutoff), now_us)
 
 
 def release_prepay_miss(tx: Tx, budget: str, request_key: str, now_us: int) -> int:
@@ -67,7 +61,11 @@ def release_prepay_miss(tx: Tx, budget: str, request_key: str, now_us: int) -> i
     blocked near the cap by its own miss. Only called when the cap would otherwise refuse.
     """
     where = "budget = ? AND request_key = ? AND held = 1 AND prepaid = 1 AND status = ?"
-    params = (budget, request_key, str(PaymentStatus.REJECTED))
+    return _unhold(tx, budget, where, (budget, request_key, str(PaymentStatus.REJECTED)), now_us)
+
+
+def _unhold(tx: Tx, budget: str, where: str, params: tuple[Any, ...], now_us: int) -> int:
+    """Stop counting the held rows ``where`` finds; returns the amount freed."""
     found = tx.one(
         f"SELECT COALESCE(SUM(amount_atomic), 0), COUNT(*) FROM payments WHERE {where}", params
     )

@@ -88,9 +88,7 @@ class WriteAhead:
         if self._wal is None:
             return
         loop = asyncio.get_running_loop()
-        group = self._groups.get(loop)
-        if group is None:
-            group = self._groups[loop] = _Group()
+        group = self._groups.setdefault(loop, _Group())
         if group.next is None:
             group.next = loop.create_future()
             if group.running:

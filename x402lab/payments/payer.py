@@ -364,8 +364,7 @@ class Payer:
         amount = format_usd(ticket.amount_atomic)
         said = f"HTTP {outcome.status_code} {outcome.reason}".replace("HTTP None ", "")
         note = f"nonce already used ({said}): an earlier send settled, its answer was lost"
-        details = {"ledger_id": ticket.row_id, "nonce": ticket.nonce}
-        details["status"] = outcome.status_code
+        details = {"ledger_id": ticket.row_id, "nonce": ticket.nonce, "status": outcome.status_code}
         if chain is None or not chain[0]:
             seen = unasked if chain is None else "the chain shows it unused yet"
             self.ledger.record_unknown(ticket.row_id, f"{note} ({seen})", spent=True)

@@ -30,7 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -116,14 +116,6 @@ class PrepayTally:
     misses: int = 0
     extra_signatures: int = 0
 
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "prepaid": self.prepaid,
-            "hits": self.hits,
-            "misses": self.misses,
-            "extra_signatures": self.extra_signatures,
-        }
-
 
 _TALLY: contextvars.ContextVar[PrepayTally | None] = contextvars.ContextVar(
     "x402lab_prepay_tally", default=None
@@ -172,7 +164,7 @@ class Prediction:
         confirmed = sum(1 for c in self._classes.values() if c.seen >= EVIDENCE)
         return (
             f"<Prediction {state}: {len(self._quotes)} quotes, {confirmed} price classes;"
-            f" {self.tally.as_dict()}>"
+            f" {asdict(self.tally)}>"
         )
 
     # -- learning ----------------------------------------------------------------------------

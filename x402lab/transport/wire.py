@@ -23,11 +23,12 @@ through httpx's own transport), ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` the trust
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import ssl
 import urllib.request
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -183,20 +184,16 @@ class _Answer(httpx.AsyncByteStream):
             await self._stream.aclose()
 
 
-class _mapped:
+@contextlib.contextmanager
+def _mapped(request: httpx.Request) -> Iterator[None]:
     """Raise what is raised inside as an httpx error (``as_httpx_error``)."""
-
-    def __init__(self, request: httpx.Request) -> None:
-        self._request = request
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, exc: BaseException | None, traceback: Any) -> None:
-        if isinstance(exc, httpx.TransportError | TimeoutError | aiohttp.ClientError):
-            mapped = as_httpx_error(exc, self._request)
-            if mapped is not exc:  # else it goes on as it is
-                raise mapped from exc
+    try:
+        yield
+    except (httpx.TransportError, TimeoutError, aiohttp.ClientError) as exc:
+        mapped = as_httpx_error(exc, request)
+        if mapped is not exc:  # else it goes on as it is
+            raise mapped from exc
+        raise
 
 
 class _Transport(AiohttpTransport):

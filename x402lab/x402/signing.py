@@ -80,12 +80,8 @@ class KeySigner:
     __str__ = __repr__
 
     def __reduce_ex__(self, protocol: object) -> NoReturn:
-        raise TypeError("KeySigner holds a private key and cannot be pickled or copied")
-
-    def __copy__(self) -> NoReturn:
-        raise TypeError("KeySigner holds a private key and cannot be pickled or copied")
-
-    def __deepcopy__(self, memo: object) -> NoReturn:
+        # pickle, copy.copy and copy.deepcopy all ask this (the class has no __copy__ or
+        # __deepcopy__), so none of them can carry the key anywhere.
         raise TypeError("KeySigner holds a private key and cannot be pickled or copied")
 
 
