@@ -59,11 +59,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--balance-usd", type=float, default=100.0, help="starting balance of every test payer"
     )
     faults = parser.add_argument_group("faults (probabilities in 0..1, delays in seconds)")
-    for flag, field, default, text in FAULT_FLAGS:
-        metavar = flag[2:].replace("-", "_").upper()
-        faults.add_argument(
-            flag, dest=field, metavar=metavar, type=float, default=default, help=text
-        )
+    for flag, _, default, text in FAULT_FLAGS:
+        faults.add_argument(flag, type=float, default=default, help=text)
 
 
 def connect_snippet(gateway_url: str, reports_url: str) -> str:
@@ -86,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
     from x402lab.emulator.server import start_emulator
     from x402lab.emulator.settings import EmulatorSettings, Faults
 
-    faults = Faults(**{field: getattr(args, field) for _, field, _, _ in FAULT_FLAGS})
+    # argparse names each value after its flag (``--retry-after``: ``args.retry_after``).
+    given = {field: getattr(args, flag[2:].replace("-", "_")) for flag, field, _, _ in FAULT_FLAGS}
+    faults = Faults(**given)
     settings = EmulatorSettings.from_env(
         job_seconds=args.job_seconds, seed=args.seed, balance_usd=args.balance_usd, faults=faults
     )
