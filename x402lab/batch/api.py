@@ -262,9 +262,7 @@ class Batches:
         codec: ChatCodec | TypedCodec = ChatCodec() if spec is None else TypedCodec(spec)
         await self.check_batch(plan, "batch_chat()", unchecked)
         sink = ColumnSink(codec)
-        summary = await self._run(
-            plan, codec, sink, concurrency, max_usd, rebuy, progress, out=None
-        )
+        summary = await self._run(plan, codec, sink, concurrency, max_usd, rebuy, progress)
         if spec is None:
             frame = join_inputs(inputs, chat_table(sink.columns))
         else:
@@ -289,30 +287,6 @@ class Batches:
             rows_per_request=plan.per_request,
             one_per_request_atomic=single.amount_atomic * paid_rows,
         )
-
-    async def quote_chat(
-        self,
-        rows: Any,
-        *,
-        model: str,
-        spec: OutputSpec,
-        rows_per_request: int | str,
-        prompt: str | None,
-        column: str | None = None,
-        system: str | None = None,
-        max_tokens: int | None = None,
-        params: Mapping[str, Any] | None = None,
-        variant: str | None = None,
-        concurrency: int = 8,
-    ) -> BatchEstimate:
-        """Free: the exact price of a typed batch (``estimate``'s, for ``lab.compare``)."""
-        inputs, plan = await self.plan_chat(
-            rows, model=model, spec=spec, rows_per_request=rows_per_request, prompt=prompt,
-            system=system, max_tokens=max_tokens, column=column, params=dict(params or {}),
-            result_names=[], variant=variant,
-        )  # fmt: skip
-        await self.check_batch(plan, "compare()", {})
-        return await self._quote(plan, inputs, False, concurrency)
 
     async def plan_chat(
         self,
@@ -516,9 +490,7 @@ class Batches:
             parquet.commit()
             return summary
         sink = ColumnSink(codec, plan=plan)
-        summary = await self._run(
-            plan, codec, sink, concurrency, max_usd, rebuy, progress, out=None
-        )
+        summary = await self._run(plan, codec, sink, concurrency, max_usd, rebuy, progress)
         table = embed_table(sink.columns, sink.dim or dim or 0)
         frame = join_inputs(index_frame(index, len(values)), table)
         frame.attrs["batch"] = summary.to_dict()
@@ -556,7 +528,7 @@ class Batches:
         rebuy: bool,
         progress: Any,
         *,
-        out: Path | None,
+        out: Path | None = None,
     ) -> BatchSummary:
         throttle = Throttle(resolve_progress(progress))
         tally = await self.run_plan(plan, codec, sink, concurrency, max_usd, rebuy, throttle)
@@ -643,11 +615,12 @@ class Batches:
         else:
             raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
         await self.check_batch(plan, "estimate()", unchecked)
-        return await self._quote(plan, inputs, rebuy, concurrency)
+        return await self.quote(plan, inputs, rebuy, concurrency)
 
-    async def _quote(
+    async def quote(
         self, plan: Plan, inputs: pd.DataFrame, rebuy: bool, concurrency: int
     ) -> BatchEstimate:
+        """Free: the exact price of a checked ``plan`` (``estimate``'s, and ``lab.compare``'s)."""
         store = self._store(plan.kind, rebuy)
         return await quote_plan(
             plan, inputs, self._generic, store, concurrency_of(concurrency), self.budget_left()
