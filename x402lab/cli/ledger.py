@@ -30,13 +30,14 @@ def _keys(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, *, budget: bool = True) -> None:
     parser.add_argument(
         "--ledger",
         default=None,
         help="ledger file or postgresql:// URL (default ~/.x402lab/ledger.sqlite)",
     )
-    parser.add_argument("--budget", default=None, help="only the rows of this budget")
+    if budget:
+        parser.add_argument("--budget", default=None, help="only the rows of this budget")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -67,11 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     reconcile = actions.add_parser(
         "reconcile", help="check signed/unknown rows against the chain and record the outcome"
     )
-    reconcile.add_argument(
-        "--ledger",
-        default=None,
-        help="ledger file or postgresql:// URL (default ~/.x402lab/ledger.sqlite)",
-    )
+    _common(reconcile, budget=False)
     reconcile.add_argument(
         "--chain-rpc-url",
         default=None,
