@@ -47,7 +47,6 @@ from x402lab.wallet import Wallet
 if TYPE_CHECKING:
     import httpx
 
-if TYPE_CHECKING:
     from x402lab.emulator.server import RunningEmulator
     from x402lab.emulator.settings import EmulatorSettings
 
@@ -105,9 +104,8 @@ class Settings:
         """The options a Dask worker connects with (not what is bound to this process: the
         addresses, wallet, budget and ledger travel apart, an HTTP client does not travel)."""
         apart = {"gateway_url", "reports_url", "wallet", "budget", "ledger", "emulator_settings"}
-        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        options = {k: v for k, v in options.items() if k not in apart | {"http_client"}}
-        return {**options, "user": user}
+        kept = [f.name for f in dataclasses.fields(self) if f.name not in apart | {"http_client"}]
+        return {**{name: getattr(self, name) for name in kept}, "user": user}
 
 
 def _takes(
