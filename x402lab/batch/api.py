@@ -607,8 +607,7 @@ class Batches:
             )  # fmt: skip
         elif kind == "embed":
             per_request = await self.embed_pack_size(per_request, model)
-            source = embed_source(rows, column)
-            values, index = all_texts(source)
+            values, index = all_texts(embed_source(rows, column))
             inputs = index_frame(index, len(values))
             inputs["text"] = values
             plan = embed_plan(values, model=model, per_request=per_request, params=params)

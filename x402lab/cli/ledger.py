@@ -91,17 +91,14 @@ def _existing(where: str) -> str | Path:
 
 def _open_rows(args: argparse.Namespace) -> Any:
     """The ledger's rows as a DataFrame (one budget's when asked). Raises ConfigError."""
-    from x402lab.analysis.spend import ledger_frame
+    from x402lab.analysis.spend import budget_rows
     from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 
     ledger = Ledger(_existing(args.ledger or DEFAULT_LEDGER_PATH))
     try:
-        frame = ledger_frame(ledger)
+        return budget_rows(ledger, args.budget)
     finally:
         ledger.close()
-    if args.budget is not None:
-        frame = frame[frame["budget"] == args.budget].reset_index(drop=True)
-    return frame
 
 
 def _summary(args: argparse.Namespace) -> int:
