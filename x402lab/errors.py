@@ -54,8 +54,9 @@ class PaymentError(X402LabError):
         return (_rebuild, (type(self), self.reason, self.details))
 
 
-def _rebuild(cls: type[PaymentError], reason: str, details: dict[str, Any]) -> PaymentError:
-    return cls(reason, **details)
+def _rebuild(cls: type[Exception], message: str, keywords: dict[str, Any]) -> Exception:
+    """An x402lab error unpickled: its keyword-only arguments are not in ``args``."""
+    return cls(message, **keywords)
 
 
 class PaymentRefused(PaymentError):
@@ -112,16 +113,8 @@ class ApiError(X402LabError):
         self.url = url
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild_api,
-            (type(self), self.message, self.status, self.code, self.body, self.url),
-        )
-
-
-def _rebuild_api(
-    cls: type[ApiError], message: str, status: Any, code: Any, body: Any, url: Any
-) -> ApiError:
-    return cls(message, status=status, code=code, body=body, url=url)
+        keywords = {"status": self.status, "code": self.code, "body": self.body, "url": self.url}
+        return (_rebuild, (type(self), self.message, keywords))
 
 
 class ModelNotFound(ApiError):
@@ -175,13 +168,5 @@ class BatchInterrupted(KeyboardInterrupt):
         self.paid_atomic = paid_atomic
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild_interrupted,
-            (self.message, self.rows, self.rows_done, self.paid_atomic),
-        )
-
-
-def _rebuild_interrupted(
-    message: str, rows: int, rows_done: int, paid_atomic: int
-) -> BatchInterrupted:
-    return BatchInterrupted(message, rows=rows, rows_done=rows_done, paid_atomic=paid_atomic)
+        keywords = {"rows": self.rows, "rows_done": self.rows_done, "paid_atomic": self.paid_atomic}
+        return (_rebuild, (type(self), self.message, keywords))

@@ -40,14 +40,13 @@ from x402lab.media import Job, Media
 from x402lab.payments import Payer
 from x402lab.reports import AsyncReports, Reports
 from x402lab.session import Session
-from x402lab.sync import Twin, blocking, direct
+from x402lab.sync import Mirror, Twin, blocking, direct
 from x402lab.transport import RetryPolicy
 from x402lab.wallet import Wallet
 
 if TYPE_CHECKING:
     import httpx
 
-if TYPE_CHECKING:
     from x402lab.emulator.server import RunningEmulator
     from x402lab.emulator.settings import EmulatorSettings
 
@@ -105,9 +104,8 @@ class Settings:
         """The options a Dask worker connects with (not what is bound to this process: the
         addresses, wallet, budget and ledger travel apart, an HTTP client does not travel)."""
         apart = {"gateway_url", "reports_url", "wallet", "budget", "ledger", "emulator_settings"}
-        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        options = {k: v for k, v in options.items() if k not in apart | {"http_client"}}
-        return {**options, "user": user}
+        kept = [f.name for f in dataclasses.fields(self) if f.name not in apart | {"http_client"}]
+        return {**{name: getattr(self, name) for name in kept}, "user": user}
 
 
 def _takes(
@@ -413,54 +411,15 @@ class Lab(Twin[AsyncLab]):
         """The embedded emulator of both services (None when connected to real ones)."""
         return self._async.emulator
 
-    @property
-    def wallet(self) -> Wallet:
-        """The paying wallet (its repr shows the address only)."""
-        return self._async.wallet
-
-    @property
-    def budget(self) -> Budget:
-        """The spending cap every paid call reserves from."""
-        return self._async.budget
-
-    @property
-    def ledger(self) -> Ledger:
-        """The durable record of every payment."""
-        return self._async.ledger
-
-    @property
-    def payer(self) -> Payer:
-        """The money side of the handshake (checks, reservations, signatures)."""
-        return self._async.payer
-
-    @property
-    def chain_rpc_url(self) -> str | None:
-        """The chain's JSON-RPC endpoint ``reconcile()`` reads (None when not given)."""
-        return self._async.chain_rpc_url
-
-    @property
-    def gateway_url(self) -> str | None:
-        """The inference gateway's address (None when this lab has no gateway)."""
-        return self._async.gateway_url
-
-    @property
-    def reports_url(self) -> str | None:
-        """The report service's address (None when this lab has no report service)."""
-        return self._async.reports_url
-
-    @property
-    def media_dir(self) -> Path:
-        """Where finished media jobs are saved."""
-        return self._async.media_dir
-
-    @property
-    def validate_models(self) -> bool:
-        """Check model ids against the catalog before sending (default True)."""
-        return self._async.validate_models
-
-    @validate_models.setter
-    def validate_models(self, value: bool) -> None:
-        self._async.validate_models = value
+    wallet = Mirror(AsyncLab.wallet)
+    budget = Mirror(AsyncLab.budget)
+    ledger = Mirror(AsyncLab.ledger)
+    payer = Mirror(AsyncLab.payer)
+    chain_rpc_url = Mirror(AsyncLab.chain_rpc_url)
+    gateway_url = Mirror(AsyncLab.gateway_url)
+    reports_url = Mirror(AsyncLab.reports_url)
+    media_dir = Mirror(AsyncLab.media_dir)
+    validate_models = Mirror(AsyncLab.validate_models)
 
     # -- the gateway: free catalogs ----------------------------------------------------------
 

@@ -122,10 +122,9 @@ class Session:
         found = self._clients.get(service)
         if found is not None:
             return found
-        url = self.url(service)
         client = ServiceClient(
             service=service,
-            base_url=url,
+            base_url=self.url(service),
             http=self.wire,
             payer=self.payer,
             header_name=PAYMENT_HEADER[service],

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from x402lab.analysis.spend import ledger_frame, spend
+from x402lab.analysis.spend import budget_rows, spend
 from x402lab.errors import X402LabError
 from x402lab.tables.spend import DEFAULT_SPEND_BY
 
@@ -24,13 +24,6 @@ if TYPE_CHECKING:
     from x402lab.media import Media
     from x402lab.reports import AsyncReports
     from x402lab.session import Session
-
-
-def _rows(ledger: Ledger, budget: str | None) -> pd.DataFrame:
-    frame = ledger_frame(ledger)
-    if budget is not None:
-        frame = frame[frame["budget"] == budget].reset_index(drop=True)
-    return frame
 
 
 class CostAnalysis:
@@ -70,7 +63,7 @@ class CostAnalysis:
         ledger gives an empty table with the same columns. Raises ConfigError for an unknown
         key.
         """
-        rows = await asyncio.to_thread(_rows, self.ledger, budget)
+        rows = await asyncio.to_thread(budget_rows, self.ledger, budget)
         return spend(rows, by, atomic=atomic)
 
     async def cost_report(
@@ -99,7 +92,7 @@ class CostAnalysis:
         price_table = await self._price_table(prices, notes)
         library, orders = await self._report_library(notes)
         jobs = await self._jobs(notes)
-        rows = await asyncio.to_thread(_rows, self.ledger, budget)
+        rows = await asyncio.to_thread(budget_rows, self.ledger, budget)
         if budget is not None:
             notes.append(f"Ledger rows of budget {budget!r} only.")
             # Jobs and report orders point at the ledger row that paid them.

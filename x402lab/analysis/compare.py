@@ -233,10 +233,12 @@ class Comparisons:
         common: dict[str, Any] = {"prompt": prompt, "column": column, "system": system}
         quotes = {}
         for model, n in configs:
-            quotes[(model, n)] = await self._batches.quote_chat(
-                sample, model=model, spec=spec, rows_per_request=n,
-                variant=variant(model, n), concurrency=concurrency, **common,
+            inputs, plan = await self._batches.plan_chat(
+                sample, model=model, spec=spec, rows_per_request=n, max_tokens=None,
+                params={}, result_names=[], variant=variant(model, n), **common,
             )  # fmt: skip
+            await self._batches.check_batch(plan, "compare()", {})
+            quotes[(model, n)] = await self._batches.quote(plan, inputs, False, concurrency)
         total = sum(q.total_atomic for q in quotes.values())
         left = self._batches.budget_left()
         if left is not None and total > left:

@@ -87,6 +87,14 @@ def ledger_frame(rows: LedgerRows) -> pd.DataFrame:
     return arrow_to_pandas(table)
 
 
+def budget_rows(ledger: Ledger, budget: str | None) -> pd.DataFrame:
+    """``ledger_frame`` of ``ledger``, only the rows of ``budget`` when one is named."""
+    frame = ledger_frame(ledger)
+    if budget is not None:
+        frame = frame[frame["budget"] == budget].reset_index(drop=True)
+    return frame
+
+
 def route_path(path: pd.Series) -> pd.Series:
     """Paths without their query string: a report purchase's path carries its selection,
     and grouping by it would make every purchase a route of its own."""

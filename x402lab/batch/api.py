@@ -13,10 +13,10 @@ import pyarrow as pa
 
 from x402lab.batch.arguments import (
     all_texts,
+    body_params,
     check_clash,
     concurrency_of,
     index_frame,
-    no_checkpoint,
 )
 from x402lab.batch.distributed import on_cluster
 from x402lab.batch.estimate import quote_plan
@@ -224,9 +224,7 @@ class Batches:
         (removed), BatchInterrupted on Ctrl+C (its message says how to resume); a failing
         row never raises.
         """
-        no_checkpoint("batch_chat", params)
-        unchecked = dict(extra_body or {})
-        params = {**params, **unchecked}
+        params, unchecked = body_params("batch_chat", params, extra_body)
         return await self.run_chat(
             rows, model=model, spec=output_spec(labels, schema),
             rows_per_request=rows_per_request_of(rows_per_request), prompt=prompt,
@@ -256,31 +254,15 @@ class Batches:
         """Spends money: ``batch_chat`` on a local input, checked arguments in hand.
         ``variant`` (``lab.compare``) names a configuration whose rows are asked and stored
         apart from the plain batch's (its words go into the system message)."""
-        inputs = chat_frame(rows, column)
-        check_clash(inputs, batch_chat_schema().names)
-        messages = chat_messages(inputs, prompt)
-        inputs = with_prompt(inputs, messages)
-        if spec is None:
-            if rows_per_request != 1:
-                raise ConfigError(
-                    "rows_per_request packs typed rows: give labels=[...] or schema=... too"
-                )
-            plan = chat_plan(
-                messages, model=model, system=system, max_tokens=max_tokens, params=params
-            )
-            codec: ChatCodec | TypedCodec = ChatCodec()
-        else:
-            plan = await self.typed_plan(
-                inputs, messages, spec, model=model, prompt=prompt, system=system,
-                max_tokens=max_tokens, params=params, rows_per_request=rows_per_request,
-                variant=variant,
-            )  # fmt: skip
-            codec = TypedCodec(spec)
+        inputs, plan = await self.plan_chat(
+            rows, model=model, spec=spec, rows_per_request=rows_per_request, prompt=prompt,
+            system=system, max_tokens=max_tokens, column=column, params=params,
+            result_names=batch_chat_schema().names, variant=variant,
+        )  # fmt: skip
+        codec: ChatCodec | TypedCodec = ChatCodec() if spec is None else TypedCodec(spec)
         await self.check_batch(plan, "batch_chat()", unchecked)
         sink = ColumnSink(codec)
-        summary = await self._run(
-            plan, codec, sink, concurrency, max_usd, rebuy, progress, out=None
-        )
+        summary = await self._run(plan, codec, sink, concurrency, max_usd, rebuy, progress)
         if spec is None:
             frame = join_inputs(inputs, chat_table(sink.columns))
         else:
@@ -306,53 +288,38 @@ class Batches:
             one_per_request_atomic=single.amount_atomic * paid_rows,
         )
 
-    async def quote_chat(
+    async def plan_chat(
         self,
         rows: Any,
         *,
         model: str,
-        spec: OutputSpec,
+        spec: OutputSpec | None,
         rows_per_request: int | str,
-        prompt: str | None,
-        column: str | None = None,
-        system: str | None = None,
-        max_tokens: int | None = None,
-        params: Mapping[str, Any] | None = None,
-        variant: str | None = None,
-        concurrency: int = 8,
-    ) -> BatchEstimate:
-        """Free: the exact price of a typed batch (``estimate``'s, for ``lab.compare``)."""
-        inputs = chat_frame(rows, column)
-        messages = chat_messages(inputs, prompt)
-        inputs = with_prompt(inputs, messages)
-        plan = await self.typed_plan(
-            inputs, messages, spec, model=model, prompt=prompt, system=system,
-            max_tokens=max_tokens, params=dict(params or {}), rows_per_request=rows_per_request,
-            variant=variant,
-        )  # fmt: skip
-        await self.check_batch(plan, "compare()", {})
-        return await quote_plan(
-            plan, inputs, self._generic, self._store(plan.kind, False),
-            concurrency_of(concurrency), self._session.budget.remaining_atomic(),
-        )  # fmt: skip
-
-    async def typed_plan(
-        self,
-        inputs: pd.DataFrame,
-        messages: list[Any],
-        spec: OutputSpec,
-        *,
-        model: str,
         prompt: str | None,
         system: str | None,
         max_tokens: int | None,
+        column: str | None,
         params: Mapping[str, Any],
-        rows_per_request: int | str,
+        result_names: list[str],
         variant: str | None = None,
-    ) -> Plan:
-        """The plan of a typed batch, checked before anything is signed: the model must say
-        ``supportsResponseSchema``, the typed columns must not clash with the input's or the
-        result's, and ``response_format`` is the batch's own (schema= sets it)."""
+    ) -> tuple[pd.DataFrame, Plan]:
+        """The input frame and the plan of a chat batch, checked before anything is signed
+        (no input column may have one of the ``result_names``). A typed batch
+        (``spec``): the model must say ``supportsResponseSchema``, the typed columns must not
+        clash with the input's or the result's, and ``response_format`` is the batch's own
+        (schema= sets it)."""
+        inputs = chat_frame(rows, column)
+        check_clash(inputs, result_names)
+        messages = chat_messages(inputs, prompt)
+        inputs = with_prompt(inputs, messages)
+        if spec is None:
+            if rows_per_request != 1:
+                raise ConfigError(
+                    "rows_per_request packs typed rows: give labels=[...] or schema=... too"
+                )
+            return inputs, chat_plan(
+                messages, model=model, system=system, max_tokens=max_tokens, params=params
+            )
         if "response_format" in params:
             raise TypeError("response_format is set by labels= or schema=; do not pass it too")
         clash = [n for n in spec.names if n in inputs.columns or n in _RESULT_NAMES]
@@ -384,7 +351,9 @@ class Batches:
                 requests, items, await self._catalog.price_list(), entry
             )
         assert isinstance(rows_per_request, int)
-        return grouped_plan("chat", CHAT_PATH, model, items, requests.body, rows_per_request, {})
+        return inputs, grouped_plan(
+            "chat", CHAT_PATH, model, items, requests.body, rows_per_request, {}
+        )
 
     @overload
     async def batch_embed(
@@ -486,9 +455,7 @@ class Batches:
         A Dask collection runs on the current cluster (``x402lab.batch.distributed``): a Dask
         DataFrame back, or with ``out=folder`` one Parquet file per partition and the summary.
         """
-        no_checkpoint("batch_embed", params)
-        unchecked = dict(extra_body or {})
-        params = {**params, **unchecked}
+        params, unchecked = body_params("batch_embed", params, extra_body)
         source = embed_source(texts, column)
         per_request = await self.embed_pack_size(per_request, model)
         if not isinstance(row_group_size, int) or row_group_size < 1:
@@ -523,9 +490,7 @@ class Batches:
             parquet.commit()
             return summary
         sink = ColumnSink(codec, plan=plan)
-        summary = await self._run(
-            plan, codec, sink, concurrency, max_usd, rebuy, progress, out=None
-        )
+        summary = await self._run(plan, codec, sink, concurrency, max_usd, rebuy, progress)
         table = embed_table(sink.columns, sink.dim or dim or 0)
         frame = join_inputs(index_frame(index, len(values)), table)
         frame.attrs["batch"] = summary.to_dict()
@@ -563,7 +528,7 @@ class Batches:
         rebuy: bool,
         progress: Any,
         *,
-        out: Path | None,
+        out: Path | None = None,
     ) -> BatchSummary:
         throttle = Throttle(resolve_progress(progress))
         tally = await self.run_plan(plan, codec, sink, concurrency, max_usd, rebuy, throttle)
@@ -632,44 +597,30 @@ class Batches:
         budget. Raises ConfigError or ModelNotFound, TypeError for ``checkpoint=``.
         """
         del out, row_group_size, progress, max_usd  # accepted for a drop-in call
-        no_checkpoint("estimate", params)
-        unchecked = dict(extra_body or {})
-        params = {**params, **unchecked}
+        params, unchecked = body_params("estimate", params, extra_body)
         if kind == "chat":
-            spec = output_spec(labels, schema)
-            per_row = rows_per_request_of(rows_per_request)
-            inputs = chat_frame(rows, column)
-            check_clash(inputs, estimate_schema().names)
-            messages = chat_messages(inputs, prompt)
-            inputs = with_prompt(inputs, messages)
-            if spec is not None:
-                plan = await self.typed_plan(
-                    inputs, messages, spec, model=model, prompt=prompt, system=system,
-                    max_tokens=max_tokens, params=params, rows_per_request=per_row,
-                )  # fmt: skip
-            elif per_row != 1:
-                raise ConfigError(
-                    "rows_per_request packs typed rows: give labels=[...] or schema=... too"
-                )
-            else:
-                plan = chat_plan(
-                    messages, model=model, system=system, max_tokens=max_tokens, params=params
-                )
+            inputs, plan = await self.plan_chat(
+                rows, model=model, spec=output_spec(labels, schema),
+                rows_per_request=rows_per_request_of(rows_per_request), prompt=prompt,
+                system=system, max_tokens=max_tokens, column=column, params=params,
+                result_names=estimate_schema().names,
+            )  # fmt: skip
         elif kind == "embed":
             per_request = await self.embed_pack_size(per_request, model)
-            source = embed_source(rows, column)
-            values, index = all_texts(source)
+            values, index = all_texts(embed_source(rows, column))
             inputs = index_frame(index, len(values))
             inputs["text"] = values
             plan = embed_plan(values, model=model, per_request=per_request, params=params)
         else:
             raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
         await self.check_batch(plan, "estimate()", unchecked)
+        return await self.quote(plan, inputs, rebuy, concurrency)
+
+    async def quote(
+        self, plan: Plan, inputs: pd.DataFrame, rebuy: bool, concurrency: int
+    ) -> BatchEstimate:
+        """Free: the exact price of a checked ``plan`` (``estimate``'s, and ``lab.compare``'s)."""
+        store = self._store(plan.kind, rebuy)
         return await quote_plan(
-            plan,
-            inputs,
-            self._generic,
-            self._store(plan.kind, rebuy),
-            concurrency_of(concurrency),
-            self._session.budget.remaining_atomic(),
+            plan, inputs, self._generic, store, concurrency_of(concurrency), self.budget_left()
         )

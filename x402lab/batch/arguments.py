@@ -3,6 +3,7 @@ are joined to (``batch.api`` runs the call)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ConfigError
@@ -20,8 +21,11 @@ def concurrency_of(value: Any) -> int:
     return value
 
 
-def no_checkpoint(call: str, params: dict[str, Any]) -> None:
-    """Refuse ``checkpoint=`` (removed) with what to do instead."""
+def body_params(
+    call: str, params: dict[str, Any], extra_body: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The extra request fields of a batch call, and apart the ``extra_body`` ones among them
+    (sent unchecked); refuses ``checkpoint=`` (removed) with what to do instead."""
     # Without this, it would land in the request body. None (what a caller written for the
     # old signature passes by default) asks for nothing: dropped.
     if params.pop("checkpoint", None) is not None:
@@ -31,6 +35,8 @@ def no_checkpoint(call: str, params: dict[str, Any]) -> None:
             " stored in the ledger) and nothing is paid twice. Remove checkpoint=;"
             " rebuy=True buys everything again."
         )
+    unchecked = dict(extra_body or {})
+    return {**params, **unchecked}, unchecked
 
 
 def check_clash(inputs: pd.DataFrame, names: list[str]) -> None:

@@ -189,15 +189,7 @@ class TypedCodec(ChatCodec):
     pack that answered it, and why it is not valid (``invalid``, None when it is), stored as
     JSON with the row (``ChatCodec``'s storage)."""
 
-    columns = (
-        "response",
-        "reasoning",
-        "finish_reason",
-        "prompt_tokens",
-        "completion_tokens",
-        "pack_size",
-        "invalid",
-    )
+    columns = (*ChatCodec.columns, "pack_size", "invalid")
 
     def __init__(self, spec: OutputSpec) -> None:
         self.spec = spec

@@ -223,25 +223,15 @@ def summary_of(
     kind: str, rows: int, tally: Tally, throttle: Throttle, out: Path | None, left: int | None
 ) -> BatchSummary:
     """The BatchSummary of a run: its ``tally``, where it wrote (``out``) and the budget left."""
+    # Every field of Tally is one of BatchSummary's.
+    totals = {f.name: getattr(tally, f.name) for f in fields(tally)}
     return BatchSummary(
         kind=kind,
         rows=rows,
-        requests=tally.requests,
-        paid_requests=tally.paid_requests,
-        counts=dict(tally.counts),
-        paid_atomic=tally.paid_atomic,
-        saved_atomic=tally.saved_atomic,
-        cached_atomic=tally.cached_atomic,
-        lost_atomic=tally.lost_atomic,
-        unknown_atomic=tally.unknown_atomic,
-        duplicates=tally.duplicates,
-        from_store=tally.from_store,
+        **{**totals, "counts": dict(tally.counts)},
         budget_left_atomic=left,
         out=str(out) if out is not None else None,
         progress_error=repr(throttle.error) if throttle.error is not None else None,
-        prepay_hits=tally.prepay_hits,
-        prepay_misses=tally.prepay_misses,
-        extra_signatures=tally.extra_signatures,
     )
 
 

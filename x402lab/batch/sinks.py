@@ -95,7 +95,6 @@ class ParquetSink:
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._writer: Any = None
-        self.rows_written = 0
 
     def use(self, plan: Plan) -> None:
         """Read the texts of the rows that come next from ``plan`` (the next chunk's)."""
@@ -129,7 +128,6 @@ class ParquetSink:
         rest = table.slice(rows)
         self._pending = [rest] if rest.num_rows else []
         self._pending_rows = rest.num_rows
-        self.rows_written += rows
 
     def close(self) -> None:
         """Write what is buffered and close the file (a valid Parquet file either way)."""

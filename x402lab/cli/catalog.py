@@ -77,15 +77,10 @@ def free_lab(gateway_url: str | None) -> Iterator[Any]:
     import x402lab as xl
 
     with tempfile.TemporaryDirectory(prefix="x402lab-cli-") as scratch:
-        if gateway_url is None:
-            lab = xl.connect(ledger=Path(scratch) / "ledger.sqlite")
-        else:
-            # Free routes only: the wallet is new and empty, the ledger a scratch file.
-            lab = xl.connect(
-                gateway_url=gateway_url,
-                wallet=xl.Wallet.create(),
-                ledger=Path(scratch) / "ledger.sqlite",
-            )
+        # Free routes only: on a given gateway the wallet is new and empty, the ledger a
+        # scratch file.
+        wallet = xl.Wallet.create() if gateway_url is not None else None
+        lab = xl.connect(gateway_url, wallet=wallet, ledger=Path(scratch) / "ledger.sqlite")
         try:
             yield lab
         finally:

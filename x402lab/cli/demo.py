@@ -67,8 +67,7 @@ def run_demo(lab: Any, out: Path, say: Callable[[str], None] = print) -> Path:
     prices = lab.prices()
     say(f"catalog: {len(models)} models, {len(prices)} price entries")
     text, embedder = _cheapest(models, "text"), _cheapest(models, "embedding")
-    body: dict[str, Any] = {"model": text, "max_tokens": 32}
-    body["messages"] = [{"role": "user", "content": QUESTION}]
+    body = {"model": text, "max_tokens": 32, "messages": [{"role": "user", "content": QUESTION}]}
     quote = lab.quote("POST", "/api/v1/chat/completions", body)
     say(f"quote (free): a chat on {text} costs {quote.amount_usd:.6f} USD")
     answer = lab.chat(QUESTION, model=text, max_tokens=32)
@@ -144,14 +143,11 @@ def run(args: argparse.Namespace) -> int:
 def _copy_ledger(lab: Any, target: Path) -> None:
     """A consistent copy of the ledger database (SQLite's online backup)."""
     import sqlite3
+    from contextlib import closing
 
     target.unlink(missing_ok=True)
-    source = sqlite3.connect(lab.ledger.path)
-    try:
-        copy = sqlite3.connect(target)
-        try:
-            source.backup(copy)
-        finally:
-            copy.close()
-    finally:
-        source.close()
+    with (
+        closing(sqlite3.connect(lab.ledger.path)) as source,
+        closing(sqlite3.connect(target)) as copy,
+    ):
+        source.backup(copy)

@@ -30,13 +30,14 @@ def _keys(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, *, budget: bool = True) -> None:
     parser.add_argument(
         "--ledger",
         default=None,
         help="ledger file or postgresql:// URL (default ~/.x402lab/ledger.sqlite)",
     )
-    parser.add_argument("--budget", default=None, help="only the rows of this budget")
+    if budget:
+        parser.add_argument("--budget", default=None, help="only the rows of this budget")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -67,11 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     reconcile = actions.add_parser(
         "reconcile", help="check signed/unknown rows against the chain and record the outcome"
     )
-    reconcile.add_argument(
-        "--ledger",
-        default=None,
-        help="ledger file or postgresql:// URL (default ~/.x402lab/ledger.sqlite)",
-    )
+    _common(reconcile, budget=False)
     reconcile.add_argument(
         "--chain-rpc-url",
         default=None,
@@ -94,17 +91,14 @@ def _existing(where: str) -> str | Path:
 
 def _open_rows(args: argparse.Namespace) -> Any:
     """The ledger's rows as a DataFrame (one budget's when asked). Raises ConfigError."""
-    from x402lab.analysis.spend import ledger_frame
+    from x402lab.analysis.spend import budget_rows
     from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 
     ledger = Ledger(_existing(args.ledger or DEFAULT_LEDGER_PATH))
     try:
-        frame = ledger_frame(ledger)
+        return budget_rows(ledger, args.budget)
     finally:
         ledger.close()
-    if args.budget is not None:
-        frame = frame[frame["budget"] == args.budget].reset_index(drop=True)
-    return frame
 
 
 def _summary(args: argparse.Namespace) -> int:

@@ -12,6 +12,30 @@ from types import FrameType
 HELP = "run the local emulator (gateway, report service, chain RPC) until interrupted"
 
 
+#: The fault flags: (flag, the ``Faults`` field it sets, its default, its help).
+FAULT_FLAGS = (
+    ("--rate-429", "rate_429", 0.0, "answer 429 this often"),
+    ("--retry-after", "retry_after_s", 1.0, "Retry-After of a 429"),
+    ("--rate-5xx", "rate_5xx", 0.0, "answer 503 this often"),
+    ("--settle-fail-rate", "settle_fail_rate", 0.0, "fail settlement this often"),
+    ("--paid-then-500-rate", "paid_then_500_rate", 0.0, "settle, then answer 500"),
+    (
+        "--schema-violation-rate",
+        "schema_violation_rate",
+        0.0,
+        "break structured (response_format) answers this often",
+    ),
+    ("--latency", "latency_s", 0.0, "delay before every answer"),
+    ("--paid-latency", "paid_latency_s", 0.0, "extra delay after settling"),
+    (
+        "--answer-delay",
+        "answer_delay_s",
+        0.0,
+        "delay between a settled answer's receipt (headers) and its body",
+    ),
+)
+
+
 def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
@@ -35,31 +59,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--balance-usd", type=float, default=100.0, help="starting balance of every test payer"
     )
     faults = parser.add_argument_group("faults (probabilities in 0..1, delays in seconds)")
-    faults.add_argument("--rate-429", type=float, default=0.0, help="answer 429 this often")
-    faults.add_argument("--retry-after", type=float, default=1.0, help="Retry-After of a 429")
-    faults.add_argument("--rate-5xx", type=float, default=0.0, help="answer 503 this often")
-    faults.add_argument(
-        "--settle-fail-rate", type=float, default=0.0, help="fail settlement this often"
-    )
-    faults.add_argument(
-        "--paid-then-500-rate", type=float, default=0.0, help="settle, then answer 500"
-    )
-    faults.add_argument(
-        "--schema-violation-rate",
-        type=float,
-        default=0.0,
-        help="break structured (response_format) answers this often",
-    )
-    faults.add_argument("--latency", type=float, default=0.0, help="delay before every answer")
-    faults.add_argument(
-        "--paid-latency", type=float, default=0.0, help="extra delay after settling"
-    )
-    faults.add_argument(
-        "--answer-delay",
-        type=float,
-        default=0.0,
-        help="delay between a settled answer's receipt (headers) and its body",
-    )
+    for flag, _, default, text in FAULT_FLAGS:
+        faults.add_argument(flag, type=float, default=default, help=text)
 
 
 def connect_snippet(gateway_url: str, reports_url: str) -> str:
@@ -82,17 +83,9 @@ def run(args: argparse.Namespace) -> int:
     from x402lab.emulator.server import start_emulator
     from x402lab.emulator.settings import EmulatorSettings, Faults
 
-    faults = Faults(
-        rate_429=args.rate_429,
-        retry_after_s=args.retry_after,
-        rate_5xx=args.rate_5xx,
-        settle_fail_rate=args.settle_fail_rate,
-        paid_then_500_rate=args.paid_then_500_rate,
-        latency_s=args.latency,
-        paid_latency_s=args.paid_latency,
-        answer_delay_s=args.answer_delay,
-        schema_violation_rate=args.schema_violation_rate,
-    )
+    # argparse names each value after its flag (``--retry-after``: ``args.retry_after``).
+    given = {field: getattr(args, flag[2:].replace("-", "_")) for flag, field, _, _ in FAULT_FLAGS}
+    faults = Faults(**given)
     settings = EmulatorSettings.from_env(
         job_seconds=args.job_seconds, seed=args.seed, balance_usd=args.balance_usd, faults=faults
     )

@@ -13,7 +13,7 @@ ever touches another loop's connections.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 #: What openai-python needs as an API key; the gateway is paid per request and reads none.
 PLACEHOLDER_KEY = "x402-paid-per-request"
 OPENAI_PATH = "/api/v1"
+
+C = TypeVar("C", "PayingClient", "AsyncPayingClient")
 
 
 class ModelCheck:
@@ -124,12 +126,25 @@ class PayingClients:
         self._session = session
         self._catalog = catalog
 
-    def _auth(self, check: ModelCheck) -> GatewayAuth:
-        return GatewayAuth(
-            self._session.payer,
-            self._session.url(GATEWAY),
-            check=check.check_sync,
-            acheck=check.check,
+    def _client(self, cls: type[C], timeout_s: float, httpx_options: dict[str, Any]) -> C:
+        check = ModelCheck(self._session, self._catalog)
+        gateway = self._session.url(GATEWAY)
+        return cls(
+            check,
+            base_url=gateway,
+            auth=GatewayAuth(
+                self._session.payer, gateway, check=check.check_sync, acheck=check.check
+            ),
+            timeout=httpx_options.pop("timeout", timeout_s),
+            **{**self._session.http_options(), **httpx_options},
+        )
+
+    def _openai(self, make: Any, http_client: Any, openai_options: dict[str, Any]) -> Any:
+        return make(
+            base_url=self._session.url(GATEWAY) + OPENAI_PATH,
+            api_key=openai_options.pop("api_key", PLACEHOLDER_KEY),
+            http_client=http_client,
+            **openai_options,
         )
 
     def http_client(self, *, timeout_s: float = 120.0, **httpx_options: Any) -> httpx.Client:
@@ -144,14 +159,7 @@ class PayingClients:
         lab does (its own pool: a sync client cannot share the lab's async one). Close it (or
         use it as a context manager) when done. Money errors are x402lab's own exceptions.
         """
-        check = ModelCheck(self._session, self._catalog)
-        return PayingClient(
-            check,
-            base_url=self._session.url(GATEWAY),
-            auth=self._auth(check),
-            timeout=httpx_options.pop("timeout", timeout_s),
-            **{**self._session.http_options(), **httpx_options},
-        )
+        return self._client(PayingClient, timeout_s, httpx_options)
 
     def async_http_client(
         self, *, timeout_s: float = 120.0, **httpx_options: Any
@@ -160,14 +168,7 @@ class PayingClients:
 
         Use it on one event loop and ``await client.aclose()`` when done.
         """
-        check = ModelCheck(self._session, self._catalog)
-        return AsyncPayingClient(
-            check,
-            base_url=self._session.url(GATEWAY),
-            auth=self._auth(check),
-            timeout=httpx_options.pop("timeout", timeout_s),
-            **{**self._session.http_options(), **httpx_options},
-        )
+        return self._client(AsyncPayingClient, timeout_s, httpx_options)
 
     def openai(self, **openai_options: Any) -> OpenAI:
         """Spends money on paid calls: an ``openai.OpenAI`` client on the gateway, paid by the lab.
@@ -180,23 +181,13 @@ class PayingClients:
         ``openai_options`` go to ``openai.OpenAI`` (``max_retries``, ``timeout``...). Raises
         ImportError naming the extra to install when openai is missing.
         """
-        openai = _need_openai()
-        return openai.OpenAI(  # type: ignore[no-any-return]
-            base_url=self._session.url(GATEWAY) + OPENAI_PATH,
-            api_key=openai_options.pop("api_key", PLACEHOLDER_KEY),
-            http_client=self.http_client(),
-            **openai_options,
-        )
+        make = _need_openai().OpenAI
+        return self._openai(make, self.http_client(), openai_options)  # type: ignore[no-any-return]
 
     def async_openai(self, **openai_options: Any) -> AsyncOpenAI:
         """Spends money on paid calls: the ``openai.AsyncOpenAI`` twin of ``openai()``.
 
         It runs on ``async_http_client()``.
         """
-        openai = _need_openai()
-        return openai.AsyncOpenAI(  # type: ignore[no-any-return]
-            base_url=self._session.url(GATEWAY) + OPENAI_PATH,
-            api_key=openai_options.pop("api_key", PLACEHOLDER_KEY),
-            http_client=self.async_http_client(),
-            **openai_options,
-        )
+        make = _need_openai().AsyncOpenAI
+        return self._openai(make, self.async_http_client(), openai_options)  # type: ignore[no-any-return]
