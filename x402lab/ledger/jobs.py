@@ -25,10 +25,32 @@ from x402lab.ledger.answers import HeldSettlements, answer_transaction
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Row, Tx, marks
 from x402lab.ledger.records import ClaimAction, Claimed
-from x402lab.ledger.schema import JOB_COLUMNS, gateway_of, job_scope
+from x402lab.ledger.schema import gateway_of, job_scope
 from x402lab.ledger.statuses import ClaimStatus, JobStatus, PaymentStatus, in_sql
 from x402lab.ledger.store import Ledger
 
+#: Columns a job row owns (written by ``insert``/``update``).
+JOB_COLUMNS = (
+    "gateway",
+    "kind",
+    "model",
+    "queue_id",
+    "request_key",
+    "request_json",
+    "status",
+    "created_us",
+    "updated_us",
+    "finished_us",
+    "quoted_atomic",
+    "delete_media",
+    "download_url",
+    "average_execution_ms",
+    "media_path",
+    "content_type",
+    "size_bytes",
+    "cleaned_up",
+    "error",
+)
 _BOOLS = ("delete_media", "cleaned_up")
 _SELECT = (
     "SELECT j.*, c.ledger_id AS ledger_id, p.status AS payment_status, p.tx_hash AS tx_hash,"

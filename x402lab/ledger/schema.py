@@ -206,9 +206,9 @@ _CLAIM_INSERT = (
     "INSERT INTO claims (scope, key, status, payment_key, ledger_id, ledger_floor, owner,"
     " label, created_us, updated_us, error, answer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-#: The columns a media job row owns (the ``jobs`` table of earlier versions has them all,
-#: so its copy below reads them by name; a new job column needs its own migration step).
-JOB_COLUMNS = (
+#: The job columns as migration 3 copies them from the ``jobs`` table of earlier versions:
+#: frozen with it (the live list, ``jobs.JOB_COLUMNS``, may grow in later migrations).
+_JOB_COLUMNS = (
     "gateway",
     "kind",
     "model",
@@ -267,9 +267,9 @@ def _copy_jobs(tx: Tx) -> None:
             ),
         )
         tx.execute(
-            f"INSERT INTO media_jobs (claim_id, {', '.join(JOB_COLUMNS)})"
-            f" VALUES (?, {', '.join('?' * len(JOB_COLUMNS))}) ON CONFLICT DO NOTHING",
-            (claim_id, *(job[name] for name in JOB_COLUMNS)),
+            f"INSERT INTO media_jobs (claim_id, {', '.join(_JOB_COLUMNS)})"
+            f" VALUES (?, {', '.join('?' * len(_JOB_COLUMNS))}) ON CONFLICT DO NOTHING",
+            (claim_id, *(job[name] for name in _JOB_COLUMNS)),
         )
     if not tx.columns("job_claims"):
         return
