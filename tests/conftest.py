@@ -8,10 +8,12 @@ starts more with custom settings (``emulator_factory(rate_429=1.0)`` for a fault
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -95,5 +97,66 @@ def kill_when() -> KillWhen:
         finally:
             process.wait(timeout=30)
             process.stderr.close()
+
+    return run
+
+
+#: A batch_chat run by ``killed_batch`` in a process of its own, to be killed.
+_BATCH_WORKER = textwrap.dedent(
+    """
+    import json, sys
+    import x402lab as xl
+    gateway, ledger, key, model, concurrency, prompts = sys.argv[1:7]
+    lab = xl.connect(gateway, gateway, wallet=xl.Wallet.from_key(key), ledger=ledger,
+                     budget=xl.Budget(usd=100))
+    lab.batch_chat(json.loads(prompts), model=model, max_tokens=8,
+                   concurrency=int(concurrency), progress=None)
+    lab.close()
+    """
+)
+
+
+@pytest.fixture
+def killed_batch(kill_when: KillWhen) -> Callable[..., dict[str, int]]:
+    """``killed_batch(gateway, ledger, key, prompts, concurrency, ready, after_kill=None)``:
+    ``batch_chat`` of ``prompts`` (model zai-org-glm-4.7-flash) in a worker SIGKILLed once
+    ``ready()``, ``after_kill()`` (to read the ledger as the kill left it), then the same
+    batch again here. Checks that the re-run answered every row and that at most
+    ``concurrency`` rows (those on the wire at the kill) were paid without a stored answer;
+    returns the re-run's status counts."""
+    model = "zai-org-glm-4.7-flash"
+
+    def run(
+        gateway: str,
+        ledger: str,
+        key: str,
+        prompts: list[str],
+        concurrency: int,
+        ready: Callable[[], bool],
+        after_kill: Callable[[], object] | None = None,
+    ) -> dict[str, int]:
+        import x402lab as xl
+
+        args = [gateway, ledger, key, model, str(concurrency), json.dumps(prompts)]
+        kill_when(_BATCH_WORKER, args, ready, "the batch's settlements")
+        if after_kill is not None:
+            after_kill()
+        lab = xl.connect(
+            gateway, gateway, wallet=xl.Wallet.from_key(key), ledger=ledger,
+            budget=xl.Budget(usd=100),
+        )  # fmt: skip
+        try:
+            frame = lab.batch_chat(
+                prompts, model=model, max_tokens=8, concurrency=concurrency, progress=None
+            )
+        finally:
+            lab.close()
+        counts: dict[str, int] = frame["status"].value_counts().to_dict()
+        assert set(counts) <= {"cached", "ok", "paid_not_stored", "unknown"}, counts
+        # Paid (or maybe paid: its outcome was on the wire) without a stored answer: only the
+        # requests in flight at the kill.
+        lost = counts.get("paid_not_stored", 0) + counts.get("unknown", 0)
+        assert lost <= concurrency, counts
+        return counts
 
     return run
