@@ -12,10 +12,11 @@ The rules of a route are the gateway's own description, kept nowhere else:
   types and ranges raises ConfigError naming the field, the value and what the route takes.
 
 Where the gateway publishes no schema for a route, or no document at all, none of this runs
-and the gateway's own 4xx, which comes before any payment, stays the check. The validator
-knows the part of JSON Schema request schemas use (type, enum, const, ranges, lengths,
-pattern, items, properties, required, additionalProperties, anyOf/oneOf/allOf, local
-``$ref``); a keyword it does not know never refuses a request.
+and the gateway's own 4xx, which comes before any payment, stays the check. Bodies are
+validated by ``jsonschema`` (Draft 2020-12, local ``$ref``s into the document); this module
+adds only what a published schema needs from a client: OpenAPI 3.0's ``nullable``, a tuple
+taken as an array, NaN refused as a number, a pattern Python cannot read refusing nothing,
+and the errors said in the caller's words. A keyword it does not know never refuses.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
-import operator
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError, validators
+from referencing.exceptions import Unresolvable
 
 from x402lab.errors import ConfigError
 
@@ -39,10 +43,10 @@ _HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "tr
 _MODEL_FIELDS = ("model", "modelId")
 _MISSING = object()
 _BOUNDS = (
-    ("minimum", "≥", operator.ge),
-    ("exclusiveMinimum", ">", operator.gt),
-    ("maximum", "≤", operator.le),
-    ("exclusiveMaximum", "<", operator.lt),
+    ("minimum", "≥"),
+    ("exclusiveMinimum", ">"),
+    ("maximum", "≤"),
+    ("exclusiveMaximum", "<"),
 )
 
 
@@ -139,6 +143,10 @@ class RequestSchema:
                     pending.extend(b for b in branches if isinstance(b, Mapping))
         return tuple(names) or None
 
+    @cached_property
+    def _validator(self) -> Any:
+        return _validator(self.schema, self.document)
+
     def check(
         self,
         body: Any,
@@ -156,9 +164,13 @@ class RequestSchema:
                 # call() and quote() take a body, the route methods keyword arguments.
                 noun = "body field" if caller in BODY_CALLERS else "keyword argument"
                 raise _unexpected(caller, noun, unknown, body, fields, self.route)
+        try:
+            errors = list(self._validator.iter_errors(body))
+        except Unresolvable:
+            return  # a reference outside the document: the gateway's own 4xx decides
         found = [
             p
-            for p in _problems(self.schema, body, self.document, ())
+            for p in _problems(errors, self.document)
             if not (p.where[:1] and p.where[0] in _MODEL_FIELDS and p.value is not _MISSING)
         ]
         if found:
@@ -221,7 +233,7 @@ def with_extra_body(body: Any, extra_body: Mapping[str, Any] | None, *, caller: 
 
 def positive_int(name: str, value: Any, meaning: str) -> int:
     """``value`` as an int when it is a whole number ≥ 1; else ConfigError naming ``name``."""
-    if _is(value, "integer") and float(value) >= 1:
+    if _integer(None, value) and float(value) >= 1:
         return int(float(value))
     raise ConfigError(
         f"{name} must be a whole number ≥ 1 ({meaning}), got {_show(value)}: pass for example"
@@ -229,7 +241,10 @@ def positive_int(name: str, value: Any, meaning: str) -> int:
     )
 
 
-# -- the validator --------------------------------------------------------------------------
+# -- errors in words ----------------------------------------------------------------------
+#
+# jsonschema finds what a body breaks; what follows only says it the way a caller reads it:
+# where, the value given, and what the route takes ("an integer ≥ 1", "one of 'a', 'b'").
 
 
 def _resolve(schema: Any, document: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -251,142 +266,120 @@ def _resolve(schema: Any, document: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}
 
 
-def _is(value: Any, kind: Any) -> bool:
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "null":
-        return value is None
-    if kind == "array":
-        return isinstance(value, list | tuple)
-    if kind == "object":
-        return isinstance(value, Mapping)
-    if kind in ("integer", "number"):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            return False
-        if not math.isfinite(value):
-            return False  # NaN and infinities are not JSON
-        return kind == "number" or float(value).is_integer()
-    return True  # a type this validator does not know refuses nothing
+def _finite_number(checker: Any, value: Any) -> bool:
+    # NaN and infinities are not JSON numbers; a bool is not a number.
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return bool(a == b)
+def _integer(checker: Any, value: Any) -> bool:
+    return _finite_number(checker, value) and float(value).is_integer()
 
 
-def _problems(
-    schema: Any, value: Any, document: Mapping[str, Any], where: tuple[str | int, ...]
-) -> list[Problem]:
-    schema = _resolve(schema, document)
-    if not schema or (value is None and schema.get("nullable") is True):
-        return []
-    kinds = schema.get("type")
-    options = kinds if isinstance(kinds, list) else [kinds]
-    enum = schema.get("enum")
-    if (
-        (kinds is not None and not any(_is(value, kind) for kind in options))
-        or ("const" in schema and not _same(value, schema["const"]))
-        or (isinstance(enum, list) and not any(_same(value, e) for e in enum))
-        or not _within(schema, value)
-    ):
-        return [Problem(where, value, _describe(schema, document))]
-    found: list[Problem] = []
-    if isinstance(value, list | tuple):
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            for index, item in enumerate(value):
-                found += _problems(items, item, document, (*where, index))
-                if len(found) > 3:
-                    break
-    if isinstance(value, Mapping):
-        found += _object_problems(schema, value, document, where)
-    for sub in schema.get("allOf") or []:
-        found += _problems(sub, value, document, where)
-    for key in ("anyOf", "oneOf"):
-        branches = [b for b in schema.get(key) or [] if isinstance(b, Mapping)]
-        if branches:
-            found += _choice_problems(branches, value, document, where)
-    return found
+def _array(checker: Any, value: Any) -> bool:
+    return isinstance(value, list | tuple)  # a Python caller's tuple is a JSON array
 
 
-def _within(schema: Mapping[str, Any], value: Any) -> bool:
-    """The range, length and pattern keywords of ``schema`` hold for ``value``."""
-    if _is(value, "number"):
-        for key, _, holds in _BOUNDS:
-            if _is(schema.get(key), "number") and not holds(value, schema[key]):
-                return False
-    sized = len(value) if isinstance(value, str | list | tuple) else None
-    if sized is not None:
-        low, high = (
-            ("minLength", "maxLength") if isinstance(value, str) else ("minItems", "maxItems")
-        )
-        if isinstance(schema.get(low), int) and sized < schema[low]:
-            return False
-        if isinstance(schema.get(high), int) and sized > schema[high]:
-            return False
-    pattern = schema.get("pattern")
-    if isinstance(value, str) and isinstance(pattern, str):
-        try:
-            return re.search(pattern, value) is not None
-        except re.error:
-            return True  # a pattern Python cannot read refuses nothing
-    return True
+def _object(checker: Any, value: Any) -> bool:
+    return isinstance(value, Mapping)
 
 
-def _object_problems(
-    schema: Mapping[str, Any],
-    value: Mapping[str, Any],
-    document: Mapping[str, Any],
-    where: tuple[str | int, ...],
-) -> list[Problem]:
-    found = [
-        Problem((*where, name), _MISSING, "")
-        for name in schema.get("required") or []
-        if isinstance(name, str) and name not in value
-    ]
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, Mapping) else {}
-    for name, sub in properties.items():
-        if name in value:
-            found += _problems(sub, value[name], document, (*where, name))
-    # Unknown top-level fields are the TypeError of ``check`` (with the extra_body way out).
-    if where and schema.get("additionalProperties") is False:
-        listed = ", ".join(map(str, properties)) or "none"
-        found += [
-            Problem((*where, str(name)), value[name], f"absent (the fields are {listed})")
-            for name in value
-            if name not in properties
+def _pattern(validator: Any, pattern: Any, value: Any, schema: Any) -> Iterator[ValidationError]:
+    """``pattern``, except that a pattern Python cannot read refuses nothing."""
+    if not isinstance(value, str) or not isinstance(pattern, str):
+        return
+    try:
+        found = re.search(pattern, value)
+    except re.error:
+        return
+    if found is None:
+        yield ValidationError(f"{value!r} does not match {pattern!r}")
+
+
+def _nullable_type(validator: Any, kinds: Any, value: Any, schema: Any) -> Iterator[Any]:
+    """``type``, with OpenAPI 3.0's ``nullable: true`` still read as "or None"."""
+    if value is None and schema.get("nullable") is True:
+        return
+    yield from _BASE.VALIDATORS["type"](validator, kinds, value, schema)
+
+
+_BASE = Draft202012Validator
+_Validator = validators.extend(
+    _BASE,
+    {"pattern": _pattern, "type": _nullable_type},
+    type_checker=_BASE.TYPE_CHECKER.redefine_many(
+        {"number": _finite_number, "integer": _integer, "array": _array, "object": _object}
+    ),
+)
+
+
+def _validator(schema: Mapping[str, Any], document: Mapping[str, Any]) -> Any:
+    # Local references ("#/components/...") are JSON pointers into the root: the root carries
+    # the document's components beside the schema (a key that is no keyword checks nothing).
+    root = {"allOf": [schema], "components": document.get("components", {})}
+    return _Validator(root)
+
+
+def _problems(errors: Iterable[ValidationError], document: Mapping[str, Any]) -> list[Problem]:
+    found: dict[tuple[str | int, ...], Problem] = {}
+    for error in errors:
+        for problem in _problems_of(error, document):
+            found.setdefault(problem.where, problem)  # one problem a place, the outermost
+    return sorted(found.values(), key=lambda p: len(p.where))
+
+
+def _problems_of(error: ValidationError, document: Mapping[str, Any]) -> list[Problem]:
+    where = tuple(error.absolute_path)
+    if error.validator == "required":
+        return [
+            Problem((*where, name), _MISSING, "")
+            for name in error.validator_value
+            if isinstance(name, str)
+            and isinstance(error.instance, Mapping)
+            and name not in error.instance
         ]
-    return found
+    if error.validator == "additionalProperties":
+        if not where:
+            return []  # unknown top-level fields are check()'s TypeError, with extra_body
+        listed = ", ".join(map(str, error.schema.get("properties") or {})) or "none"
+        extra = [n for n in error.instance if n not in (error.schema.get("properties") or {})]
+        return [
+            Problem((*where, str(n)), error.instance[n], f"absent (the fields are {listed})")
+            for n in extra
+        ]
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        return _choice_problems(error, document)
+    if error.validator == "allOf":
+        return []  # the branch's own errors are reported where they are
+    return [Problem(where, error.instance, _describe(error.schema, document))]
 
 
-def _choice_problems(
-    branches: list[Mapping[str, Any]],
-    value: Any,
-    document: Mapping[str, Any],
-    where: tuple[str | int, ...],
-) -> list[Problem]:
-    results = [_problems(b, value, document, where) for b in branches]
-    if any(not r for r in results):
-        return []
-    if all(r and all(p.value is _MISSING for p in r) for r in results):
-        # {"anyOf": [{"required": ["model"]}, {"required": ["modelId"]}]}: "model or modelId"
-        names = dict.fromkeys(_where(p.where) for r in results for p in r)
+def _choice_problems(error: ValidationError, document: Mapping[str, Any]) -> list[Problem]:
+    """Name what went wrong in a choice: "model or modelId is required", the problems inside
+    the one branch of the value's own type, or else every form the choice takes."""
+    where = tuple(error.absolute_path)
+    branches = list(error.validator_value)
+    by_branch: dict[int, list[ValidationError]] = {i: [] for i in range(len(branches))}
+    for sub in error.context or ():
+        by_branch[int(sub.relative_schema_path[0])].append(sub)
+    if all(subs and all(s.validator == "required" for s in subs) for subs in by_branch.values()):
+        names = dict.fromkeys(
+            _where((*where, str(name)))
+            for subs in by_branch.values()
+            for s in subs
+            for name in s.validator_value
+            if name not in s.instance
+        )
         return [Problem((" or ".join(names),), _MISSING, "")]
-    # Name what went wrong inside the one branch of the value's own type, when there is one.
     typed = [
-        r
-        for b, r in zip(branches, results, strict=True)
-        if "type" in _resolve(b, document)
-        and _problems({"type": _resolve(b, document)["type"]}, value, document, where) == []
+        subs
+        for i, subs in by_branch.items()
+        if "type" in _resolve(branches[i], document)
+        and not any(s.validator == "type" and not s.relative_path for s in subs)
     ]
     if len(typed) == 1:
-        return typed[0]
+        return [p for s in typed[0] for p in _problems_of(s, document)]
     takes = " or ".join(dict.fromkeys(_describe(b, document) for b in branches))
-    return [Problem(where, value, takes)]
+    return [Problem(where, error.instance, takes)]
 
 
 def _describe(schema: Any, document: Mapping[str, Any]) -> str:
@@ -410,7 +403,9 @@ def _describe(schema: Any, document: Mapping[str, Any]) -> str:
 def _describe_type(kind: str, schema: Mapping[str, Any]) -> str:
     if kind in ("integer", "number"):
         name = "an integer" if kind == "integer" else "a number"
-        limits = [f"{sign} {schema[k]!r}" for k, sign, _ in _BOUNDS if _is(schema.get(k), "number")]
+        limits = [
+            f"{sign} {schema[k]!r}" for k, sign in _BOUNDS if _finite_number(None, schema.get(k))
+        ]
         return f"{name} {' and '.join(limits)}".strip()
     if kind in ("string", "array"):
         low, high = ("minLength", "maxLength") if kind == "string" else ("minItems", "maxItems")

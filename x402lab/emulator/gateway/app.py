@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from jsonschema import Draft202012Validator
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -20,7 +21,7 @@ from x402lab.emulator.gateway.catalog import LIST_TYPES, MODEL_TYPES
 from x402lab.emulator.gateway.errors import GatewayError, bad_request
 from x402lab.emulator.gateway.route_table import request_schemas
 from x402lab.emulator.gateway.service import Gateway
-from x402lab.emulator.gateway.validation import Schema, check_body
+from x402lab.emulator.gateway.validation import body_validator, check_body
 from x402lab.emulator.settings import EmulatorSettings
 
 Handler = Callable[[Gateway, Request], Awaitable[Response]]
@@ -125,12 +126,12 @@ _ROUTES: tuple[tuple[str, str, Handler], ...] = (
 
 
 def _bind(
-    gw: Gateway, handler: Handler, schema: Schema | None
+    gw: Gateway, handler: Handler, validator: Draft202012Validator | None
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
             # The published schema first: what it calls invalid never reaches a handler.
-            await check_body(request, schema)
+            await check_body(request, validator)
             return await handler(gw, request)
         except GatewayError as exc:
             return exc.response()
@@ -156,9 +157,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def create_gateway_app(settings: EmulatorSettings, chain: Chain) -> Starlette:
     """The gateway service as an ASGI app, sharing ``chain`` with the other service."""
     gw = Gateway(settings, chain)
-    schemas = request_schemas(gw.catalog)
+    validators = {k: body_validator(schema) for k, schema in request_schemas(gw.catalog).items()}
     routes = [
-        Route(path, _bind(gw, handler, schemas.get((method, path))), methods=[method])
+        Route(path, _bind(gw, handler, validators.get((method, path))), methods=[method])
         for method, path, handler in _ROUTES
     ]
     app = Starlette(
