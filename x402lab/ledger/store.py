@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from x402lab.errors import BudgetExceeded, ConfigError
 from x402lab.ledger import moves, outcomes, totals
 from x402lab.ledger.backends import open_database
-from x402lab.ledger.database import Database, Row, Tx
+from x402lab.ledger.database import Database, Row, Tx, chunks, marks
 from x402lab.ledger.owner import process_owner, user_label
 from x402lab.ledger.records import BudgetState, OpenPayment, PaymentMeta, SignedAuthorization
 from x402lab.ledger.schema import MIGRATIONS
@@ -345,6 +345,20 @@ class Ledger:
         return outcomes.apply(self, moves)
 
     # -- reading ---------------------------------------------------------------------------
+
+    def settled_seconds(self, request_keys: Iterable[str]) -> dict[str, float]:
+        """Seconds from each settled payment's reservation to its settlement, by request key:
+        its paid round trip as the ledger recorded it (so every later reading agrees)."""
+        wanted = list(dict.fromkeys(request_keys))
+        found: dict[str, float] = {}
+        for chunk in chunks(wanted):
+            for key, start, end in self.db.read(
+                "SELECT request_key, ts_us, updated_us FROM payments WHERE status = ?"
+                f" AND request_key IN ({marks(len(chunk))}) ORDER BY id",
+                (str(PaymentStatus.SETTLED), *chunk),
+            ):
+                found[key] = (end - start) / 1_000_000
+        return found
 
     def row(self, row_id: int) -> dict[str, Any] | None:
         """One ledger row as a dict (columns of ``ledger_schema``), or None."""
