@@ -346,18 +346,19 @@ class Ledger:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def settled_seconds(self, request_keys: Iterable[str]) -> dict[str, float]:
-        """Seconds from each settled payment's reservation to its settlement, by request key:
-        its paid round trip as the ledger recorded it (so every later reading agrees)."""
+    def settled_by_key(self, request_keys: Iterable[str]) -> dict[str, tuple[int, float]]:
+        """The settled payment of each of ``request_keys`` that has one: its amount (atomic)
+        and the seconds from its reservation to its settlement (its paid round trip as the
+        ledger recorded it, so every later reading gives the same figure)."""
         wanted = list(dict.fromkeys(request_keys))
-        found: dict[str, float] = {}
+        found: dict[str, tuple[int, float]] = {}
         for chunk in chunks(wanted):
-            for key, start, end in self.db.read(
-                "SELECT request_key, ts_us, updated_us FROM payments WHERE status = ?"
-                f" AND request_key IN ({marks(len(chunk))}) ORDER BY id",
+            for key, amount, start, end in self.db.read(
+                "SELECT request_key, amount_atomic, ts_us, updated_us FROM payments"
+                f" WHERE status = ? AND request_key IN ({marks(len(chunk))}) ORDER BY id",
                 (str(PaymentStatus.SETTLED), *chunk),
             ):
-                found[key] = (end - start) / 1_000_000
+                found[key] = (int(amount), (end - start) / 1_000_000)
         return found
 
     def row(self, row_id: int) -> dict[str, Any] | None:

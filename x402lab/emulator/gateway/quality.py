@@ -53,8 +53,10 @@ def skill(model_id: str, output_usd_per_m: float) -> float:
 
 def difficulty(text: str, field: str, *, ambiguous: bool = False) -> float:
     """How hard ``field`` of the item ``text`` is (log-odds): mostly easy, a tail hard."""
-    return EASIEST + HARD_TAIL * unit("difficulty", text, field) ** 3 + (
-        AMBIGUOUS if ambiguous else 0.0
+    return (
+        EASIEST
+        + HARD_TAIL * unit("difficulty", text, field) ** 3
+        + (AMBIGUOUS if ambiguous else 0.0)
     )
 
 
