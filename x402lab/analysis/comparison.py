@@ -43,15 +43,11 @@ def _html_table(table: pd.DataFrame) -> str:
         shown["model"] = [
             f'<span style="white-space:nowrap">{html.escape(str(m))}</span>' for m in shown["model"]
         ]
-    return scrolling(
-        shown.to_html(
-            index=False,
-            escape=False,
-            notebook=True,
-            na_rep="",
-            float_format=lambda v: f"{v:.4g}",
-        )  # fmt: skip
-    )
+    with pd.option_context("display.max_colwidth", None):  # a cut id is no id
+        text = shown.to_html(
+            index=False, escape=False, notebook=True, na_rep="", float_format=lambda v: f"{v:.4g}"
+        )
+    return scrolling(text)
 
 
 @dataclass

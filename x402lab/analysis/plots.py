@@ -340,7 +340,8 @@ def comparison(
     if f"{measure}_low" in table.columns:
         lows = table[f"{measure}_low"].astype(float).to_numpy()
         highs = table[f"{measure}_high"].astype(float).to_numpy()
-        axes.errorbar(x, y, yerr=[y - lows, highs - y], fmt="none", ecolor="0.7", lw=0.8,
+        bars = np.clip([y - lows, highs - y], 0.0, None)  # rounding can leave -1e-17
+        axes.errorbar(x, y, yerr=bars, fmt="none", ecolor="0.7", lw=0.8,
                       capsize=2, zorder=1, label="95% interval")  # fmt: skip
         low, high = float(np.nanmin(lows)), float(np.nanmax(highs))
     if target is not None:
