@@ -106,9 +106,9 @@ def test_a_schema_is_scored_per_field_against_a_dataframe_of_gold(emulator, lab)
                         models=[CHEAP], rows_per_request=[1], reference=(CHEAP, 1))  # fmt: skip
     gold = first.answers[(CHEAP, 1)][["topic", "stars"]].copy()
     gold.loc[gold.index[:3], "stars"] = 99  # three rows whose stars are wrong
-    table = lab.compare(sample, prompt="Product review: {review}", schema=schema,
-                        models=[CHEAP], rows_per_request=[1], reference=gold).to_pandas()  # fmt: skip
-    row = table.iloc[0]
+    second = lab.compare(sample, prompt="Product review: {review}", schema=schema,
+                         models=[CHEAP], rows_per_request=[1], reference=gold)  # fmt: skip
+    row = second.to_pandas().iloc[0]
     assert row["accuracy_topic"] == 1.0 and row["accuracy_stars"] == 9 / 12
     assert row["accuracy"] == 9 / 12
     assert (row["accuracy_stars_low"], row["accuracy_stars_high"]) == pytest.approx(wilson(9, 12))
