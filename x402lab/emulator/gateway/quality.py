@@ -10,7 +10,7 @@ answered right with a probability of the item-response kind:
   natural log of its output price in USD per million tokens, plus a small share of its own
   (up to ``±SKILL_SPREAD``, seeded by the model id). On ``data/reviews.csv`` one row per
   request, the cheapest text models are right about 92% of the time, mid-priced ones 95%,
-  the dearest 99% or more; in packs of 40, 84%, 93% and 99%.
+  the dearest 99% or more; in packs of 40, 84%, 94% and 99%.
 - **difficulty** is the item's: most items are easy and a tail is hard (``HARD_TAIL`` times a
   seeded uniform cubed, from ``EASIEST``), and an item whose text names no allowed value or
   several (``ambiguous``) is harder by ``AMBIGUOUS``.
