@@ -146,6 +146,7 @@ def test_best_is_the_cheapest_configuration_whose_low_bound_reaches_the_target(e
         ([None] * 10, "missing"),
         (pd.Series(["positive"] * 10, index=range(100, 110)), "no row for 10 sample rows"),
         (pd.DataFrame({"mood": ["positive"] * 10}), "no column"),
+        ("lable", "neither a column of the sample \\(id, review\\) nor a model id"),
     ],
 )
 def test_malformed_gold_labels_sign_nothing(emulator, lab, reference, match):

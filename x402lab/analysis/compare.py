@@ -32,7 +32,7 @@ from x402lab.analysis.comparison import Comparison, ComparisonQuote, usd_column
 from x402lab.analysis.intervals import wilson
 from x402lab.batch.packing import rows_per_request_of
 from x402lab.batch.typed import OutputSpec, output_spec
-from x402lab.errors import BudgetExceeded, ConfigError
+from x402lab.errors import BudgetExceeded, ConfigError, ModelNotFound
 from x402lab.money import format_usd, usd_to_atomic
 
 if TYPE_CHECKING:
@@ -159,6 +159,8 @@ class Comparisons:
                 f"the sample has {len(frame)} rows, fewer than the largest pack size"
                 f" {max(sizes)}: give a larger sample or smaller rows_per_request"
             )
+        if isinstance(reference, str) and gold is None and reference not in models:
+            await self._check_reference_model(reference, frame)
         ref = None if gold is not None else await self._reference(reference, models)
         configs = [(m, n) for m in models for n in sizes]
         if ref is not None and ref not in configs:
@@ -226,6 +228,16 @@ class Comparisons:
                 " fewer configurations, or a larger budget",
                 amount_atomic=quote.total_atomic, quote=quote,
             )  # fmt: skip
+
+    async def _check_reference_model(self, reference: str, frame: pd.DataFrame) -> None:
+        """A reference named by a string that is no column must be a model id."""
+        try:
+            await self._catalog.check_model(reference, "/api/v1/chat/completions")
+        except ModelNotFound as exc:
+            raise ConfigError(
+                f"reference={reference!r} is neither a column of the sample"
+                f" ({', '.join(map(str, frame.columns))}) nor a model id: {exc}"
+            ) from exc
 
     async def _reference(self, reference: Any, models: list[str]) -> Config:
         if isinstance(reference, tuple):

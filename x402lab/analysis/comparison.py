@@ -14,7 +14,8 @@ import base64
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from decimal import Decimal
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
@@ -64,7 +65,7 @@ class ComparisonQuote:
         return self.table
 
     @property
-    def total_usd(self) -> Any:
+    def total_usd(self) -> Decimal:
         """The total as an exact Decimal of USD."""
         return atomic_to_decimal(self.total_atomic)
 
