@@ -283,8 +283,9 @@ class Comparisons:
             settled = self._ledger.settled_by_key(keys)
             cost = sum(amount for amount, _ in settled.values())
             latency = [seconds for _, seconds in settled.values()]
-            paid = frame["paid_usd"].astype("float64").fillna(0.0)
-            money["paid"].append(int(round(float(paid.sum()) * 1_000_000)))
+            # Each row's share back to atomic units before adding (exact, unlike a float sum).
+            paid = (frame["paid_usd"].astype("float64").fillna(0.0) * 1_000_000).round()
+            money["paid"].append(int(paid.astype("int64").sum()))
             money["cost"].append(cost)
             record: dict[str, Any] = {
                 "model": model,
