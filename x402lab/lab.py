@@ -203,7 +203,7 @@ class AsyncLab:
         self.reports = AsyncReports(self.session)
         self.batches = Batches(self.session, self.catalog, paid, self.generic)
         self.costs = CostAnalysis(self.session, self.catalog, self.media, self.reports)
-        self.comparisons = Comparisons(self.batches, self.catalog)
+        self.comparisons = Comparisons(self.batches, self.catalog, self.session.ledger)
         self._clients = PayingClients(self.session, self.catalog)
 
     def __repr__(self) -> str:
@@ -315,7 +315,7 @@ class AsyncLab:
     batch_chat = _forward("batches", Batches.batch_chat)
     batch_embed = _forward("batches", Batches.batch_embed)
     estimate = _to("batches", Batches.estimate)
-    compare = _to("comparisons", Comparisons.compare)
+    compare = _forward("comparisons", Comparisons.compare)
     spend = _to("costs", CostAnalysis.spend)
     cost_report = _to("costs", CostAnalysis.cost_report)
     reconcile = _to("reconciler", Reconciler.reconcile)

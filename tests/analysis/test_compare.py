@@ -4,11 +4,14 @@ within the budget and checked on the emulator's chain."""
 from __future__ import annotations
 
 import secrets
+from decimal import Decimal
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import x402lab as xl
+from x402lab.analysis.comparison import ComparisonQuote
 from x402lab.analysis.plots import comparison
 from x402lab.errors import BudgetExceeded, ConfigError
 
@@ -16,6 +19,7 @@ CHEAP = "zai-org-glm-4.7-flash"
 MID = "kimi-k3"
 DEAR = "openai-gpt-54-pro"
 LABELS = ["positive", "negative", "neutral"]
+PROMPT = "Sentiment of this review: {review}"
 REVIEWS = [
     "Great battery, love it",
     "Arrived broken, want a refund",
@@ -51,7 +55,18 @@ def compare(lab, frame, **kwargs):
     kwargs.setdefault("labels", LABELS)
     kwargs.setdefault("models", [CHEAP, DEAR])
     kwargs.setdefault("rows_per_request", [1, 10])
-    return lab.compare(frame, prompt="Sentiment of this review: {review}", **kwargs)
+    return lab.compare(frame, prompt=PROMPT, **kwargs)
+
+
+def chain_atomic(emulator) -> int:
+    return sum(t.amount_atomic for t in emulator.chain.transfers())
+
+
+def atomic(column) -> int:
+    """An exact USD column's sum in atomic units (it must be exact: Decimal, not float)."""
+    total = sum(column.dropna(), start=Decimal(0))
+    assert isinstance(total, Decimal)
+    return int(total * 1_000_000)
 
 
 def test_paid_adds_up_to_the_chain_and_a_second_run_pays_nothing(emulator, lab_on):
@@ -61,40 +76,90 @@ def test_paid_adds_up_to_the_chain_and_a_second_run_pays_nothing(emulator, lab_o
     assert list(zip(table["model"], table["rows_per_request"], strict=True)) == [
         (CHEAP, 1), (CHEAP, 10), (DEAR, 1), (DEAR, 10),
     ]  # fmt: skip
-    chain = sum(t.amount_atomic for t in emulator.chain.transfers())
-    assert round(table["paid_usd"].sum() * 1_000_000) == chain
+    chain = chain_atomic(emulator)
+    for name in ("quoted_usd", "paid_usd", "cost_usd"):
+        assert table[name].dtype == pd.ArrowDtype(pa.decimal128(18, 6))
+        assert atomic(table[name]) == chain, name
     # The reference: the dearest model at one row per request, and it agrees with itself.
     assert result.reference == (DEAR, 1)
     ref = table[table["reference"]]
     assert len(ref) == 1 and ref["agreement"].iloc[0] == 1.0
     assert table["agreement"].between(0, 1).all()
+    assert (table["agreement_low"] <= table["agreement"]).all()
+    assert (table["agreement"] <= table["agreement_high"]).all()
     assert (table["rows"] == 20).all() and (table["answered"] <= 20).all()
+    assert table["requests"].tolist() == [20, 2, 20, 2]
+    assert table["median_latency_s"].gt(0).all()
     # Packing is cheaper per row; the projection scales the per-row cost.
     cheap = table.set_index(["model", "rows_per_request"])
     assert cheap.loc[(CHEAP, 10), "usd_per_1k_rows"] < cheap.loc[(CHEAP, 1), "usd_per_1k_rows"]
     assert table["projected_usd"].tolist() == pytest.approx(
         (table["usd_per_1k_rows"] * 10).tolist()
     )
-    assert table["cheapest_at_agreement"].any()
+    assert table["frontier"].any()
 
+    # The same comparison again: nothing paid, nothing quoted, the same figures.
     again = compare(lab, sample(20), total_rows=10_000).to_pandas()
-    assert again["paid_usd"].sum() == 0
-    assert sum(t.amount_atomic for t in emulator.chain.transfers()) == chain
-    assert again["agreement"].tolist() == table["agreement"].tolist()
-    assert again["usd_per_1k_rows"].tolist() == pytest.approx(table["usd_per_1k_rows"].tolist())
+    assert atomic(again["paid_usd"]) == atomic(again["quoted_usd"]) == 0
+    assert chain_atomic(emulator) == chain
+    same = ["cost_usd", "usd_per_1k_rows", "agreement", "agreement_low", "median_latency_s"]
+    pd.testing.assert_frame_equal(again[same], table[same])
 
 
-def test_the_full_batch_reuses_the_rows_of_the_sample(emulator, lab_on):
+def test_a_dry_run_signs_nothing_and_quotes_what_the_run_pays(emulator, lab_on):
     lab = lab_on(emulator)
-    frame = sample(12)
-    compare(lab, frame, models=[CHEAP], rows_per_request=[1, 4], reference=(CHEAP, 1))
+    quote = compare(lab, sample(20), dry_run=True)
+    assert isinstance(quote, ComparisonQuote)
+    assert emulator.chain.transfers() == [] and lab.ledger.rows() == []
+    table = quote.to_pandas()
+    assert list(table.columns) == ["model", "rows_per_request", "rows", "requests", "quoted_usd"]
+    assert table["requests"].tolist() == [20, 2, 20, 2]
+    assert atomic(table["quoted_usd"]) == quote.total_atomic > 0
+    assert "nothing signed" in quote._repr_html_()
+
+    result = compare(lab, sample(20))
+    assert chain_atomic(emulator) == quote.total_atomic  # to the atomic unit
+    run = result.to_pandas()
+    assert run["quoted_usd"].tolist() == table["quoted_usd"].tolist()
+    assert atomic(run["paid_usd"]) == quote.total_atomic
+    assert result.quote.total_atomic == quote.total_atomic
+    # Priced again once answered: nothing left to pay.
+    assert compare(lab, sample(20), dry_run=True).total_atomic == 0
+
+
+def test_max_usd_below_the_quote_refuses_before_any_transfer(emulator, lab_on):
+    lab = lab_on(emulator)
+    quote = compare(lab, sample(20), dry_run=True)
+    below = (quote.total_atomic - 1) / 1_000_000
+    with pytest.raises(BudgetExceeded, match="above max_usd") as caught:
+        compare(lab, sample(20), max_usd=below)
+    assert caught.value.details["quote"].total_atomic == quote.total_atomic
+    assert caught.value.details["amount_atomic"] == quote.total_atomic
+    assert emulator.chain.transfers() == [] and lab.ledger.rows() == []
+    compare(lab, sample(20), max_usd=quote.total_atomic / 1_000_000)  # exactly the quote: paid
+    assert chain_atomic(emulator) == quote.total_atomic
+
+
+def test_one_row_per_request_pays_its_own_requests_after_a_packed_batch(emulator, lab_on):
+    # A packed batch of the sample stores an answer under every row's own key; a comparison
+    # must not count those as its one-row-per-request configuration's answers.
+    lab = lab_on(emulator)
+    frame = sample(20)
+    packed = lab.batch_chat(frame, prompt=PROMPT, model=CHEAP, labels=LABELS,
+                            rows_per_request=10, progress=None)  # fmt: skip
+    assert (packed["status"] == "ok").all()
     before = len(emulator.chain.transfers())
-    full = lab.batch_chat(
-        pd.concat([frame, sample(30).iloc[12:]]), prompt="Sentiment of this review: {review}",
-        model=CHEAP, labels=LABELS, rows_per_request=4, progress=None,
-    )  # fmt: skip
-    assert (full["status"].iloc[:12] == "cached").all()
-    assert len(emulator.chain.transfers()) == before + 18 // 4 + 1  # only the new rows
+    result = compare(lab, frame, models=[CHEAP], rows_per_request=[1, 10], reference=(CHEAP, 1))
+    single = result.to_pandas().set_index("rows_per_request").loc[1]
+    assert single["requests"] == 20
+    assert result.answers[(CHEAP, 1)]["paid_usd"].astype(float).gt(0).all()
+    assert (result.answers[(CHEAP, 1)]["status"] == "ok").all()  # none "cached"
+    assert single["median_latency_s"] > 0
+    assert len(emulator.chain.transfers()) == before + 20 + 2  # its own requests, and the packs'
+    # ... and a later batch does not take the comparison's answers as its own either.
+    again = lab.batch_chat(frame, prompt=PROMPT, model=CHEAP, labels=LABELS, progress=None)
+    assert (again["status"] == "cached").all()  # the first batch's rows, under the plain keys
+    assert len(emulator.chain.transfers()) == before + 22
 
 
 def test_several_columns_have_an_agreement_each(emulator, lab_on):
@@ -124,8 +189,9 @@ def test_bad_comparisons_sign_nothing(emulator, lab_on, kwargs, error, match):
 
 def test_a_comparison_over_the_budget_signs_nothing(emulator, lab_on):
     lab = lab_on(emulator, usd=0.05)
-    with pytest.raises(BudgetExceeded, match="the comparison costs"):
+    with pytest.raises(BudgetExceeded, match="the comparison costs .* budget has") as caught:
         compare(lab, sample(10))
+    assert caught.value.details["quote"].fits_budget is False
     assert emulator.chain.transfers() == [] and lab.ledger.rows() == []
 
 
@@ -137,7 +203,7 @@ def test_the_plot_labels_every_configuration_without_overlap():
             "usd_per_1k_rows": [10.0, 1.0, 0.4, 10.0, 1.0, 10.0, 2.3],
             "agreement": [0.96, 0.92, 0.88, 0.96, 0.96, 1.0, 0.98],
             "reference": [False, False, False, False, False, True, False],
-            "cheapest_at_agreement": [False, True, True, False, True, True, True],
+            "frontier": [False, True, True, False, True, True, True],
         }
     )
     figure = comparison(table)
@@ -155,7 +221,7 @@ def test_labels_of_points_that_coincide_are_apart():
             "usd_per_1k_rows": [10.0, 10.0, 10.0, 0.46, 10.0, 0.46],
             "agreement": [1.0, 1.0, 0.96, 0.96, 0.95, 0.96],
             "reference": [True, False, False, False, False, False],
-            "cheapest_at_agreement": [False, False, False, True, False, False],
+            "frontier": [False, False, False, True, False, False],
         }
     )
     assert_labels_apart(comparison(table), table)

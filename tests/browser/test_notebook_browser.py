@@ -287,7 +287,7 @@ def test_the_comparison_view_renders_with_readable_non_overlapping_labels(emulat
         ledger=tmp_path / "ledger.sqlite", budget=xl.Budget(usd=10),
     )  # fmt: skip
     try:
-        reviews = pd.read_csv(REPO / "data" / "reviews.csv")
+        reviews = pd.read_csv(REPO / "data" / "reviews.csv", usecols=["id", "review"])
         comparison = lab.compare(
             reviews.head(30), prompt="Sentiment of this review: {review}", models=COMPARED,
             rows_per_request=[1, 10, 25], labels=["positive", "negative", "neutral", "mixed"],

@@ -1,177 +1,102 @@
-"""``lab.compare``: choose a model and a pack size by cost and agreement on a sample.
+"""``lab.compare``: choose a model and a pack size by cost and accuracy on a sample.
 
 Every configuration (model × rows per request) answers the same sample through the typed
-batch path (``batch.packing``), paid within the lab's budget. Its answers are compared with
-a reference configuration's, row by row: ``agreement`` is the share of sample rows whose
-typed answer equals the reference's (an invalid or missing answer never agrees). The
-reference defaults to the most expensive model (by its published output price) at one row
-per request: the answer an analyst would trust most, bought the dear way.
+batch path (``batch.packing``), paid within the lab's budget. Its answers are measured
+against gold labels when the caller has them (``reference=`` a list, a Series, a column
+name, or a DataFrame of fields for ``schema=``): ``accuracy`` is the share of sample rows
+whose typed answer equals the true one (an invalid or missing answer is wrong), with its 95%
+Wilson interval. Without gold labels they are measured against a reference configuration
+(by default the dearest model at one row per request): ``agreement``, with the same interval.
 
-Before anything is signed the whole comparison is quoted exactly (free 402s, as ``estimate``
-does) and checked against the budget. Rows are stored as any batch's are, so running the
-same comparison again pays nothing. Each model's smallest pack size is stored as a plain
-batch's rows: a later ``batch_chat`` of that model (any pack size) reuses those answers; the
-other pack sizes of the model are asked and stored apart (their configuration is named in
-the system message), so each pack size is measured on answers of its own.
+Priced first: the whole comparison is quoted exactly (free 402s, as ``estimate`` does) before
+anything is signed; ``dry_run=True`` returns that quote; ``max_usd`` and the budget refuse a
+comparison that costs more (``BudgetExceeded`` carrying the quote).
+
+Each configuration on its own answers: its requests are keyed in a namespace of its own
+(``batch.plan``: the configuration, its grouping and the whole sample), so answers stored by
+an earlier batch or by another pack size are never counted as its own, and running the same
+comparison again finds its answers and pays nothing. Its cost and latency come from the
+ledger's settled payments of its requests, so a re-run shows the same figures.
 """
 
 from __future__ import annotations
 
-import html
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+import statistics
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import pandas as pd
 
+from x402lab.analysis.comparison import Comparison, ComparisonQuote, usd_column
+from x402lab.analysis.gold import gold_labels
+from x402lab.analysis.intervals import wilson
 from x402lab.batch.packing import rows_per_request_of
 from x402lab.batch.typed import OutputSpec, output_spec
-from x402lab.errors import BudgetExceeded, ConfigError
-from x402lab.money import format_usd
-from x402lab.reprs import card
+from x402lab.errors import BudgetExceeded, ConfigError, ModelNotFound
+from x402lab.money import format_usd, usd_to_atomic
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from x402lab.batch.api import Batches
     from x402lab.gateway import Catalog
+    from x402lab.ledger import Ledger
 
-COLUMNS = (
-    "model",
-    "rows_per_request",
-    "rows",
-    "answered",
-    "invalid_share",
-    "paid_usd",
-    "cost_usd",
-    "usd_per_1k_rows",
-    "agreement",
-    "median_latency_s",
-    "projected_usd",
-    "reference",
-    "cheapest_at_agreement",
-)
+#: The namespace of every configuration's request keys (``batch.plan``).
+NAMESPACE = "compare"
+_VALID = ("ok", "cached")
 
-
-@dataclass
-class Comparison:
-    """One row per configuration (``to_pandas()``), the reference configuration, and a plot of
-    cost per 1,000 rows against agreement (``plot()``); shows as both in Jupyter."""
-
-    table: pd.DataFrame
-    reference: tuple[str, int]
-    total_rows: int
-    answers: dict[tuple[str, int], pd.DataFrame]
-
-    def to_pandas(self) -> pd.DataFrame:
-        return self.table
-
-    @property
-    def best(self) -> tuple[str, int]:
-        """The cheapest configuration whose agreement is the highest but the reference's own
-        (ties: the cheaper; the reference when no other exists)."""
-        others = self.table[~self.table["reference"]]
-        if others.empty:
-            return self.reference
-        top = others.sort_values(["agreement", "usd_per_1k_rows"], ascending=[False, True])
-        row = top.iloc[0]
-        return str(row["model"]), int(row["rows_per_request"])
-
-    def plot(self) -> Figure:
-        """Cost per 1,000 rows (log scale) against agreement, one labelled point per
-        configuration; the cheapest configuration at each agreement level is filled and on the
-        step line (no configuration both cheaper and in closer agreement)."""
-        from x402lab.analysis.plots import comparison
-
-        return comparison(self.table)
-
-    def __repr__(self) -> str:
-        model, n = self.reference
-        return (
-            f"<Comparison of {len(self.table)} configurations on {self.table['rows'].max()} rows;"
-            f" reference {model} at {n} row(s) per request>"
-        )
-
-    def _repr_html_(self) -> str:
-        import base64
-
-        from x402lab.analysis.plots import png_bytes
-
-        model, n = self.reference
-        best_model, best_n = self.best
-        image = base64.b64encode(png_bytes(self.plot())).decode("ascii")
-        shown = self.table.drop(columns=["cheapest_at_agreement"])
-        rows: list[tuple[str, object]] = [
-            ("reference", f"{model} at {n} row(s) per request"),
-            ("best other", f"{best_model} at {best_n} row(s) per request"),
-            ("paid now", format_usd(int(round(self.table["paid_usd"].sum() * 1_000_000)))),
-            ("projected for", f"{self.total_rows} rows (projected_usd)"),
-        ]
-        below = (
-            shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", notebook=True)
-            + f'<img alt="cost against agreement" src="data:image/png;base64,{image}"/>'
-        )
-        return card(html.escape("Comparison (paid within the budget)"), rows, below=below)
-
-
-def _agreement(
-    answer: pd.DataFrame, reference: pd.DataFrame, names: Sequence[str]
-) -> dict[str, float]:
-    """The share of rows whose typed answer equals the reference's, overall and per column
-    (a row that is not valid in either never agrees)."""
-    valid = answer["status"].isin(["ok", "cached"]) & reference["status"].isin(["ok", "cached"])
-    valid = valid.to_numpy()
-    total = len(answer)
-    out: dict[str, float] = {}
-    every = np.ones(total, dtype=bool)
-    for name in names:
-        same = np.array(
-            [_same(a, b) for a, b in zip(answer[name], reference[name], strict=True)], dtype=bool
-        )
-        same &= valid
-        every &= same
-        out[f"agreement_{name}"] = float(same.mean()) if total else 1.0
-    out["agreement"] = float(every.mean()) if total else 1.0
-    return out
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, list | tuple | np.ndarray) or isinstance(b, list | tuple | np.ndarray):
-        return list(a) == list(b) if a is not None and b is not None else False
-    if a is None or b is None or (a is pd.NA) or (b is pd.NA):
-        return False
-    try:
-        return bool(a == b)
-    except (TypeError, ValueError):
-        return False
-
-
-def _pareto(table: pd.DataFrame) -> list[bool]:
-    """Whether each configuration is the cheapest at its agreement level: no other is at
-    least as cheap and as close to the reference, and better in one of the two."""
-    marks = []
-    for i, row in table.iterrows():
-        dominated = any(
-            other["agreement"] >= row["agreement"]
-            and other["usd_per_1k_rows"] <= row["usd_per_1k_rows"]
-            and (
-                other["agreement"] > row["agreement"]
-                or other["usd_per_1k_rows"] < row["usd_per_1k_rows"]
-            )
-            for j, other in table.iterrows()
-            if j != i
-        )
-        marks.append(not dominated)
-    return marks
+Config = tuple[str, int]
 
 
 class Comparisons:
     """``compare``: configurations of a typed batch side by side, on a sample."""
 
-    def __init__(self, batches: Batches, catalog: Catalog) -> None:
+    def __init__(self, batches: Batches, catalog: Catalog, ledger: Ledger) -> None:
         self._batches = batches
         self._catalog = catalog
+        self._ledger = ledger
+
+    @overload
+    async def compare(
+        self: Any,
+        sample: Any,
+        *,
+        prompt: str | None,
+        models: Sequence[str],
+        rows_per_request: Sequence[int] = (1, 10, 25),
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        reference: Any = None,
+        total_rows: int | None = None,
+        column: str | None = None,
+        system: str | None = None,
+        concurrency: int = 8,
+        progress: Any = None,
+        dry_run: Literal[False] = False,
+        max_usd: float | None = None,
+        target: float | None = None,
+    ) -> Comparison: ...
+
+    @overload
+    async def compare(
+        self: Any,
+        sample: Any,
+        *,
+        prompt: str | None,
+        models: Sequence[str],
+        rows_per_request: Sequence[int] = (1, 10, 25),
+        labels: Sequence[str] | None = None,
+        schema: Any = None,
+        reference: Any = None,
+        total_rows: int | None = None,
+        column: str | None = None,
+        system: str | None = None,
+        concurrency: int = 8,
+        progress: Any = None,
+        dry_run: Literal[True],
+        max_usd: float | None = None,
+        target: float | None = None,
+    ) -> ComparisonQuote: ...
 
     async def compare(
         self,
@@ -182,29 +107,42 @@ class Comparisons:
         rows_per_request: Sequence[int] = (1, 10, 25),
         labels: Sequence[str] | None = None,
         schema: Any = None,
-        reference: str | tuple[str, int] | None = None,
+        reference: Any = None,
         total_rows: int | None = None,
         column: str | None = None,
         system: str | None = None,
         concurrency: int = 8,
         progress: Any = None,
-    ) -> Comparison:
-        """Spends money: the sample answered under every model × pack size, compared.
+        dry_run: bool = False,
+        max_usd: float | None = None,
+        target: float | None = None,
+    ) -> Comparison | ComparisonQuote:
+        """Spends money (unless ``dry_run``): the sample answered under every model × pack
+        size, measured.
 
-        ``labels=`` or ``schema=`` as in ``batch_chat``; ``reference``: a model (at one row
-        per request) or ``(model, rows_per_request)``, default the most expensive model of
-        ``models`` at one row per request (run even when 1 is not in ``rows_per_request``).
-        ``total_rows``: the size of the whole input, for ``projected_usd`` (default the
-        sample's). Returns a Comparison: one row per configuration with ``model``,
-        ``rows_per_request``, ``rows``, ``answered``, ``invalid_share``, ``paid_usd`` (paid
-        by this call), ``cost_usd`` (what the configuration's answers cost, now or when they
-        were bought), ``usd_per_1k_rows``, ``agreement`` (and ``agreement_<column>`` with
-        several columns), ``median_latency_s`` (of rows answered now), ``projected_usd``.
+        ``labels=`` or ``schema=`` as in ``batch_chat``. ``reference``: the true answers of
+        the sample (a list in its order, a Series aligned with its index, the name of one of
+        its columns (left out of what is sent), or for ``schema=`` a DataFrame with the
+        fields); or a configuration to agree with, a model (at one row per request) or
+        ``(model, rows_per_request)``, by default the dearest model of ``models`` at one
+        row per request. ``target``: the share ``best`` must reach with its interval's low
+        bound. ``total_rows``: the size of the whole input, for ``projected_usd``.
+        ``dry_run=True``: nothing is signed; returns the ComparisonQuote (per configuration
+        ``requests`` and ``quoted_usd``, and the total). ``max_usd``: the most the whole
+        comparison may cost (not per request, unlike ``batch_chat``).
 
-        Checked before anything is signed: a sample smaller than the largest pack size, an
-        unknown model, a model without structured output (ConfigError, ModelNotFound); then
-        the exact price of every configuration (free 402s) against the budget
-        (BudgetExceeded).
+        Returns a Comparison: one row per configuration with ``model``,
+        ``rows_per_request``, ``rows``, ``requests``, ``answered``, ``invalid_share``,
+        ``quoted_usd`` and ``paid_usd`` (by this call), ``cost_usd`` (what its answers cost,
+        now or when bought), ``usd_per_1k_rows``, ``accuracy`` with ``accuracy_low`` and
+        ``accuracy_high`` (and per field ``accuracy_<field>``, ``_low``, ``_high`` for
+        several fields) or ``agreement`` likewise, ``median_latency_s`` (seconds from a
+        request's payment to its settlement), ``projected_usd``, ``frontier``.
+
+        Raises before anything is signed: ConfigError or ModelNotFound (a sample smaller
+        than the largest pack size, unknown or unstructured models, malformed gold labels
+        or target), BudgetExceeded (the quote above ``max_usd`` or the budget left;
+        ``details["quote"]`` is the ComparisonQuote).
         """
         spec = output_spec(labels, schema)
         if spec is None:
@@ -213,54 +151,96 @@ class Comparisons:
         models = list(dict.fromkeys(models))
         if not models:
             raise ConfigError("models is empty: give the model ids to compare")
-        rows = _rows(sample, column)
-        if rows < max(sizes):
+        if target is not None and not (isinstance(target, int | float) and 0 < target <= 1):
+            raise ConfigError(f"target is a share in (0, 1], got {target!r}")
+        frame = _sample_frame(sample, column)
+        gold, frame = gold_labels(reference, frame, spec, models)
+        if len(frame) < max(sizes):
             raise ConfigError(
-                f"the sample has {rows} rows, fewer than the largest pack size {max(sizes)}:"
-                " give a larger sample or smaller rows_per_request"
+                f"the sample has {len(frame)} rows, fewer than the largest pack size"
+                f" {max(sizes)}: give a larger sample or smaller rows_per_request"
             )
-        ref = await self._reference(reference, models)
+        if isinstance(reference, str) and gold is None and reference not in models:
+            await self._check_reference_model(reference, frame)
+        ref = None if gold is not None else await self._reference(reference, models)
         configs = [(m, n) for m in models for n in sizes]
-        if ref not in configs:
+        if ref is not None and ref not in configs:
             configs.insert(0, ref)
-        smallest = {m: min(n for mm, n in configs if mm == m) for m in models}
-
-        def variant(model: str, n: int) -> str | None:
-            if n == smallest[model]:
-                return None
-            return f"(Compared configuration: {n} rows per request.)"
-
-        common: dict[str, Any] = {"prompt": prompt, "column": column, "system": system}
-        quotes = {}
-        for model, n in configs:
-            inputs, plan = await self._batches.plan_chat(
-                sample, model=model, spec=spec, rows_per_request=n, max_tokens=None,
-                params={}, result_names=[], variant=variant(model, n), **common,
-            )  # fmt: skip
-            await self._batches.check_batch(plan, "compare()", {})
-            quotes[(model, n)] = await self._batches.quote(plan, inputs, False, concurrency)
-        total = sum(q.total_atomic for q in quotes.values())
-        left = self._batches.budget_left()
-        if left is not None and total > left:
-            raise BudgetExceeded(
-                f"the comparison costs {format_usd(total)} ({len(configs)} configurations on"
-                f" {rows} rows) and the budget has {format_usd(left)} left: use a smaller"
-                " sample, fewer configurations, or a larger budget",
-                amount_atomic=total,
-            )
+        common: dict[str, Any] = {
+            "spec": spec, "prompt": prompt, "column": column, "system": system,
+            "max_tokens": None, "params": {}, "namespace": NAMESPACE,
+        }  # fmt: skip
+        quote = await self._quote(frame, configs, common, concurrency)
+        if dry_run:
+            return quote
+        self._check_price(quote, max_usd, len(configs), len(frame))
         answers = {}
         for model, n in configs:
             answers[(model, n)] = await self._batches.run_chat(
-                sample, model=model, spec=spec, rows_per_request=n, max_tokens=None,
-                concurrency=concurrency, max_usd=None, rebuy=False, progress=progress,
-                params={}, unchecked={}, variant=variant(model, n), **common,
+                frame, model=model, rows_per_request=n, concurrency=concurrency,
+                max_usd=None, rebuy=False, progress=progress, unchecked={}, **common,
             )  # fmt: skip
-        table = _table(answers, ref, spec, total_rows or rows)
-        return Comparison(table, ref, total_rows or rows, answers)
+        total = total_rows or len(frame)
+        table = self._table(answers, quote, ref, gold, spec, total)
+        return Comparison(
+            table, ref, total, answers, quote,
+            measure="accuracy" if gold is not None else "agreement", target=target,
+            labelled_rows=0 if gold is None else len(gold),
+        )  # fmt: skip
 
-    async def _reference(
-        self, reference: str | tuple[str, int] | None, models: list[str]
-    ) -> tuple[str, int]:
+    async def _quote(
+        self, frame: pd.DataFrame, configs: list[Config], common: dict[str, Any], concurrency: int
+    ) -> ComparisonQuote:
+        """Free: every configuration's exact price (its checked plan's 402s), nothing signed."""
+        records = []
+        total = 0
+        for model, n in configs:
+            inputs, plan = await self._batches.plan_chat(
+                frame, model=model, rows_per_request=n, result_names=[], **common
+            )
+            await self._batches.check_batch(plan, "compare()", {})
+            quote = await self._batches.quote(plan, inputs, False, concurrency)
+            records.append((model, n, len(frame), quote.requests, quote.total_atomic))
+            total += quote.total_atomic
+        table = pd.DataFrame.from_records(
+            records, columns=["model", "rows_per_request", "rows", "requests", "quoted_atomic"]
+        )
+        table["quoted_usd"] = usd_column(table.pop("quoted_atomic").tolist())
+        return ComparisonQuote(table, total, self._batches.budget_left())
+
+    def _check_price(
+        self, quote: ComparisonQuote, max_usd: float | None, configs: int, rows: int
+    ) -> None:
+        what = (
+            f"the comparison costs {format_usd(quote.total_atomic)} ({configs} configurations"
+            f" on {rows} rows)"
+        )
+        if max_usd is not None and quote.total_atomic > usd_to_atomic(max_usd):
+            raise BudgetExceeded(
+                f"{what}, above max_usd {format_usd(usd_to_atomic(max_usd))}: raise max_usd,"
+                " or use a smaller sample or fewer configurations (dry_run=True shows the"
+                " price of each)",
+                amount_atomic=quote.total_atomic, quote=quote,
+            )  # fmt: skip
+        left = quote.budget_left_atomic
+        if left is not None and quote.total_atomic > left:
+            raise BudgetExceeded(
+                f"{what} and the budget has {format_usd(left)} left: use a smaller sample,"
+                " fewer configurations, or a larger budget",
+                amount_atomic=quote.total_atomic, quote=quote,
+            )  # fmt: skip
+
+    async def _check_reference_model(self, reference: str, frame: pd.DataFrame) -> None:
+        """A reference named by a string that is no column must be a model id."""
+        try:
+            await self._catalog.check_model(reference, "/api/v1/chat/completions")
+        except ModelNotFound as exc:
+            raise ConfigError(
+                f"reference={reference!r} is neither a column of the sample"
+                f" ({', '.join(map(str, frame.columns))}) nor a model id: {exc}"
+            ) from exc
+
+    async def _reference(self, reference: Any, models: list[str]) -> Config:
         if isinstance(reference, tuple):
             model, n = reference
             return str(model), int(rows_per_request_of(n))  # type: ignore[call-overload]
@@ -277,47 +257,119 @@ class Comparisons:
 
         return max(models, key=output_price), 1
 
+    def _table(
+        self,
+        answers: dict[Config, pd.DataFrame],
+        quote: ComparisonQuote,
+        ref: Config | None,
+        gold: pd.DataFrame | None,
+        spec: OutputSpec,
+        total_rows: int,
+    ) -> pd.DataFrame:
+        measure = "accuracy" if gold is not None else "agreement"
+        truth = gold if gold is not None else answers[ref].reset_index(drop=True)  # type: ignore[index]
+        quoted = {
+            (str(m), int(n)): usd_to_atomic(usd)
+            for m, n, usd in quote.table[["model", "rows_per_request", "quoted_usd"]].itertuples(
+                index=False
+            )
+        }
+        records = []
+        money: dict[str, list[int]] = {"paid": [], "cost": []}
+        for (model, n), frame in answers.items():
+            frame = frame.reset_index(drop=True)
+            rows = len(frame)
+            keys = frame["request_key"].dropna().unique().tolist()
+            settled = self._ledger.settled_by_key(keys)
+            cost = sum(amount for amount, _ in settled.values())
+            latency = [seconds for _, seconds in settled.values()]
+            # Each row's share back to atomic units before adding (exact, unlike a float sum).
+            paid = (frame["paid_usd"].astype("float64").fillna(0.0) * 1_000_000).round()
+            money["paid"].append(int(paid.astype("int64").sum()))
+            money["cost"].append(cost)
+            record: dict[str, Any] = {
+                "model": model,
+                "rows_per_request": n,
+                "rows": rows,
+                "requests": len(keys),
+                "answered": int(frame["status"].isin(_VALID).sum()),
+                "invalid_share": float((frame["status"] == "invalid").mean()) if rows else 0.0,
+                "usd_per_1k_rows": cost / 1_000_000 / rows * 1000 if rows else float("nan"),
+            }
+            record.update(_scores(frame, truth, spec.names, measure, valid_truth=gold is None))
+            record["median_latency_s"] = statistics.median(latency) if latency else float("nan")
+            record["projected_usd"] = record["usd_per_1k_rows"] * total_rows / 1000
+            if ref is not None:
+                record["reference"] = (model, n) == ref
+            records.append(record)
+        table = pd.DataFrame.from_records(records)
+        at = table.columns.get_loc("usd_per_1k_rows")
+        assert isinstance(at, int)
+        table.insert(at, "quoted_usd", usd_column([quoted[c] for c in answers]))
+        table.insert(at + 1, "paid_usd", usd_column(money["paid"]))
+        table.insert(at + 2, "cost_usd", usd_column(money["cost"]))
+        table["frontier"] = _frontier(table, measure)
+        return table
 
-def _rows(sample: Any, column: str | None) -> int:
+
+def _sample_frame(sample: Any, column: str | None) -> pd.DataFrame:
     from x402lab.batch.inputs import chat_frame
 
-    return len(chat_frame(sample, column))
+    return chat_frame(sample, column)
 
 
-def _table(
-    answers: Mapping[tuple[str, int], pd.DataFrame],
-    ref: tuple[str, int],
-    spec: OutputSpec,
-    total_rows: int,
-) -> pd.DataFrame:
-    reference = answers[ref]
-    records = []
-    several = len(spec.names) > 1
-    for (model, n), frame in answers.items():
-        valid = frame["status"].isin(["ok", "cached"])
-        rows = len(frame)
-        cost = float(frame["quoted_usd"].fillna(0).sum())
-        per_1k = cost / rows * 1000 if rows else float("nan")
-        agreement = _agreement(frame, reference, spec.names)
-        latency = frame["latency_s"].dropna()
-        record = {
-            "model": model,
-            "rows_per_request": n,
-            "rows": rows,
-            "answered": int(valid.sum()),
-            "invalid_share": float((frame["status"] == "invalid").mean()) if rows else 0.0,
-            "paid_usd": float(frame["paid_usd"].fillna(0).sum()),
-            "cost_usd": cost,
-            "usd_per_1k_rows": per_1k,
-            "agreement": agreement.pop("agreement"),
-            "median_latency_s": float(latency.median()) if len(latency) else float("nan"),
-            "projected_usd": per_1k * total_rows / 1000,
-            "reference": (model, n) == ref,
-        }
-        if several:
-            record.update(agreement)
-        records.append(record)
-    table = pd.DataFrame.from_records(records)
-    table["cheapest_at_agreement"] = _pareto(table)
-    extra = [c for c in table.columns if c.startswith("agreement_")]
-    return table[[*COLUMNS[:9], *extra, *COLUMNS[9:]]]
+def _scores(
+    frame: pd.DataFrame, truth: pd.DataFrame, names: list[str], measure: str, *, valid_truth: bool
+) -> dict[str, float]:
+    """``measure`` (and its Wilson interval) over every row, overall and per field when there
+    are several: the share of rows whose answer equals the truth's; an invalid or missing
+    answer (or, for agreement, an invalid reference answer) never counts."""
+    valid = frame["status"].isin(_VALID).to_numpy(copy=True)
+    if valid_truth:
+        valid = valid & truth["status"].isin(_VALID).to_numpy()
+    rows = len(frame)
+    every = np.ones(rows, dtype=bool)
+    out: dict[str, float] = {}
+    per: dict[str, float] = {}
+    for name in names:
+        same = np.array([_same(a, b) for a, b in zip(frame[name], truth[name], strict=True)],
+                        dtype=bool) & valid  # fmt: skip
+        every &= same
+        if len(names) > 1:
+            per.update(_share(f"{measure}_{name}", int(same.sum()), rows))
+    out.update(_share(measure, int(every.sum()), rows))
+    return out | per
+
+
+def _share(name: str, hits: int, rows: int) -> dict[str, float]:
+    low, high = wilson(hits, rows)
+    return {name: hits / rows if rows else float("nan"), f"{name}_low": low, f"{name}_high": high}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, list | tuple | np.ndarray) or isinstance(b, list | tuple | np.ndarray):
+        return list(a) == list(b) if a is not None and b is not None else False
+    if a is None or b is None or a is pd.NA or b is pd.NA:
+        return False
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _frontier(table: pd.DataFrame, measure: str) -> list[bool]:
+    """Whether each configuration is on the cost frontier: no other is at least as cheap
+    and as good, and better in one of the two."""
+    cost = table["usd_per_1k_rows"].to_numpy(dtype=float)
+    score = table[measure].to_numpy(dtype=float)
+    marks = []
+    for i in range(len(table)):
+        dominated = any(
+            score[j] >= score[i]
+            and cost[j] <= cost[i]
+            and (score[j] > score[i] or cost[j] < cost[i])
+            for j in range(len(table))
+            if j != i
+        )
+        marks.append(not dominated)
+    return marks

@@ -31,8 +31,17 @@ MAX_BARS = 15
 LABEL_WIDTH = 26  # characters per line of a bar's label; two lines at most, then cut
 
 
+class ShownFigure(Figure):
+    """A matplotlib Figure that shows itself as a PNG in Jupyter with no ``%matplotlib``
+    magic (a figure made without pyplot has no display hook otherwise, and prints as
+    ``<Figure size ...>``); with the inline backend active, its hook draws it the same."""
+
+    def _repr_png_(self) -> bytes:
+        return png_bytes(self)
+
+
 def _figure(title: str, height: float | None = None) -> tuple[Figure, Axes]:
-    figure = Figure(figsize=(SIZE[0], height or SIZE[1]), layout="constrained")
+    figure = ShownFigure(figsize=(SIZE[0], height or SIZE[1]), layout="constrained")
     axes = figure.add_subplot()
     axes.set_title(title, fontsize=11)
     return figure, axes
@@ -302,31 +311,52 @@ def png_bytes(figure: Figure, dpi: int = 110) -> bytes:
     return buffer.getvalue()
 
 
-def comparison(table: pd.DataFrame) -> Figure:
-    """Cost per 1,000 rows (log x) against agreement with the reference, one labelled point
-    per configuration (``lab.compare``). The cheapest configuration at each agreement level
-    is filled and joined by a step line; the reference is a star. Labels are placed beside
+def comparison(
+    table: pd.DataFrame, *, measure: str = "agreement", target: float | None = None
+) -> Figure:
+    """Cost per 1,000 rows (log x) against ``measure`` (``agreement`` with the reference, or
+    ``accuracy`` against gold labels), one labelled point per configuration (``lab.compare``)
+    with its 95% interval when the table has ``<measure>_low``/``_high``. The configurations
+    no other is both cheaper and better than (``frontier``) are filled and joined by a step
+    line; the reference is a star; ``target`` is a dashed line. Labels are placed beside
     their points and moved apart until none overlaps another (checked with the renderer)."""
-    figure, axes = _figure("Cost against agreement with the reference", height=4.2)
+    what = "agreement with the reference" if measure == "agreement" else measure
+    figure, axes = _figure(f"Cost against {what}", height=4.2)
     if table.empty:
         _empty(axes, "no configurations")
         return figure
     x = table["usd_per_1k_rows"].astype(float).clip(lower=1e-6).to_numpy()
-    y = table["agreement"].astype(float).to_numpy()
-    front = table["cheapest_at_agreement"].to_numpy(dtype=bool)
-    ref = table["reference"].to_numpy(dtype=bool)
+    y = table[measure].astype(float).to_numpy()
+    front = table["frontier"].to_numpy(dtype=bool)
+    ref = (
+        table["reference"].to_numpy(dtype=bool)
+        if "reference" in table.columns
+        else np.zeros(len(table), dtype=bool)
+    )
     axes.set_xscale("log")
     axes.set_xlabel("USD per 1,000 rows (log scale)")
-    axes.set_ylabel("agreement with the reference")
+    axes.set_ylabel(what)
+    low, high = float(np.nanmin(y)), float(np.nanmax(y))
+    if f"{measure}_low" in table.columns:
+        lows = table[f"{measure}_low"].astype(float).to_numpy()
+        highs = table[f"{measure}_high"].astype(float).to_numpy()
+        bars = np.clip([y - lows, highs - y], 0.0, None)  # rounding can leave -1e-17
+        axes.errorbar(x, y, yerr=bars, fmt="none", ecolor="0.7", lw=0.8,
+                      capsize=2, zorder=1, label="95% interval")  # fmt: skip
+        low, high = float(np.nanmin(lows)), float(np.nanmax(highs))
+    if target is not None:
+        axes.axhline(target, color=PADDING_COLOR, lw=0.8, ls="--", zorder=0,
+                     label=f"target {target:g}")  # fmt: skip
+        low, high = min(low, target), max(high, target)
     order = np.argsort(x[front])
     axes.step(x[front][order], y[front][order], where="post", color=FAIR_COLOR, zorder=1,
-              label="cheapest at its agreement")  # fmt: skip
+              label=f"cheapest at its {measure}")  # fmt: skip
     axes.scatter(x[~front & ~ref], y[~front & ~ref], s=36, facecolors="white",
                  edgecolors=SETTLED_COLOR, zorder=2, label="configuration")  # fmt: skip
     axes.scatter(x[front & ~ref], y[front & ~ref], s=36, color=SETTLED_COLOR, zorder=3)
-    axes.scatter(x[ref], y[ref], s=110, marker="*", color=UNKNOWN_COLOR, zorder=4,
-                 label="reference")  # fmt: skip
-    low, high = float(np.nanmin(y)), float(np.nanmax(y))
+    if ref.any():
+        axes.scatter(x[ref], y[ref], s=110, marker="*", color=UNKNOWN_COLOR, zorder=4,
+                     label="reference")  # fmt: skip
     axes.set_ylim(max(-0.02, low - 0.1 * max(high - low, 0.05)), min(1.05, high + 0.08))
     axes.set_xlim(x.min() / 2.5, x.max() * 4)
     axes.legend(loc="lower right", fontsize=8, frameon=False)

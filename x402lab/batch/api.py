@@ -249,15 +249,15 @@ class Batches:
         column: str | None,
         params: Mapping[str, Any],
         unchecked: Mapping[str, Any],
-        variant: str | None = None,
+        namespace: str | None = None,
     ) -> pd.DataFrame:
         """Spends money: ``batch_chat`` on a local input, checked arguments in hand.
-        ``variant`` (``lab.compare``) names a configuration whose rows are asked and stored
-        apart from the plain batch's (its words go into the system message)."""
+        ``namespace`` (``lab.compare``): the rows are keyed and stored as this plan's own
+        (``batch.plan``), never shared with another batch's."""
         inputs, plan = await self.plan_chat(
             rows, model=model, spec=spec, rows_per_request=rows_per_request, prompt=prompt,
             system=system, max_tokens=max_tokens, column=column, params=params,
-            result_names=batch_chat_schema().names, variant=variant,
+            result_names=batch_chat_schema().names, namespace=namespace,
         )  # fmt: skip
         codec: ChatCodec | TypedCodec = ChatCodec() if spec is None else TypedCodec(spec)
         await self.check_batch(plan, "batch_chat()", unchecked)
@@ -301,7 +301,7 @@ class Batches:
         column: str | None,
         params: Mapping[str, Any],
         result_names: list[str],
-        variant: str | None = None,
+        namespace: str | None = None,
     ) -> tuple[pd.DataFrame, Plan]:
         """The input frame and the plan of a chat batch, checked before anything is signed
         (no input column may have one of the ``result_names``). A typed batch
@@ -343,8 +343,6 @@ class Batches:
             if max_tokens is not None
             else spec.tokens_per_row()
         )
-        if variant is not None:
-            system = f"{system}\n\n{variant}" if system else variant
         requests = TypedRequests(model, spec, instruction, system, per_row, dict(params))
         if rows_per_request == "auto":
             rows_per_request = auto_rows_per_request(
@@ -352,7 +350,7 @@ class Batches:
             )
         assert isinstance(rows_per_request, int)
         return inputs, grouped_plan(
-            "chat", CHAT_PATH, model, items, requests.body, rows_per_request, {}
+            "chat", CHAT_PATH, model, items, requests.body, rows_per_request, {}, namespace
         )
 
     @overload

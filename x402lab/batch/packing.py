@@ -28,7 +28,6 @@ from x402lab.batch.items import ItemResult, split_atomic
 from x402lab.batch.plan import ChatCodec
 from x402lab.batch.typed import ITEMS, OutputSpec
 from x402lab.errors import ConfigError
-from x402lab.gateway.paid import request_key
 from x402lab.gateway.results import ChatResult
 from x402lab.pricing import estimate_tokens, raw_estimate_usd
 from x402lab.routes import CHAT as CHAT_PATH
@@ -158,14 +157,16 @@ class Reasked:
             (asked.round if asked else 0) + 1, {**(asked.before if asked else {}), **results}
         )
 
-    def request(self, body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The key and body of the request asking again: the pack's body with the round said
-        in its system message, so it is a request of its own (never the same key as the
-        request whose answer failed, which settled)."""
+    def request(
+        self, body: Mapping[str, Any], key_of: Callable[[Mapping[str, Any]], str]
+    ) -> tuple[str, dict[str, Any]]:
+        """The key (``key_of``: the plan's) and body of the request asking again: the pack's
+        body with the round said in its system message, so it is a request of its own (never
+        the same key as the request whose answer failed, which settled)."""
         messages = [dict(m) for m in body["messages"]]
         messages[0]["content"] = f"{messages[0]['content']}\n(Asked again, round {self.round}.)"
         again = {**body, "messages": messages}
-        return request_key("POST", CHAT_PATH, again), again
+        return key_of(again), again
 
     def carry(self, item: int, result: ItemResult) -> ItemResult:
         """``result`` with the shares the row paid before added (the shares of every request

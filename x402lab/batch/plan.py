@@ -6,12 +6,18 @@ for chat, ``per_request`` texts each for embeddings. Units are cut from the dist
 first-seen order. A unit some of whose items need no buying pays for the rest in a smaller
 request. Each item is claimed in the store under its own key (with the key of the request
 that carries it), so a re-run finds earlier payments and answers whatever the grouping.
+
+A plan with a ``namespace`` (``lab.compare``'s configurations) keys every request by that name,
+its grouping and its whole list of items as well: the same requests are sent, but no other
+batch (a plain one, another pack size, another sample) shares a key with it, so answers it
+stores are found only by the same plan run again.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import json
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -46,6 +52,12 @@ class Plan:
     params: Mapping[str, Any]
     #: The body of a request carrying some items' payloads (``grouped_plan``).
     build: Callable[[list[Any]], dict[str, Any]]
+    #: Keys of this plan's own (see the module docstring); None: a request's plain key.
+    namespace: str | None = None
+
+    def key_of(self, body: Mapping[str, Any]) -> str:
+        """The key of a request of this plan carrying ``body``."""
+        return namespaced_key(self.path, body, self.namespace)
 
     @property
     def rows(self) -> int:
@@ -73,7 +85,7 @@ class Plan:
         if list(items) == list(self.unit_items(unit)):
             return self.unit_keys[unit], self.unit_body(unit)
         body = self.body_for(items)
-        return request_key("POST", self.path, body), body
+        return self.key_of(body), body
 
 
 def _embed_body(model: str, texts: list[str], *, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,18 +170,24 @@ def grouped_plan(
     build: Callable[[list[Any]], dict[str, Any]],
     per_request: int,
     params: Mapping[str, Any],
+    namespace: str | None = None,
 ) -> Plan:
     """The plan of ``payloads`` paid ``per_request`` distinct items at a time, each item keyed
     by its request alone (so a re-run with any grouping finds it again); ``build`` makes the
-    body of a request carrying some items."""
-    keys = (request_key("POST", path, build([p])) for p in payloads)
+    body of a request carrying some items. ``namespace``: keys of the plan's own, derived
+    from it, the grouping and every item's plain key (the module docstring)."""
+    keys = [request_key("POST", path, build([p])) for p in payloads]
     row_items, item_keys, firsts = _index(keys)
     distinct = [payloads[row] for row in firsts]
+    if namespace is not None:
+        whole = hashlib.sha256("\n".join(item_keys).encode()).hexdigest()[:32]
+        namespace = f"{namespace}:{per_request}:{whole}"
+        item_keys = [namespaced_key(path, build([p]), namespace) for p in distinct]
     unit_keys = (
         item_keys
         if per_request == 1
         else [
-            request_key("POST", path, build(distinct[i : i + per_request]))
+            namespaced_key(path, build(distinct[i : i + per_request]), namespace)
             for i in range(0, len(distinct), per_request)
         ]
     )
@@ -186,7 +204,15 @@ def grouped_plan(
         unit_keys=unit_keys,
         params=dict(params),
         build=build,
+        namespace=namespace,
     )
+
+
+def namespaced_key(path: str, body: Mapping[str, Any], namespace: str | None) -> str:
+    """The request key of ``body``, or with a ``namespace`` a key of that namespace alone."""
+    if namespace is None:
+        return request_key("POST", path, body)
+    return request_key("POST", path, {"namespace": namespace, "body": body})
 
 
 class ChatCodec:

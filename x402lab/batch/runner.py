@@ -299,7 +299,7 @@ class Runner:
         plan = self.plan
         key, body = plan.request_for(unit, items)
         if asked is not None:
-            key, body = asked.request(body)
+            key, body = asked.request(body, plan.key_of)
         keys = [plan.item_keys[item] for item in items]
         # The payment's settlement is committed with the answers it bought (``put``), or
         # alone when this block ends without them.
@@ -375,7 +375,7 @@ class Runner:
         wait: list[int] = []
         for start in range(0, len(rows), size):
             chunk = rows[start : start + size]
-            key, _ = nxt.request(plan.request_for(unit, chunk)[1])
+            key, _ = nxt.request(plan.request_for(unit, chunk)[1], plan.key_of)
             got = self.store.claim([plan.item_keys[i] for i in chunk], key)
             decided = {i: got[plan.item_keys[i]] for i in chunk}
             pay, more = self._classify(decided, _shares(decided.values()), results)

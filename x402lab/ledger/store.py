@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from x402lab.errors import BudgetExceeded, ConfigError
 from x402lab.ledger import moves, outcomes, totals
 from x402lab.ledger.backends import open_database
-from x402lab.ledger.database import Database, Row, Tx
+from x402lab.ledger.database import Database, Row, Tx, chunks, marks
 from x402lab.ledger.owner import process_owner, user_label
 from x402lab.ledger.records import BudgetState, OpenPayment, PaymentMeta, SignedAuthorization
 from x402lab.ledger.schema import MIGRATIONS
@@ -345,6 +345,21 @@ class Ledger:
         return outcomes.apply(self, moves)
 
     # -- reading ---------------------------------------------------------------------------
+
+    def settled_by_key(self, request_keys: Iterable[str]) -> dict[str, tuple[int, float]]:
+        """The settled payment of each of ``request_keys`` that has one: its amount (atomic)
+        and the seconds from its reservation to its settlement (its paid round trip as the
+        ledger recorded it, so every later reading gives the same figure)."""
+        wanted = list(dict.fromkeys(request_keys))
+        found: dict[str, tuple[int, float]] = {}
+        for chunk in chunks(wanted):
+            for key, amount, start, end in self.db.read(
+                "SELECT request_key, amount_atomic, ts_us, updated_us FROM payments"
+                f" WHERE status = ? AND request_key IN ({marks(len(chunk))}) ORDER BY id",
+                (str(PaymentStatus.SETTLED), *chunk),
+            ):
+                found[key] = (int(amount), (end - start) / 1_000_000)
+        return found
 
     def row(self, row_id: int) -> dict[str, Any] | None:
         """One ledger row as a dict (columns of ``ledger_schema``), or None."""

@@ -16,19 +16,21 @@ offline; no model runs (docs/emulator.md). What it does:
   number is one written in the text, else one derived from its length (within ``minimum`` and
   ``maximum``); a boolean says whether the field's name (``mentions_price``: "price") occurs in
   the text; a list of strings holds words of the text (or the enum values named in it).
-- Simulated mistakes: each model answers each field wrongly (another valid value) with a rate
-  of its own that grows with the pack size, seeded by (model, item, field, pack size), so a
-  comparison of models and pack sizes has differences to show. Cheaper models err more.
+- Simulated mistakes: each model answers each field wrongly (another valid value) as the
+  seeded quality model (``quality``) says: skill rising with price, items of varying
+  difficulty, accuracy falling with an item's position in a long pack. ``truth`` is the
+  answer with no mistakes (the gold labels of ``data/reviews.csv``).
 - ``Faults.schema_violation_rate`` breaks whole answers on purpose (``violate``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
 from typing import Any
+
+from x402lab.emulator.gateway import quality
 
 Schema = dict[str, Any]
 
@@ -91,10 +93,7 @@ _SYNONYMS = {
 VIOLATIONS = ("invalid_json", "missing_item", "duplicated_item", "outside_enum", "truncated")
 
 
-def _unit(*parts: object) -> float:
-    """A stable number in [0, 1) from ``parts``."""
-    digest = hashlib.sha256(repr(parts).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+_unit = quality.unit
 
 
 def requested_schema(body: dict[str, Any]) -> tuple[str, Schema | None] | None:
@@ -111,14 +110,6 @@ def requested_schema(body: dict[str, Any]) -> tuple[str, Schema | None] | None:
         schema = inner.get("schema") if isinstance(inner.get("schema"), dict) else inner
         return "json_schema", schema
     return None
-
-
-def error_rate(model_id: str, output_usd_per_m: float, pack_size: int) -> float:
-    """The simulated share of fields a model gets wrong in a pack of ``pack_size`` items:
-    about 0.5% for the most expensive models and 3% for the cheapest, growing with the pack
-    (half as many again at 25 items), with a little of the model's own on top."""
-    base = 0.005 + 0.03 / (1.0 + output_usd_per_m) + 0.005 * _unit("model", model_id)
-    return min(0.5, base * (1.0 + (max(pack_size, 1) - 1) / 48.0))
 
 
 def pack_items(text: str) -> list[dict[str, Any]] | None:
@@ -158,17 +149,27 @@ def _entry_schema(schema: Schema) -> tuple[str, Schema] | None:
 
 
 class Deriver:
-    """Values under a schema derived from one item's text, with a model's simulated mistakes."""
+    """Values under a schema derived from one item's text, with a model's simulated mistakes
+    (``quality``: a model of ``skill`` answering the item at ``position`` of its pack; an
+    infinite skill makes none)."""
 
-    def __init__(self, text: str, *, model_id: str, rate: float, pack_size: int) -> None:
+    def __init__(
+        self, text: str, *, model_id: str, skill: float, position: int = 0, seed: int = 0
+    ) -> None:
         self.text = text
         self.words = [w.lower() for w in _WORD.findall(text)]
         self.model_id = model_id
-        self.rate = rate
-        self.pack_size = pack_size
+        self.skill = skill
+        self.position = position
+        self.seed = seed
 
-    def _wrong(self, field: str) -> bool:
-        return _unit("err", self.model_id, self.text, field, self.pack_size) < self.rate
+    def _wrong(self, field: str, *, ambiguous: bool = False) -> bool:
+        if math.isinf(self.skill):
+            return False
+        return quality.answers_wrongly(
+            self.seed, self.model_id, self.skill, self.text, field, self.position,
+            ambiguous=ambiguous,
+        )  # fmt: skip
 
     def value(self, schema: Schema, field: str) -> Any:
         kind = schema.get("type")
@@ -209,7 +210,8 @@ class Deriver:
             right = named[0]
         else:
             right = values[int(_unit("enum", self.text, field) * len(values))]
-        if len(values) > 1 and self._wrong(field):
+        ambiguous = len(named) != 1
+        if len(values) > 1 and self._wrong(field, ambiguous=ambiguous):
             others = [v for v in values if v != right]
             return others[int(_unit("other", self.text, field) * len(others))]
         return right
@@ -254,7 +256,13 @@ def _item_text(item: dict[str, Any]) -> str:
 
 
 def answer(
-    kind: str, schema: Schema | None, prompt: str, *, model_id: str, output_usd_per_m: float
+    kind: str,
+    schema: Schema | None,
+    prompt: str,
+    *,
+    model_id: str,
+    output_usd_per_m: float,
+    seed: int = 0,
 ) -> Any:
     """The JSON value a request asks for (see the module docstring)."""
     if kind == "json_object" or schema is None:
@@ -262,16 +270,23 @@ def answer(
         return {"answer": " ".join(words) or "n/a", "words": len(_WORD.findall(prompt))}
     items = pack_items(prompt)
     packed = _entry_schema(schema)
+    skill = quality.skill(model_id, output_usd_per_m)
     if packed is not None and items is not None:
         name, entry = packed
-        rate = error_rate(model_id, output_usd_per_m, len(items))
         entries = []
-        for item in items:
-            derive = Deriver(_item_text(item), model_id=model_id, rate=rate, pack_size=len(items))
+        for position, item in enumerate(items):
+            derive = Deriver(
+                _item_text(item), model_id=model_id, skill=skill, position=position, seed=seed
+            )
             entries.append(derive.obj(entry) | {"id": item["id"]})
         return {name: entries}
-    rate = error_rate(model_id, output_usd_per_m, 1)
-    return Deriver(prompt, model_id=model_id, rate=rate, pack_size=1).value(schema, "")
+    return Deriver(prompt, model_id=model_id, skill=skill, seed=seed).value(schema, "")
+
+
+def truth(text: str, entry: Schema) -> dict[str, Any]:
+    """The true answer for an item of ``text`` under ``entry`` (the object schema of one
+    item of a pack): what every model answers when it makes no mistake."""
+    return Deriver(text, model_id="", skill=math.inf).obj(entry)
 
 
 def violate(value: Any, schema: Schema | None, roll: float) -> tuple[str, str | None]:

@@ -140,6 +140,7 @@ class Upstream:
             _last_user_text(body.get("messages")),
             model_id=model.id,
             output_usd_per_m=float(output.get("usd", 1.0)) if isinstance(output, dict) else 1.0,
+            seed=self.seed,
         )
         text, finish = json.dumps(value, separators=(", ", ": ")), "stop"
         if self.schema_violation_rate > 0 and rng.random() < self.schema_violation_rate:
