@@ -9,6 +9,7 @@ say so).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 import threading
@@ -62,11 +63,14 @@ def plan_notebook(
     report = _progress(progress)
     result: dict[str, Any] = {}
 
-    # nbclient drives the kernel with its own event loop: run it on a thread of its own, so a
-    # plan can be made from a Jupyter cell (whose loop is already running) as from a shell.
+    # The kernel is driven by nbclient's async API on an event loop of this thread's own
+    # (closed at the end), so a plan can be made from a Jupyter cell, whose loop is already
+    # running, as from a shell.
     def work() -> None:
         try:
-            result["cells"] = _execute(notebook, source, report, timeout_s, kernel_name)
+            result["cells"] = asyncio.run(
+                _execute(notebook, source, report, timeout_s, kernel_name)
+            )
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             result["error"] = exc
 
@@ -79,7 +83,7 @@ def plan_notebook(
     return plan_frame(cells, connects)
 
 
-def _execute(
+async def _execute(
     notebook: Any,
     source: Path,
     report: Callable[[CellPlan, int, int], None] | None,
@@ -107,14 +111,14 @@ def _execute(
     connects: list[Connected] = []
     offset = 0
     dead: str | None = None
-    with client.setup_kernel(env=env):
+    async with client.async_setup_kernel(env=env):
         for done, (index, cell) in enumerate(code, start=1):
             plan = CellPlan(cell=index + 1, source=cell.source)
             if dead is not None:
                 plan.error = dead
             else:
                 try:
-                    client.execute_cell(cell, index)
+                    await client.async_execute_cell(cell, index)
                 except CellExecutionError as exc:
                     plan.error = f"{exc.ename}: {exc.evalue}".strip(": ")
                 except CellTimeoutError:
