@@ -31,7 +31,7 @@ import httpx
 from x402lab.payments import read_challenge
 from x402lab.planning.answers import Answers, Source, body_text
 from x402lab.planning.records import PricedCall, Recorder
-from x402lab.routes import CHAT, GATEWAY, PAYMENT_HEADER
+from x402lab.routes import CHAT, GATEWAY, PAYMENT_HEADER, REPORTS
 from x402lab.wallet import Wallet
 from x402lab.x402.codec import decode_header
 from x402lab.x402.headers import PaymentHeaders
@@ -119,11 +119,14 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
         return None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        payment = next((request.headers[h] for h in PAYMENT_HEADERS if h in request.headers), None)
         found = self._service(request.url)
+        if found is None and payment is not None and self._answerer is None:
+            # The embedded default: the target is the rehearsal's own emulator.
+            found = (REPORTS if "x-402-payment" in request.headers else GATEWAY), ""
         if found is None:  # the chain's JSON-RPC, a media download: as they are
             return await self._inner.send(request, stream=True)
         service, tail = found
-        payment = next((request.headers[h] for h in PAYMENT_HEADERS if h in request.headers), None)
         content = await request.aread()
         if payment is None:
             if self._answerer is not None and self._issued and self._about_issued(request, content):
