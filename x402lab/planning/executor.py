@@ -53,8 +53,14 @@ def plan_notebook(
     kernel_name: str | None = None,
 ) -> PlanFrame:
     """``x402lab.plan``'s work (its docstring says what it returns and raises)."""
-    import nbformat
-
+    try:
+        import nbclient  # noqa: F401
+        import nbformat
+    except ImportError as exc:
+        raise ConfigError(
+            f"planning a notebook needs nbclient and nbformat ({exc}):"
+            " pip install 'x402lab[plan]'"
+        ) from None
     source = Path(path).expanduser()
     try:
         notebook = nbformat.read(source, as_version=4)
