@@ -5,10 +5,9 @@ the plan must come from the target, not from the rehearsal's own emulator (0.5).
 notebook holds single chat calls (one quoting an earlier answer), a packed typed batch, a
 music job, a report purchase and a cell that fails. The plan must match what the real run
 then pays on the target's chain (exactly for every row marked exact, within 2% in total),
-move nothing on that chain, leave the notebook's ledger unwritten, and take less time than
-the run (the target answers a paid request in 0.5 s and makes music in 8 s, as real
-services take time to infer and generate; the rehearsal's emulator does not). A second plan
-after the run prices what the ledger now holds at 0.
+move nothing on that chain and leave the notebook's ledger unwritten. A second plan after
+the run prices what the ledger now holds at 0. (How long a plan takes against the run:
+benchmarks/plan_notebook.py.)
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import asyncio
 import contextlib
 import os
 import secrets
-import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -33,12 +31,12 @@ from x402lab.money import atomic_to_decimal
 from x402lab.wallet import Wallet
 
 CELLS = [
-    "import os\nimport x402lab as xl",
+    "import os\nimport x402lab as xl\nCHAT = 'openai-gpt-54-pro'  # priced above the minimum",
     "lab = xl.connect(gateway_url=os.environ['PLAN_GW'], reports_url=os.environ['PLAN_RP'],\n"
     "                 wallet=xl.Wallet.from_env(), ledger=os.environ['PLAN_LEDGER'],\n"
     "                 budget=xl.Budget(usd=5, per_call_usd=1, name='notebook'))",
-    "hello = lab.chat('Say hello to the planner', model='qwen-3-8-27b', max_tokens=40)",
-    "again = lab.chat('Say it shorter: ' + hello.text, model='qwen-3-8-27b', max_tokens=30)",
+    "hello = lab.chat('Say hello to the planner', model=CHAT, max_tokens=400)",
+    "again = lab.chat('Say it shorter: ' + hello.text, model=CHAT, max_tokens=300)",
     "reviews = ['good phone', 'bad phone', 'ok phone', 'great screen', 'broken box', 'fine']\n"
     "typed = lab.batch_chat(reviews, model='qwen-3-8-27b', rows_per_request=3,\n"
     "                       labels=['positive', 'negative', 'neutral'], progress=None)",
@@ -81,9 +79,7 @@ async def _run_for_real(path: Path, chain, payer: str) -> dict[int, int]:
 def test_plan_matches_what_the_run_pays_and_moves_nothing(
     tmp_path: Path, emulator_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    target = emulator_factory(
-        EmulatorSettings(price_mult=0.73, job_seconds=8.0), paid_latency_s=0.5
-    )
+    target = emulator_factory(EmulatorSettings(price_mult=0.73, job_seconds=0.3))
     key = "0x" + secrets.token_hex(32)
     payer = Wallet.from_key(key).address
     ledger = tmp_path / "ledger" / "notebook.sqlite"
@@ -94,9 +90,7 @@ def test_plan_matches_what_the_run_pays_and_moves_nothing(
     path = _notebook(tmp_path / "to_plan.ipynb")
 
     lines: list[str] = []
-    started = time.perf_counter()
     plan = xl.plan(path, progress=lambda cell, done, total: lines.append(cell.first_line))
-    plan_s = time.perf_counter() - started
     assert target.chain.transfers() == []  # nothing moved on the target's chain
     assert not ledger.exists()  # the notebook's ledger was not written (not even created)
     assert len(lines) == len(CELLS)  # a progress report per code cell
@@ -109,21 +103,27 @@ def test_plan_matches_what_the_run_pays_and_moves_nothing(
     assert rows[6].calls == 2  # 6 rows, 3 per request
     assert all(rows[c].exact for c in (4, 6, 7, 8))
 
-    started = time.perf_counter()
+    # The rehearsal's own emulator (the default multiplier) would have priced it otherwise.
+    default = emulator_factory()
+    with xl.connect(gateway_url=default.gateway_url, wallet=Wallet.create()) as other:
+        body = {
+            "model": "openai-gpt-54-pro",
+            "messages": [{"role": "user", "content": "Say hello to the planner"}],
+            "max_tokens": 400,
+        }
+        assert other.quote("POST", "/api/v1/chat/completions", body).amount_atomic != int(
+            rows[4].usd * 10**6
+        )
+
     paid = asyncio.run(_run_for_real(path, target.chain, payer))
-    run_s = time.perf_counter() - started
 
     for cell, row in rows.items():
         if row.exact:
             assert row.usd == atomic_to_decimal(paid[cell]), (cell, plan.to_text(), paid)
     total_paid = atomic_to_decimal(sum(paid.values()))
     total_plan = Decimal(plan.attrs["plan"]["total_usd"])
+    assert total_paid > 0 and all(paid[c] > 0 for c in (4, 5, 6, 7, 8))
     assert abs(total_plan - total_paid) <= total_paid * Decimal("0.02"), (total_plan, total_paid)
-    assert plan_s < run_s, (plan_s, run_s)
-    print(
-        f"\nplan {total_plan} USD in {plan_s:.1f} s; run paid {total_paid} USD in {run_s:.1f} s;"
-        f" {len(target.chain.transfers())} transfers by the run, 0 by the plan"
-    )
 
     # Planned again after the run: the batch rows, the job and the reports are held (0 USD),
     # the single chat calls pay again.

@@ -58,8 +58,7 @@ def plan_notebook(
         import nbformat
     except ImportError as exc:
         raise ConfigError(
-            f"planning a notebook needs nbclient and nbformat ({exc}):"
-            " pip install 'x402lab[plan]'"
+            f"planning a notebook needs nbclient and nbformat ({exc}): pip install 'x402lab[plan]'"
         ) from None
     source = Path(path).expanduser()
     try:

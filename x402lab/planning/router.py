@@ -104,6 +104,9 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
         self._answers = Answers()
         self._issued: set[str] = set()  # queue ids the answerer issued
         self._headers = PaymentHeaders()
+        # The nonce of each payment already priced: the lab sends a payload again after an
+        # unclear answer (never signing anew), and that is still one paid request.
+        self._priced: set[str] = set()
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -145,6 +148,9 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
     ) -> httpx.Response:
         signed = PaymentPayload.from_wire(decode_header(payment))
         amount = PaymentRequirements.from_wire(signed.accepted).amount
+        nonce = signed.authorization.nonce
+        again = nonce in self._priced
+        self._priced.add(nonce)
         path = request.url.path
         body = _json(content)
         text = body_text(content)
@@ -159,19 +165,20 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
         if response.status_code >= 300:
             await response.aread()
             refused = f"HTTP {response.status_code}: {response.text[:200]}"
-        self._recorder.write(
-            PricedCall(
-                seq=seq,
-                service=service,
-                method=request.method,
-                path=path,
-                amount_atomic=amount,
-                depends_on=sorted({s.call for s in sources.values()}),
-                reasked=_reasked(path, body),
-                high_atomic=high,
-                refused=refused,
+        if not again:
+            self._recorder.write(
+                PricedCall(
+                    seq=seq,
+                    service=service,
+                    method=request.method,
+                    path=path,
+                    amount_atomic=amount,
+                    depends_on=sorted({s.call for s in sources.values()}),
+                    reasked=_reasked(path, body),
+                    high_atomic=high,
+                    refused=refused,
+                )
             )
-        )
         if refused is None:
             response = await self._remember(response, text, Source(seq, _max_tokens(body)))
         return response

@@ -195,6 +195,9 @@ class PlanFrame(pd.DataFrame):
         shown["usd_high"] = shown["usd_high"].astype(object).where(shown["usd_high"].notna(), "?")
         return shown.to_string(index=False, max_colwidth=60) + "\n" + self.summary()
 
+    def __repr__(self) -> str:
+        return f"{super().__repr__()}\n{self.summary()}"
+
     def _repr_html_(self) -> str:  # type: ignore[override]
         table = pd.DataFrame(self).to_html(index=False, na_rep="")
         summary = self.summary().replace("\n", "<br>")
