@@ -102,6 +102,7 @@ def test_plan_matches_what_the_run_pays_and_moves_nothing(
     assert rows[5].usd_high is not None and rows[5].usd_high >= rows[5].usd
     assert rows[6].calls == 2  # 6 rows, 3 per request
     assert all(rows[c].exact for c in (4, 6, 7, 8))
+    assert "total" in plan._repr_html_() and "budget 'notebook'" in plan.to_text()
 
     # The rehearsal's own emulator (the default multiplier) would have priced it otherwise.
     default = emulator_factory()
