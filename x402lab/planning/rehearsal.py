@@ -34,6 +34,7 @@ from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 from x402lab.planning.records import REHEARSAL_ENV, Connected, Recorder
 from x402lab.planning.router import RehearsalTransport
 from x402lab.routes import GATEWAY, REPORTS
+from x402lab.transport.wire import http_options
 from x402lab.wallet import Wallet
 
 #: How long a media job takes on the rehearsal's emulator (the target's own time is not
@@ -104,8 +105,15 @@ class Rehearsal:
                 targets[GATEWAY] = settings.gateway_url
             if settings.reports_url:
                 targets[REPORTS] = settings.reports_url
+        # The requests to the target keep the notebook's trust store and the environment's
+        # proxies (a client of its own, ``http_client=``, is not used in rehearsal).
+        inner = httpx.AsyncClient(**http_options(settings.verify), timeout=settings.timeout_s)
         transport = RehearsalTransport(
-            targets=targets, answerer=answerer, recorder=self.recorder, wallet=Wallet.create()
+            targets=targets,
+            answerer=answerer,
+            recorder=self.recorder,
+            wallet=Wallet.create(),
+            inner=inner,
         )
         per_call = budget.per_call_atomic / 10**6 if budget.per_call_atomic is not None else None
         return dataclasses.replace(
