@@ -3,7 +3,8 @@
 The target runs with a price multiplier that is not the default (0.73), so every price in
 the plan must come from the target, not from the rehearsal's own emulator (0.5). The
 notebook holds single chat calls (one quoting an earlier answer), a packed typed batch, a
-music job, a report purchase and a cell that fails. The plan must match what the real run
+music job, a report purchase, a paid request through ``lab.http_client()`` (a client handed
+to another library) and a cell that fails. The plan must match what the real run
 then pays on the target's chain (exactly for every row marked exact, within 2% in total),
 move nothing on that chain and leave the notebook's ledger unwritten. A second plan after
 the run prices what the ledger now holds at 0. (How long a plan takes against the run:
@@ -43,6 +44,11 @@ CELLS = [
     "job = lab.music('a calm piano loop', model='ace-step-15', duration_seconds=60)\njob.wait()",
     "menu = lab.reports.menu('solarmoth')\n"
     "bought = lab.reports.buy('solarmoth', ids=list(menu['report_id'][:2]))",
+    # A client handed to another library (here httpx itself) is priced like the lab's calls.
+    "body = {'model': CHAT, 'messages': [{'role': 'user', 'content': 'Name a colour'}],\n"
+    "        'max_tokens': 50}\n"
+    "with lab.http_client() as http:\n"
+    "    http.post('/api/v1/chat/completions', json=body).raise_for_status()",
     "undefined_name + 1",
     "lab.close()",
 ]
@@ -96,12 +102,12 @@ def test_plan_matches_what_the_run_pays_and_moves_nothing(
     assert len(lines) == len(CELLS)  # a progress report per code cell
 
     rows = {int(r.cell): r for r in plan.itertuples(index=False)}
-    assert set(rows) == {4, 5, 6, 7, 8, 9}, plan.to_text()
-    assert "NameError" in rows[9].note and rows[9].calls == 0
+    assert set(rows) == {4, 5, 6, 7, 8, 9, 10}, plan.to_text()
+    assert "NameError" in rows[10].note and rows[10].calls == 0
     assert not rows[5].exact and "cell 4" in rows[5].note  # it quotes cell 4's answer
     assert rows[5].usd_high is not None and rows[5].usd_high >= rows[5].usd
     assert rows[6].calls == 2  # 6 rows, 3 per request
-    assert all(rows[c].exact for c in (4, 6, 7, 8))
+    assert all(rows[c].exact for c in (4, 6, 7, 8, 9))
     assert "total" in plan._repr_html_() and "budget 'notebook'" in plan.to_text()
 
     # The rehearsal's own emulator (the default multiplier) would have priced it otherwise.
@@ -123,7 +129,7 @@ def test_plan_matches_what_the_run_pays_and_moves_nothing(
             assert row.usd == atomic_to_decimal(paid[cell]), (cell, plan.to_text(), paid)
     total_paid = atomic_to_decimal(sum(paid.values()))
     total_plan = Decimal(plan.attrs["plan"]["total_usd"])
-    assert total_paid > 0 and all(paid[c] > 0 for c in (4, 5, 6, 7, 8))
+    assert total_paid > 0 and all(paid[c] > 0 for c in (4, 5, 6, 7, 8, 9))
     assert abs(total_plan - total_paid) <= total_paid * Decimal("0.02"), (total_plan, total_paid)
 
     # Planned again after the run: the batch rows, the job and the reports are held (0 USD),
@@ -134,5 +140,5 @@ def test_plan_matches_what_the_run_pays_and_moves_nothing(
     assert len(target.chain.transfers()) == transfers
     assert (ledger.stat().st_size, ledger.stat().st_mtime_ns) == size
     priced = {int(r.cell): int(r.calls) for r in again.itertuples(index=False) if r.calls}
-    assert priced == {4: 1, 5: 1}, again.to_text()
+    assert priced == {4: 1, 5: 1, 9: 1}, again.to_text()
     assert os.environ["X402LAB_PRIVATE_KEY"] not in again.to_plan_json()

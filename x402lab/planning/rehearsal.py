@@ -32,7 +32,7 @@ import httpx
 from x402lab.budget import Budget
 from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 from x402lab.planning.records import REHEARSAL_ENV, Connected, Recorder
-from x402lab.planning.router import RehearsalTransport
+from x402lab.planning.router import RehearsalClient, RehearsalTransport
 from x402lab.routes import GATEWAY, REPORTS
 from x402lab.transport.wire import http_options
 from x402lab.wallet import Wallet
@@ -107,13 +107,13 @@ class Rehearsal:
                 targets[REPORTS] = settings.reports_url
         # The requests to the target keep the notebook's trust store and the environment's
         # proxies (a client of its own, ``http_client=``, is not used in rehearsal).
-        inner = httpx.AsyncClient(**http_options(settings.verify), timeout=settings.timeout_s)
+        options = http_options(settings.verify)
         transport = RehearsalTransport(
             targets=targets,
             answerer=answerer,
             recorder=self.recorder,
             wallet=Wallet.create(),
-            inner=inner,
+            inner=lambda: httpx.AsyncClient(**options, timeout=settings.timeout_s),
         )
         per_call = budget.per_call_atomic / 10**6 if budget.per_call_atomic is not None else None
         return dataclasses.replace(
@@ -122,7 +122,7 @@ class Rehearsal:
             ledger=Ledger(ledger, user=settings.user),
             budget=Budget(usd=None, per_call_usd=per_call, name=f"rehearsal-{budget.name}"),
             prepay=False,
-            http_client=httpx.AsyncClient(transport=transport, timeout=settings.timeout_s),
+            http_client=RehearsalClient(transport, timeout=settings.timeout_s),
         )
 
 

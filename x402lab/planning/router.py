@@ -24,11 +24,14 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 
+from x402lab._loop import in_helper_thread, run
+from x402lab.errors import ConfigError
 from x402lab.payments import read_challenge
 from x402lab.planning.answers import Answers, Source, body_text
 from x402lab.planning.records import PricedCall, Recorder
@@ -82,12 +85,34 @@ def _reasked(path: str, body: Any) -> bool:
     return isinstance(content, str) and ASKED_AGAIN in content
 
 
-class RehearsalTransport(httpx.AsyncBaseTransport):
+def _read(response: httpx.Response) -> list[tuple[str, str]]:
+    """The headers of ``response`` for a copy holding its body decoded and whole."""
+    return [
+        (k, v)
+        for k, v in response.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+
+
+class RehearsalClient(httpx.AsyncClient):
+    """The rehearsing lab's HTTP client. ``shared_transport``: the transport the clients the
+    lab hands to other libraries send through too (``Session.http_options``), so their paid
+    requests are priced and answered like the lab's own."""
+
+    def __init__(self, transport: RehearsalTransport, **options: Any) -> None:
+        super().__init__(transport=transport, **options)
+        self.shared_transport = transport
+
+
+class RehearsalTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """Routes a rehearsing lab's requests (see the module docstring).
 
     ``targets``: each service's base URL as the notebook gave it; ``answerer``: the same
     services on the rehearsal's emulator (None: the target is itself an emulator started for
-    this rehearsal, which answers its own paid requests); ``wallet``: pays the answerer.
+    this rehearsal, which answers its own paid requests); ``wallet``: pays the answerer;
+    ``inner``: makes the HTTP client that really sends (one per event loop: the lab's loop,
+    and the loop of an async client handed to another library). A sync client (``httpx.Client``
+    handed to openai-python) is served on x402lab's helper loop, its answers read whole.
     """
 
     def __init__(
@@ -97,13 +122,15 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
         answerer: Mapping[str, str] | None,
         recorder: Recorder,
         wallet: Wallet,
-        inner: httpx.AsyncClient | None = None,
+        inner: Callable[[], httpx.AsyncClient] = httpx.AsyncClient,
     ) -> None:
         self._targets = {name: url.rstrip("/") for name, url in targets.items()}
         self._answerer = {n: u.rstrip("/") for n, u in answerer.items()} if answerer else None
         self._recorder = recorder
         self._wallet = wallet
-        self._inner = inner or httpx.AsyncClient(trust_env=True, timeout=120.0)
+        self._make_inner = inner
+        self._inners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]
+        self._inners = weakref.WeakKeyDictionary()
         self._answers = Answers()
         self._issued: set[str] = set()  # queue ids the answerer issued
         self._headers = PaymentHeaders()
@@ -111,8 +138,29 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
         # unclear answer (never signing anew), and that is still one paid request.
         self._priced: set[str] = set()
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+    def _client(self) -> httpx.AsyncClient:
+        """The sending client of the running event loop."""
+        loop = asyncio.get_running_loop()
+        found = self._inners.get(loop)
+        if found is None:
+            found = self._inners[loop] = self._make_inner()
+        return found
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if in_helper_thread():
+            raise RuntimeError("a sync client cannot send from x402lab's helper loop")
+        request.read()
+        return run(self._whole(request))
+
+    async def _whole(self, request: httpx.Request) -> httpx.Response:
+        response = await self.handle_async_request(request)
+        try:
+            content = await response.aread()
+        finally:
+            await response.aclose()
+        return httpx.Response(
+            response.status_code, headers=_read(response), content=content, request=request
+        )
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -130,14 +178,20 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
         if found is None and payment is not None and self._answerer is None:
             # The embedded default: the target is the rehearsal's own emulator.
             found = (REPORTS if "x-402-payment" in request.headers else GATEWAY), ""
+        if found is None and payment is not None:
+            # A payment never leaves for a service the rehearsal does not answer.
+            raise ConfigError(
+                f"rehearsal: a paid request to {request.url.host}, which is not one of the"
+                " services the notebook connected to, is not sent"
+            )
         if found is None:  # the chain's JSON-RPC, a media download: as they are
-            return await self._inner.send(request, stream=True)
+            return await self._client().send(request, stream=True)
         service, tail = found
         content = await request.aread()
         if payment is None:
             if self._answerer is not None and self._issued and self._about_issued(request, content):
                 return await self._follow(request, service, tail, content)
-            return await self._inner.send(request, stream=True)
+            return await self._client().send(request, stream=True)
         return await self._paid(request, service, tail, content, payment)
 
     def _about_issued(self, request: httpx.Request, content: bytes) -> bool:
@@ -184,7 +238,7 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
         seq = next(_SEQUENCE)
         high = await self._bound(request, content, body, sources) if sources else None
         if self._answerer is None:
-            response = await self._inner.send(request, stream=True)
+            response = await self._client().send(request, stream=True)
         else:
             response = await self._answer(request, service, tail, content)
         refused = None
@@ -216,7 +270,7 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
         assert self._answerer is not None
         url = self._answerer[service] + tail
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
-        first = await self._inner.request(request.method, url, headers=headers, content=content)
+        first = await self._client().request(request.method, url, headers=headers, content=content)
         if first.status_code != 402:
             return first
         challenge = read_challenge(first.headers.get("payment-required"), _json(first.content))
@@ -225,13 +279,13 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
             challenge, requirements, self._wallet.signer, now=int(time.time()), nonce=new_nonce()
         )
         header = self._headers.encode(payload, challenge, requirements)
-        paid = self._inner.build_request(
+        paid = self._client().build_request(
             request.method,
             url,
             headers={**headers, PAYMENT_HEADER.get(service, PAYMENT_HEADER[GATEWAY]): header},
             content=content,
         )
-        return await self._inner.send(paid, stream=True)
+        return await self._client().send(paid, stream=True)
 
     async def _remember(
         self, response: httpx.Response, asked: str, source: Source
@@ -246,13 +300,8 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
         if isinstance(answer, Mapping) and isinstance(answer.get("queue_id"), str):
             self._issued.add(answer["queue_id"])
         self._answers.add(answer, asked, source)
-        headers = [
-            (k, v)
-            for k, v in response.headers.multi_items()
-            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-        ]
         return httpx.Response(
-            response.status_code, headers=headers, content=content, request=response.request
+            response.status_code, headers=_read(response), content=content, request=response.request
         )
 
     async def _bound(
@@ -288,7 +337,7 @@ class RehearsalTransport(httpx.AsyncBaseTransport):
         padded = {**body, "messages": [*messages[:-1], last]}
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
         headers["content-type"] = "application/json"
-        answer = await self._inner.request(
+        answer = await self._client().request(
             "POST", str(request.url), headers=headers, content=json.dumps(padded).encode()
         )
         if answer.status_code != 402:
