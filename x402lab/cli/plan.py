@@ -16,13 +16,16 @@ HELP = "price a whole notebook before it pays: run it in rehearsal, nothing sign
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add the notebook, ``--json`` and ``--timeout``."""
+    """Add the notebook, ``--json``, ``--timeout`` and ``--kernel``."""
     parser.add_argument("notebook", type=Path, help="the .ipynb file to plan")
     parser.add_argument(
         "--json", type=Path, default=None, metavar="FILE", help="also write the plan as JSON"
     )
     parser.add_argument(
         "--timeout", type=float, default=600.0, help="seconds one cell may run (default 600)"
+    )
+    parser.add_argument(
+        "--kernel", default=None, help="the kernel to run it in (default: the notebook's own)"
     )
 
 
@@ -34,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         args.notebook,
         progress=lambda cell, done, total: print(describe(cell, done, total), file=sys.stderr),
         timeout_s=args.timeout,
+        kernel_name=args.kernel,
     )
     print(frame.to_text())
     if args.json is not None:

@@ -67,6 +67,7 @@ def plan_notebook(
         raise ConfigError(f"cannot read the notebook {source}: {exc}") from None
     report = _progress(progress)
     result: dict[str, Any] = {}
+    stop = threading.Event()
 
     # The kernel is driven by nbclient's async API on an event loop of this thread's own
     # (closed at the end), so a plan can be made from a Jupyter cell, whose loop is already
@@ -74,14 +75,20 @@ def plan_notebook(
     def work() -> None:
         try:
             result["cells"] = asyncio.run(
-                _execute(notebook, source, report, timeout_s, kernel_name)
+                _execute(notebook, source, report, timeout_s, kernel_name, stop)
             )
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             result["error"] = exc
 
     thread = threading.Thread(target=work, name="x402lab-plan", daemon=True)
     thread.start()
-    thread.join()
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        # The first Ctrl+C ends the plan after the running cell and shuts the kernel down.
+        stop.set()
+        thread.join()
+        raise
     if "error" in result:
         raise result["error"]
     cells, connects = result["cells"]
@@ -94,6 +101,7 @@ async def _execute(
     report: Callable[[CellPlan, int, int], None] | None,
     timeout_s: float,
     kernel_name: str | None,
+    stop: threading.Event,
 ) -> tuple[list[CellPlan], list[Connected]]:
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
@@ -118,6 +126,8 @@ async def _execute(
     dead: str | None = None
     async with client.async_setup_kernel(env=env):
         for done, (index, cell) in enumerate(code, start=1):
+            if stop.is_set():
+                break
             plan = CellPlan(cell=index + 1, source=cell.source)
             if dead is not None:
                 plan.error = dead
