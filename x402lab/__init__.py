@@ -42,6 +42,7 @@ if _IMPORT_NOW:
     from x402lab.budget import Budget
     from x402lab.lab import AsyncLab, Lab, Settings, connect, connect_async
     from x402lab.ledger import Ledger
+    from x402lab.planning import plan
     from x402lab.wallet import Wallet
 
 #: The names imported on first use, and their modules.
@@ -55,6 +56,7 @@ _LAZY = {
     "Wallet": "x402lab.wallet",
     "connect": "x402lab.lab",
     "connect_async": "x402lab.lab",
+    "plan": "x402lab.planning",
     "run": "x402lab._loop",
 }
 
@@ -104,5 +106,6 @@ __all__ = [
     "X402LabError",
     "connect",
     "connect_async",
+    "plan",
     "run",
 ]

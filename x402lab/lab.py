@@ -38,6 +38,7 @@ from x402lab.integrations import PayingClients
 from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 from x402lab.media import Job, Media
 from x402lab.payments import Payer
+from x402lab.planning.rehearsal import Rehearsal
 from x402lab.reports import AsyncReports, Reports
 from x402lab.session import Session
 from x402lab.sync import Mirror, Twin, blocking, direct
@@ -489,6 +490,10 @@ class Lab(Twin[AsyncLab]):
 
 
 def _build(settings: Settings) -> AsyncLab:
+    if (rehearsal := Rehearsal.from_env()) is not None:  # ``x402lab plan``: nothing paid
+        from x402lab import emulator as emulated
+
+        settings = rehearsal.prepare(settings, emulated.start_emulator, emulated.EmulatorSettings)
     gateway_url, reports_url = settings.gateway_url, settings.reports_url
     wallet, ledger, chain_rpc_url = settings.wallet, settings.ledger, settings.chain_rpc_url
     embedded = gateway_url is None and reports_url is None

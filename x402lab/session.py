@@ -102,8 +102,13 @@ class Session:
 
     def http_options(self) -> dict[str, Any]:
         """The options of a client handed to another library: the same trust store and
-        environment handling as the lab's own."""
-        return http_options(self.verify)
+        environment handling as the lab's own, and the lab's transport when its own client
+        shares one (a rehearsal's, ``x402lab.planning``: their requests are priced too)."""
+        options = http_options(self.verify)
+        shared = getattr(self._user_client, "shared_transport", None)
+        if shared is not None:
+            options["transport"] = shared
+        return options
 
     @property
     def is_open(self) -> bool:

@@ -1,0 +1,153 @@
+"""Runs a notebook in rehearsal, one cell at a time, and reads what each cell priced.
+
+A fresh kernel (nbclient) is started with ``X402LAB_REHEARSAL`` naming a records file, so
+every ``connect()`` in it rehearses (``planning.rehearsal``). After each cell the executor
+reads the records the kernel appended meanwhile: that cell's priced requests. A cell that
+fails is kept with its error and the next cells run (those that needed it fail in turn, and
+say so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from x402lab.errors import ConfigError
+from x402lab.money import format_usd
+from x402lab.planning.records import REHEARSAL_ENV, Connected, PricedCall, read_new
+from x402lab.planning.table import CellPlan, PlanFrame, plan_frame
+
+
+def _progress(progress: Any) -> Callable[[CellPlan, int, int], None] | None:
+    if progress is None:
+        return None
+    if callable(progress):
+        return progress  # type: ignore[no-any-return]
+    if progress == "text":
+        return lambda cell, done, total: print(describe(cell, done, total), flush=True)
+    raise ConfigError(f"progress must be 'text', None or a callable, got {progress!r}")
+
+
+def describe(cell: CellPlan, done: int, total: int) -> str:
+    """The progress line of ``cell``, the ``done``-th of ``total`` code cells."""
+    head = f"[{done}/{total}] cell {cell.cell}: {cell.first_line[:50]}"
+    if cell.error is not None:
+        tail = f"failed: {cell.error[:80]}"
+    elif cell.calls:
+        tail = f"{len(cell.calls)} paid call(s), {format_usd(cell.amount_atomic)}"
+    else:
+        tail = "free"
+    return f"{head} ... {tail}"
+
+
+def plan_notebook(
+    path: str | os.PathLike[str],
+    *,
+    progress: Any = "text",
+    timeout_s: float = 600.0,
+    kernel_name: str | None = None,
+) -> PlanFrame:
+    """``x402lab.plan``'s work (its docstring says what it returns and raises)."""
+    try:
+        import nbclient  # noqa: F401
+        import nbformat
+    except ImportError as exc:
+        raise ConfigError(
+            f"planning a notebook needs nbclient and nbformat ({exc}): pip install 'x402lab[plan]'"
+        ) from None
+    source = Path(path).expanduser()
+    try:
+        notebook = nbformat.read(source, as_version=4)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the notebook {source}: {exc}") from None
+    report = _progress(progress)
+    result: dict[str, Any] = {}
+    stop = threading.Event()
+
+    # The kernel is driven by nbclient's async API on an event loop of this thread's own
+    # (closed at the end), so a plan can be made from a Jupyter cell, whose loop is already
+    # running, as from a shell.
+    def work() -> None:
+        try:
+            result["cells"] = asyncio.run(
+                _execute(notebook, source, report, timeout_s, kernel_name, stop)
+            )
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=work, name="x402lab-plan", daemon=True)
+    thread.start()
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        # The first Ctrl+C ends the plan after the running cell and shuts the kernel down.
+        stop.set()
+        thread.join()
+        raise
+    if "error" in result:
+        raise result["error"]
+    cells, connects = result["cells"]
+    return plan_frame(cells, connects)
+
+
+async def _execute(
+    notebook: Any,
+    source: Path,
+    report: Callable[[CellPlan, int, int], None] | None,
+    timeout_s: float,
+    kernel_name: str | None,
+    stop: threading.Event,
+) -> tuple[list[CellPlan], list[Connected]]:
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    folder = Path(tempfile.mkdtemp(prefix="x402lab-plan-"))
+    records = folder / "records.jsonl"
+    records.touch(mode=0o600)
+    name = kernel_name or notebook.metadata.get("kernelspec", {}).get("name") or "python3"
+    client = NotebookClient(
+        notebook,
+        timeout=int(timeout_s),
+        kernel_name=name,
+        resources={"metadata": {"path": str(source.parent)}},
+    )
+    env = {**os.environ, REHEARSAL_ENV: str(records)}
+    code = [
+        (i, c) for i, c in enumerate(notebook.cells) if c.cell_type == "code" and c.source.strip()
+    ]
+    cells: list[CellPlan] = []
+    connects: list[Connected] = []
+    offset = 0
+    dead: str | None = None
+    async with client.async_setup_kernel(env=env):
+        for done, (index, cell) in enumerate(code, start=1):
+            if stop.is_set():
+                break
+            plan = CellPlan(cell=index + 1, source=cell.source)
+            if dead is not None:
+                plan.error = dead
+            else:
+                try:
+                    await client.async_execute_cell(cell, index)
+                except CellExecutionError as exc:
+                    plan.error = f"{exc.ename}: {exc.evalue}".strip(": ")
+                except CellTimeoutError:
+                    plan.error = f"timed out after {timeout_s:g} s"
+                except DeadKernelError as exc:
+                    dead = f"the kernel died ({exc}); not run"
+                    plan.error = f"the kernel died: {exc}"
+            found, offset = read_new(records, offset)
+            for record in found:
+                if isinstance(record, PricedCall):
+                    plan.calls.append(record)
+                else:
+                    connects.append(record)
+            cells.append(plan)
+            if report is not None:
+                report(plan, done, len(code))
+    return cells, connects
