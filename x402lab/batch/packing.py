@@ -250,10 +250,11 @@ def with_typed_columns(
     column per field after ``response``; an invalid row's status is ``invalid`` and its error
     says why. A stored answer is checked again: a pydantic validator is not part of the
     request, so one made stricter since the answer was bought still decides."""
+    rows = zip(frame.pop("invalid"), frame["status"], frame["response"], strict=True)
     problems = [
         spec.check(json.loads(raw)) if status == "cached" and pd.isna(why) and isinstance(raw, str)
         else why
-        for why, status, raw in zip(frame.pop("invalid"), frame["status"], frame["response"])
+        for why, status, raw in rows
     ]  # fmt: skip
     invalid = pd.Series(problems, index=frame.index, dtype=object)
     frame["pack_size"] = frame["pack_size"].astype("Int64")

@@ -130,9 +130,7 @@ def break_constraints(value: Any, entry_schema: Schema, rng: random.Random, rate
     [...]}`` is broken entry by entry) with, at ``rate`` per entry, one field of the right
     type outside its constraints."""
     if isinstance(value, list):
-        return [
-            _break_entry(e, entry_schema, rng) if rng.random() < rate else e for e in value
-        ]
+        return [_break_entry(e, entry_schema, rng) if rng.random() < rate else e for e in value]
     return _break_entry(value, entry_schema, rng) if rng.random() < rate else value
 
 

@@ -151,7 +151,8 @@ class Upstream:
         )
         if self.constraint_violation_rate > 0 and schema is not None:
             dice = _rng(self.seed, "constraints", model.id, _request_key(body.get("messages")))
-            value = structured.break_constraints(value, schema, dice, self.constraint_violation_rate)
+            rate = self.constraint_violation_rate
+            value = structured.break_constraints(value, schema, dice, rate)
         text, finish = json.dumps(value, separators=(", ", ": ")), "stop"
         if self.schema_violation_rate > 0 and rng.random() < self.schema_violation_rate:
             text, forced = structured.violate(value, schema, rng.random())
