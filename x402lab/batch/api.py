@@ -206,8 +206,11 @@ class Batches:
 
         Typed answers: ``labels=[...]`` adds a ``label`` column holding only those values;
         ``schema=`` (a mapping of name to ``str``, ``int``, ``float``, ``bool``,
-        ``list[str]`` or a list of allowed strings; a JSON Schema object; or a pydantic
-        model class) adds one typed column per field, cast through a declared Arrow schema.
+        ``list[str]`` or a list of allowed strings, each optionally ``| None``; a JSON Schema
+        object; or a pydantic model class) adds one typed column per field, cast through a
+        declared Arrow schema; a nullable field is null where the item does not say. Every
+        answer is checked against the whole schema (``jsonschema``; a pydantic model's own
+        validation).
         The request carries a strict ``response_format``; ``response`` keeps each row's raw
         JSON; an answer that does not validate is asked again, then shown ``invalid`` with
         its raw text and the reason in ``error``, never coerced. The model's catalog entry
@@ -363,7 +366,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: None = None,
-        per_request: int | str = 1,
+        per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -381,7 +384,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: PathLike,
-        per_request: int | str = 1,
+        per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -399,7 +402,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: None = None,
-        per_request: int | str = 1,
+        per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -417,7 +420,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: PathLike | None = None,
-        per_request: int | str = 1,
+        per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -444,10 +447,12 @@ class Batches:
         return value is then the BatchSummary (``summary.to_pandas()`` reads the file). The
         file is written as ``<out>.partial`` and renamed when the batch ends.
 
-        ``per_request`` packs that many texts into one paid request (the gateway's shape is one
-        text per request; the emulator, like OpenAI-style gateways, takes a list): each row
-        then shows its share of the request's cost. ``per_request="auto"`` packs 256 when the
-        gateway's published request schema takes a list ``input``, else sends one per request.
+        ``per_request`` packs that many texts into one paid request: each row then shows its
+        share of the request's cost. The default ``"auto"`` packs 256 when the gateway's
+        published request schema takes a list ``input`` (the emulator's does, like
+        OpenAI-style gateways), else sends one per request (the gateway's own shape); a
+        text's vector does not depend on the texts beside it, so packing costs nothing in
+        quality. ``per_request=1`` asks for one request per text.
         Identical texts are paid once; stored answers and re-runs, budget, ``max_usd``,
         ``rebuy`` and ``progress`` work as in ``batch_chat`` (a re-run reuses stored texts
         whatever ``per_request`` it uses); extra keyword arguments (``dimensions``,
@@ -569,7 +574,7 @@ class Batches:
         prompt: str | None = None,
         system: str | None = None,
         max_tokens: int | None = None,
-        per_request: int | str = 1,
+        per_request: int | str = "auto",
         labels: Sequence[str] | None = None,
         schema: Any = None,
         rows_per_request: int | str = 1,
