@@ -198,7 +198,10 @@ def test_rebuy_buys_paid_not_stored_texts_again_in_any_grouping(
     paid = _pay_then_fail_to_store(lab, emulator, tmp_path / "ledger.sqlite", texts)
     lost = lab.estimate(texts, model=EMBED, kind="embed", per_request=3)
     assert (lost.rows["status"] == "paid_not_stored").sum() == 2 * paid
-    assert lab.estimate(texts, model=EMBED, kind="embed", rebuy=True).total_atomic == 40_000
+    assert (
+        lab.estimate(texts, model=EMBED, kind="embed", per_request=1, rebuy=True).total_atomic
+        == 40_000
+    )
 
     again = lab.batch_embed(texts, model=EMBED, per_request=3, rebuy=True, progress=None)
     assert again["status"].tolist() == ["ok"] * 4 and again.attrs["batch"]["requests"] == 2
