@@ -35,7 +35,8 @@ from x402lab.pricing import estimate_tokens, raw_estimate_usd
 from x402lab.routes import CHAT as CHAT_PATH
 
 #: Rounds of asking again for the rows of a pack whose answer did not hold them validly: the
-#: first in packs half the size, the second one row per request; then the row is ``invalid``.
+#: first in packs half the size of the pack that failed (its failed rows together), the
+#: second one row per request; then the row is ``invalid``.
 REASKS = 2
 #: The largest pack ``rows_per_request="auto"`` picks. Past a few dozen rows the minimum
 #: charge is already divided to under 3% of a single-row price, while a longer answer is more

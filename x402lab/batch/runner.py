@@ -371,7 +371,9 @@ class Runner:
         keys = [plan.item_keys[item] for item in rows]
         self.store.release(keys, "asked again", answered=True)
         nxt = Reasked.after(asked, {items[j]: outcome[j] for j in again})
-        size = max(1, math.ceil(len(rows) / 2)) if nxt.round == 1 else 1
+        # Half the pack that failed, not half its failed rows: two bad rows of forty go
+        # together in one request, a wholly broken pack of forty goes in two of twenty.
+        size = max(1, math.ceil(len(items) / 2)) if nxt.round == 1 else 1
         wait: list[int] = []
         for start in range(0, len(rows), size):
             chunk = rows[start : start + size]
