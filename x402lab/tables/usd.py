@@ -5,21 +5,22 @@ Every ``*_usd`` column that holds an amount of money (paid, quoted, settled, spe
 decimals are USDC's base unit, so a sum of the column equals the chain's transfers to the
 atomic unit and prints without float noise (``0.100000``, not ``0.10000000000000003``). They
 group, sum, compare and compute with numbers; ``.astype(float)`` gives floats for what pandas
-does not do on decimals (``describe()``, ``cumsum()``). Rates and ratios (``usd_per_1m``,
-``usd_per_1k``) and the provider's ``upstream_usd`` stay float64: they are not amounts paid.
+does not do on decimals (``describe()``, ``cumsum()``). One value is a ``decimal.Decimal``
+and a null is ``pd.NA``. Rates and ratios (``usd_per_1m``, ``usd_per_1k``), the provider's
+``upstream_usd`` and the price list's ``estimate_usd`` stay float64: they are not amounts
+paid.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from x402lab.money import USDC_DECIMALS, atomic_to_decimal, usd_to_atomic
+from x402lab.money import USDC_DECIMALS, atomic_to_decimal
 
 #: The Arrow type of a USD amount: 18 digits, 6 of them decimals (USDC's base unit).
 USD = pa.decimal128(18, USDC_DECIMALS)
@@ -27,9 +28,7 @@ USD = pa.decimal128(18, USDC_DECIMALS)
 USD_DTYPE = pd.ArrowDtype(USD)
 
 _QUANTUM = Decimal(1).scaleb(-USDC_DECIMALS)
-_ONE_ATOMIC = pa.scalar(
-    Decimal(1).scaleb(-USDC_DECIMALS), pa.decimal128(USDC_DECIMALS + 1, USDC_DECIMALS)
-)
+_ONE_ATOMIC = pa.scalar(_QUANTUM, pa.decimal128(USDC_DECIMALS + 1, USDC_DECIMALS))
 
 
 def usd_array(atomic: Sequence[int | None] | pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -52,12 +51,6 @@ def usd_series(atomic: pd.Series) -> pd.Series:
     return pd.Series(usd_array(ints), index=atomic.index, name=atomic.name, dtype=USD_DTYPE)
 
 
-def usd_of_float(values: Sequence[float | None]) -> pa.Array:
-    """USD amounts that arrive as floats rounded to the base unit (a local price estimate)
-    as exact decimals; None stays null."""
-    return usd_array([None if v is None else usd_to_atomic(v) for v in values])
-
-
 def atomic_of(usd: pd.Series) -> pd.Series:
     """A USD column (exact decimal, or floats or Decimals saved before the columns were exact)
     back to Int64 atomic amounts: exact for a decimal column, a float rounded to the nearest
@@ -68,8 +61,3 @@ def atomic_of(usd: pd.Series) -> pd.Series:
         return pd.Series(ints, index=usd.index, name=usd.name, dtype="Int64")
     values = pd.to_numeric(usd, errors="coerce").astype("Float64")
     return (values * 10**USDC_DECIMALS).round().astype("Int64")
-
-
-def is_usd(dtype: Any) -> bool:
-    """Whether ``dtype`` is the exact USD dtype."""
-    return bool(dtype == USD_DTYPE)
