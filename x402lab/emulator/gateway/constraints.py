@@ -114,14 +114,16 @@ def fit_string(value: str, schema: Schema) -> str:
     return found
 
 
-def fit_list(values: list[Any], schema: Schema, filler: str) -> list[Any]:
-    """``values`` without repeats, cut to ``maxItems`` and filled to ``minItems``."""
+def fit_list(values: list[Any], schema: Schema, fillers: list[str]) -> list[Any]:
+    """``values`` without repeats, cut to ``maxItems`` and filled to ``minItems`` (from
+    ``fillers`` first: an enum's own values)."""
     out = list(dict.fromkeys(values))
     most, least = schema.get("maxItems"), schema.get("minItems")
     if isinstance(most, int):
         out = out[:most]
+    spare = [f for f in fillers if f not in out]
     while isinstance(least, int) and len(out) < least:
-        out.append(f"{filler}{len(out)}")
+        out.append(spare.pop(0) if spare else f"item{len(out)}")
     return out
 
 

@@ -265,9 +265,9 @@ class Deriver:
         items = schema.get("items") or {}
         if "enum" in items:
             named = [v for v in items["enum"] if isinstance(v, str) and self._named(v)]
-            return constraints.fit_list(named[:3], schema, str(items["enum"][0]))
+            return constraints.fit_list(named[:3], schema, list(items["enum"]))
         long = list(dict.fromkeys(w for w in self.words if len(w) > 3))
-        return constraints.fit_list(long[:3], schema, "word")
+        return constraints.fit_list(long[:3], schema, [])
 
 
 def _item_text(item: dict[str, Any]) -> str:
