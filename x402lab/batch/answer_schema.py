@@ -1,9 +1,10 @@
 """The JSON Schema side of typed answers: what the gateway is sent, what the task text must
 say besides, and the check of every answer against the whole schema the user gave.
 
-A strict ``response_format`` carries a subset of JSON Schema (the one the upstream API
-documents for strict mode: types, ``enum``/``const``, ``anyOf``, object and array structure,
-``pattern``, ``format``, numeric bounds and ``multipleOf``, ``minItems``/``maxItems``). What
+A strict ``response_format`` carries a subset of JSON Schema (the one OpenAI-compatible
+strict structured outputs accept: types, ``enum``/``const``, ``anyOf``, object and array
+structure, ``pattern``, ``format``, numeric bounds and ``multipleOf``,
+``minItems``/``maxItems``). What
 it cannot carry (``minLength``, ``uniqueItems``, ``oneOf``, ...) is left out of the wire
 schema and said in words in the task text (``split_wire``); every answer is still checked
 against all of it here, by ``jsonschema`` (Draft 2020-12, ``format`` checked where
