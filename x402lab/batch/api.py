@@ -206,14 +206,11 @@ class Batches:
 
         Typed answers: ``labels=[...]`` adds a ``label`` column holding only those values;
         ``schema=`` (a mapping of name to ``str``, ``int``, ``float``, ``bool``,
-        ``list[str]`` or a list of allowed strings, each optionally ``| None``; a JSON Schema
-        object; or a pydantic model class) adds one typed column per field, cast through a
-        declared Arrow schema; a nullable field is null where the item does not say. Every
-        answer is checked against the whole schema (``jsonschema``; a pydantic model's own
-        validation).
+        ``list[str]``, a list of allowed strings, each ``| None`` to allow null; a JSON
+        Schema; a pydantic model) adds one typed column per field (docs/typed-batches.md).
         The request carries a strict ``response_format``; ``response`` keeps each row's raw
-        JSON; an answer that does not validate is asked again, then shown ``invalid`` with
-        its raw text and the reason in ``error``, never coerced. The model's catalog entry
+        JSON; an answer outside the whole schema is asked again, then shown ``invalid`` with
+        its raw text and the validator's message, never coerced. The model's catalog entry
         must say ``supportsResponseSchema``. ``rows_per_request=N`` (or ``"auto"``: as many
         rows as make a request's price reach the minimum charge, within the model's limits,
         at most 40) sends N rows in one paid request; each row carries its share of the
@@ -447,12 +444,10 @@ class Batches:
         return value is then the BatchSummary (``summary.to_pandas()`` reads the file). The
         file is written as ``<out>.partial`` and renamed when the batch ends.
 
-        ``per_request`` packs that many texts into one paid request: each row then shows its
-        share of the request's cost. The default ``"auto"`` packs 256 when the gateway's
-        published request schema takes a list ``input`` (the emulator's does, like
-        OpenAI-style gateways), else sends one per request (the gateway's own shape); a
-        text's vector does not depend on the texts beside it, so packing costs nothing in
-        quality. ``per_request=1`` asks for one request per text.
+        ``per_request`` packs that many texts into one paid request (each row shows its share
+        of the cost); the default ``"auto"`` packs 256 when the gateway's published request
+        schema takes a list ``input`` (a vector does not depend on its neighbours), else one
+        per request. ``per_request=1`` asks for one request per text.
         Identical texts are paid once; stored answers and re-runs, budget, ``max_usd``,
         ``rebuy`` and ``progress`` work as in ``batch_chat`` (a re-run reuses stored texts
         whatever ``per_request`` it uses); extra keyword arguments (``dimensions``,
