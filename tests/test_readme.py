@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -18,7 +19,7 @@ def test_first_example_runs_and_pays_what_it_says():
         assert list(frame["status"]) == ["ok", "ok", "cached"]
         typed = namespace["typed"]
         assert set(typed["label"]) <= {"positive", "negative", "neutral"}
-        assert set(typed["pack_size"]) == {4} and typed["paid_usd"].sum() == 0.01
+        assert set(typed["pack_size"]) == {4} and typed["paid_usd"].sum() == Decimal("0.01")
         assert namespace["r"].cost.status == "settled"
         assert namespace["job"].wait(timeout=60).size_bytes > 0
         # Chat, two batch rows, one typed pack, the music job and three reports: all settled.

@@ -7,6 +7,7 @@ import sqlite3
 import threading
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from batch_testdata import CHEAP, PRICEY, chain_atomic, settled_atomic, transfers_per_key
 
@@ -150,7 +151,9 @@ def test_empty_and_full_results_have_the_same_dtypes(emulator_factory, lab_facto
     empty = lab.batch_chat([], model=CHEAP, progress=None)
     assert len(empty) == 0
     assert empty.dtypes.to_dict() == full.dtypes.to_dict()
-    assert full["prompt_tokens"].dtype == "Int64" and full["paid_usd"].dtype == "float64"
+    assert full["prompt_tokens"].dtype == "Int64" and full["paid_usd"].dtype == pd.ArrowDtype(
+        pa.decimal128(18, 6)
+    )
 
 
 def test_prompt_template_and_input_columns(emulator_factory, lab_factory):

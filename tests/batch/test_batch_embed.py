@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -19,7 +21,7 @@ def test_vectors_costs_and_dedup_in_memory(emulator_factory, lab_factory):
     emulator = emulator_factory()
     lab = lab_factory(emulator)
     texts = ["the cat sat", "a dog ran", "the cat sat", "birds sing at dawn"]
-    frame = lab.batch_embed(texts, model=EMBED, dimensions=32, progress=None)
+    frame = lab.batch_embed(texts, model=EMBED, dimensions=32, per_request=1, progress=None)
     assert frame["text"].tolist() == texts
     assert frame["status"].tolist() == ["ok", "ok", "cached", "ok"]
     assert all(v.dtype == np.float32 and v.shape == (32,) for v in frame["vector"])
@@ -114,3 +116,18 @@ def test_auto_packs_texts_when_the_gateway_takes_a_list(emulator_factory, lab_fa
     assert round(frame["paid_usd"].sum() * 1_000_000) == chain_atomic(emulator)
     with pytest.raises(xl.ConfigError, match="per_request"):
         lab.batch_embed(texts, model=EMBED, per_request="many")
+
+
+def test_batch_embed_packs_texts_by_default(emulator, lab_factory):
+    # The README's own call, with no per_request: the emulator's published schema takes a
+    # list input, so texts share paid requests (a text's vector does not depend on the others).
+    lab = lab_factory(emulator)
+    texts = [f"short text number {i}" for i in range(300)]
+    frame = lab.batch_embed(texts, model=EMBED, progress=None)
+    transfers = emulator.chain.transfers()
+    assert set(frame["status"]) == {"ok"}
+    assert 1 <= len(transfers) < len(texts)
+    assert len(transfers) == -(-len(texts) // 256)  # EMBED_AUTO_TEXTS a request
+    assert frame["paid_usd"].sum() == Decimal(chain_atomic(emulator)).scaleb(-6)
+    one_each = lab.estimate(texts, model=EMBED, kind="embed", per_request=1, rebuy=True)
+    assert one_each.requests == len(texts)  # the old default, still one keyword away

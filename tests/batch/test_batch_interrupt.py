@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from batch_testdata import CHEAP, transfers_per_key
 
@@ -105,7 +106,8 @@ def _resume_and_check(lab: Any, emulator: Any, prompts: list[str]) -> Any:
         if row.status == "ok":
             assert paid_before[row.request_key] == 0  # bought now: not paid before
         else:
-            assert not row.paid_usd > 0  # nothing paid for it in this run (0, or unknown)
+            # Nothing paid for it in this run: 0, or unknown (null: pd.NA in a decimal column).
+            assert pd.isna(row.paid_usd) or row.paid_usd == 0
         if row.status == "cached":  # the stored answer of the interrupted run, as it was
             assert row.response == stored[row.request_key]
     assert stored and all(

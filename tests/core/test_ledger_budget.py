@@ -1,5 +1,6 @@
 import multiprocessing
 import threading
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -29,7 +30,7 @@ def test_lifecycle_and_budget_state(tmp_path):
     assert state.remaining_atomic == 700_000
     rows = ledger.rows()
     assert [r["status"] for r in rows] == ["settled", "released"]
-    assert rows[0]["tx_hash"] == "0xabc" and rows[0]["amount_usd"] == 0.3
+    assert rows[0]["tx_hash"] == "0xabc" and rows[0]["amount_usd"] == Decimal("0.3")
 
 
 def test_illegal_moves_are_refused(tmp_path):

@@ -81,7 +81,9 @@ def test_chat_rows_of_a_dask_frame_and_a_bag_of_texts(cluster, emulator, team_la
     assert set(chat_frame["status"]) == {"ok"} and chat_frame["response"].notna().all()
 
     bag = db.from_sequence(texts(30, "bag"), npartitions=3)
-    summary = lab.batch_embed(bag, model=EMBED, out=tmp_path / "vectors", progress=None)
+    summary = lab.batch_embed(
+        bag, model=EMBED, per_request=1, out=tmp_path / "vectors", progress=None
+    )
     assert isinstance(summary, BatchSummary) and summary.rows == 30
     assert summary.counts == {"ok": 30} and summary.paid_requests == 30
     files = sorted((tmp_path / "vectors").glob("*.parquet"))
@@ -95,7 +97,7 @@ def test_chat_rows_of_a_dask_frame_and_a_bag_of_texts(cluster, emulator, team_la
 def test_the_budget_holds_across_workers(cluster, emulator, team_lab):
     lab = team_lab(emulator, usd=0.5)  # 50 texts at the 0.01 USD minimum charge
     series = dd.from_pandas(pd.Series(texts(160, "cap"), name="text"), npartitions=4)
-    frame = lab.batch_embed(series, model=EMBED, progress=None).compute()
+    frame = lab.batch_embed(series, model=EMBED, per_request=1, progress=None).compute()
     spent = sum(t.amount_atomic for t in emulator.chain.transfers())
     assert spent <= 500_000  # never past the cap, whichever worker reserved
     assert (frame["status"] == "ok").sum() == len(emulator.chain.transfers()) >= 40

@@ -29,7 +29,9 @@ def test_workers_share_one_postgresql_ledger_and_budget(cluster, emulator, team_
     words = texts(120, "pg")
     series = dd.from_pandas(pd.Series(words, name="text"), npartitions=4)
 
-    frame = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None).compute()
+    frame = lab.batch_embed(
+        series, model=EMBED, dimensions=8, per_request=1, progress=None
+    ).compute()
     assert frame["text"].tolist() == words
     spent = sum(t.amount_atomic for t in emulator.chain.transfers())
     assert spent <= 800_000 and (frame["status"] == "ok").sum() == len(emulator.chain.transfers())
@@ -38,7 +40,9 @@ def test_workers_share_one_postgresql_ledger_and_budget(cluster, emulator, team_
     assert set(per_key.values()) == {1}
     assert lab.budget.state().committed_atomic == spent
 
-    again = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None).compute()
+    again = lab.batch_embed(
+        series, model=EMBED, dimensions=8, per_request=1, progress=None
+    ).compute()
     assert set(again["status"]) == {"cached", "skipped_budget"}
     assert transfers_per_key(lab, emulator) == per_key  # a re-run pays nothing again
 
@@ -77,7 +81,7 @@ def test_a_database_password_reaches_the_workers_from_their_environment_only(
             lab.batch_embed(series, model=EMBED, progress=None)
         assert password not in str(refused.value) and emulator.chain.transfers() == []
         cluster.run(_set_env, "PGPASSWORD", password)
-        frame = lab.batch_embed(series, model=EMBED, progress=None).compute()
+        frame = lab.batch_embed(series, model=EMBED, per_request=1, progress=None).compute()
         assert set(frame["status"]) == {"ok"} and len(emulator.chain.transfers()) == 6
     finally:
         cluster.run(_set_env, "PGPASSWORD", None)

@@ -68,7 +68,7 @@ def _run_and_kill_a_worker(lab: Any, series: Any) -> tuple[int, pd.DataFrame]:
         at = 3 * TEXTS // PARTITIONS
         watcher = when(lambda: _settled(lab) >= at, kill, timeout_s=120)
         frame = lab.batch_embed(
-            series, model=EMBED, dimensions=8, concurrency=CONCURRENCY, progress=None
+            series, model=EMBED, dimensions=8, per_request=1, concurrency=CONCURRENCY, progress=None
         ).compute()
         watcher.join(timeout=5)
     finally:
@@ -95,7 +95,7 @@ def test_a_killed_worker_loses_at_most_its_in_flight_answers(
 
     # A fresh cluster (the module's: its workers never ran this batch) runs it again.
     again = lab.batch_embed(
-        series, model=EMBED, dimensions=8, concurrency=CONCURRENCY, progress=None
+        series, model=EMBED, dimensions=8, per_request=1, concurrency=CONCURRENCY, progress=None
     ).compute()
     counts = again["status"].value_counts().to_dict()
     assert sorted(again["text"]) == sorted(words)

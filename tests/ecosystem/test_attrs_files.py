@@ -86,7 +86,7 @@ def test_batch_summary_is_a_dict_in_attrs_and_of_rebuilds_it(
     plain = frame.attrs["batch"]
     assert plain["kind"] == "chat" and plain["rows"] == 3 and plain["duplicates"] == 1
     assert plain["counts"] == {"ok": 2, "cached": 1}
-    assert plain["paid_usd"] == pytest.approx(frame["paid_usd"].sum())
+    assert plain["paid_usd"] == pytest.approx(float(frame["paid_usd"].sum()))
     summary = BatchSummary.of(frame)
     assert summary.paid_atomic == plain["paid_atomic"] and summary.requests == 2
     assert "saved by duplicates" in summary._repr_html_()

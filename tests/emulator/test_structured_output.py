@@ -284,3 +284,76 @@ def test_simulated_mistakes_grow_with_the_pack_and_differ_between_models():
 
     assert wrong("cheap", 0.4, 40) > wrong("cheap", 0.4, 1)
     assert wrong("cheap", 0.4, 40) > wrong("dear", 225.0, 40)
+
+
+CONSTRAINED = {
+    "type": "object",
+    "properties": {
+        "stars": {"type": ["integer", "null"], "minimum": 1, "maximum": 5},
+        "score": {"anyOf": [{"type": "number", "exclusiveMaximum": 10}, {"type": "null"}]},
+        "summary": {"type": ["string", "null"]},
+        "order": {"type": ["string", "null"], "pattern": "^ORD-[0-9]{4}$"},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+        "topic": {"type": ["string", "null"], "enum": ["battery", "screen", None]},
+    },
+    "required": ["stars", "score", "summary", "order", "tags", "topic"],
+    "additionalProperties": False,
+}
+
+
+def test_nullable_fields_are_null_when_the_item_holds_no_value(gw):
+    cases = {
+        "Order ORD-1234: battery died after 20 days": {"stars": 5, "order": "ORD-1234"},
+        "No number in this screen review at all": {"stars": None, "score": None, "order": None},
+        "Too short": {"stars": None, "summary": None, "topic": None},
+    }
+    for text, expected in cases.items():
+        content, _ = _answer(gw.pay(CHAT, json=_body(text, CONSTRAINED)))
+        value = json.loads(content)
+        jsonschema.validate(value, CONSTRAINED)  # inside every bound, pattern and maxItems
+        assert {k: value[k] for k in expected} == expected, (text, value)
+
+
+def test_constraint_violations_are_right_typed_values_outside_the_schema(emulator_factory, payer):
+    emulator = emulator_factory(constraint_violation_rate=1.0)
+    validator = jsonschema.Draft202012Validator(PACKED_CONSTRAINED)
+    broken: set[str] = set()
+    with httpx.Client(base_url=emulator.gateway_url, timeout=30) as client:
+        gw = Gateway(client, payer)
+        for n in range(12):
+            items = [(f"r{n}-{i}", f"Order ORD-{1000 + n} battery, {i} days") for i in range(3)]
+            content, body = _answer(
+                gw.pay(CHAT, json=_body(_packed_text(items), PACKED_CONSTRAINED))
+            )
+            value = json.loads(content)  # still JSON, every item there, finish "stop"
+            assert [e["id"] for e in value["items"]] == [i for i, _ in items]
+            assert body["choices"][0]["finish_reason"] == "stop"
+            errors = list(validator.iter_errors(value))
+            assert len(errors) == 3  # one field of each entry, at rate 1.0
+            for error in errors:
+                assert error.validator in {
+                    "maximum",
+                    "anyOf",  # the nullable score past its exclusiveMaximum
+                    "pattern",
+                    "maxItems",
+                    "enum",
+                }
+                broken.add(str(error.validator))
+    assert {"maximum", "pattern", "maxItems"} <= broken
+
+
+PACKED_CONSTRAINED = {
+    "type": "object",
+    "properties": {
+        "items": {
+            "type": "array",
+            "items": {
+                **CONSTRAINED,
+                "properties": {"id": {"type": "string"}} | CONSTRAINED["properties"],
+                "required": ["id", *CONSTRAINED["required"]],
+            },
+        }
+    },
+    "required": ["items"],
+    "additionalProperties": False,
+}

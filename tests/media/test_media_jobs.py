@@ -7,6 +7,7 @@ places it shows: the job handle, the ledger, and the emulator's chain.
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 
 import httpx
 import pytest
@@ -198,7 +199,7 @@ def test_jobs_table_has_its_declared_dtypes_empty_or_full(lab):
     assert str(full["paid_atomic"].dtype) == "Int64"
     row = full.iloc[0]
     assert (row["kind"], row["status"], row["paid_atomic"]) == ("music", "completed", 15_000)
-    assert row["paid_usd"] == pytest.approx(0.015) and row["size_bytes"] == len(job.result())
+    assert row["paid_usd"] == Decimal("0.015") and row["size_bytes"] == len(job.result())
 
 
 def test_status_stream_shared_by_concurrent_readers(lab):

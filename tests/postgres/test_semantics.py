@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import threading
+from decimal import Decimal
 
 import pytest
 from pg_support import meta, settled, signed
@@ -56,7 +57,7 @@ def test_lifecycle_budget_state_and_rows(ledger_url):
     assert state.remaining_atomic == 700_000
     rows = ledger.rows()
     assert [r["status"] for r in rows] == ["settled", "released"]
-    assert rows[0]["tx_hash"] == "0xabc" and rows[0]["amount_usd"] == 0.3
+    assert rows[0]["tx_hash"] == "0xabc" and rows[0]["amount_usd"] == Decimal("0.3")
     assert {r["user"] for r in rows} == {"ana@laptop"}
     assert ledger.to_arrow().schema == ledger_schema()
     frame = ledger.to_pandas()

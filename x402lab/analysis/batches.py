@@ -20,6 +20,7 @@ import pyarrow as pa
 from x402lab.analysis.spend import LedgerRows, by_route, ledger_frame
 from x402lab.errors import ConfigError
 from x402lab.money import ATOMIC_PER_USD
+from x402lab.tables.ledger import arrow_to_pandas
 from x402lab.tables.spend import (
     BATCH_STATUS,
     SAVINGS,
@@ -28,6 +29,7 @@ from x402lab.tables.spend import (
     drift_table,
     typed,
 )
+from x402lab.tables.usd import atomic_of, usd_series
 
 COST_COLUMNS = ("status", "quoted_usd", "paid_usd", "request_key")
 SKIPPED = ("skipped_budget",)
@@ -61,7 +63,7 @@ def _cost_columns(name: str, batch: Any) -> pd.DataFrame:
         present = set(pq.read_schema(path).names)
         batch = pq.read_table(path, columns=[c for c in COST_COLUMNS if c in present])
     if isinstance(batch, pa.Table):
-        batch = batch.select([c for c in COST_COLUMNS if c in batch.column_names]).to_pandas()
+        batch = arrow_to_pandas(batch.select([c for c in COST_COLUMNS if c in batch.column_names]))
     if not isinstance(batch, pd.DataFrame):
         raise ConfigError(f"batch {name!r} is not a DataFrame, Arrow table or Parquet path")
     missing = [c for c in ("status", "paid_usd") if c not in batch.columns]
@@ -79,11 +81,10 @@ def _cost_columns(name: str, batch: Any) -> pd.DataFrame:
 
 
 def _atomic(usd: pd.Series | None) -> pd.Series:
-    """USD display floats back to base units: they were atomic / 1e6, so rounding is exact."""
+    """A USD column back to base units (exact: ``tables.usd.atomic_of``)."""
     if usd is None:
         return pd.Series(dtype="Int64")
-    values = pd.to_numeric(usd, errors="coerce").astype("float64")
-    return (values * ATOMIC_PER_USD).round().astype("Int64")
+    return atomic_of(usd)
 
 
 def _paid_this_run(frame: pd.DataFrame) -> int:
@@ -112,7 +113,7 @@ def status_counts(batches: BatchInput) -> pd.DataFrame:
         records.append(record)
     out = pd.DataFrame.from_records(records)
     if len(out):
-        out["paid_usd"] = out["paid_atomic"] / ATOMIC_PER_USD
+        out["paid_usd"] = usd_series(out["paid_atomic"])
     return typed(out, BATCH_STATUS)
 
 
@@ -153,9 +154,9 @@ def unit_costs(batches: BatchInput, rows: LedgerRows) -> pd.DataFrame:
     out = pd.DataFrame.from_records(records)
     if len(out) == 0:
         return typed(None, UNIT_COSTS)
-    out["paid_usd"] = out["paid_atomic"] / ATOMIC_PER_USD
+    out["paid_usd"] = usd_series(out["paid_atomic"])
     units = out["units"].astype("float64")
-    out["usd_per_unit"] = (out["paid_usd"] / units).where(units > 0)
+    out["usd_per_unit"] = (out["paid_atomic"] / ATOMIC_PER_USD / units).where(units > 0)
     out["usd_per_1k"] = out["usd_per_unit"] * 1000
     return typed(out, UNIT_COSTS)
 
@@ -207,5 +208,5 @@ def cache_savings(batches: BatchInput) -> pd.DataFrame:
 def _savings_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     out = pd.DataFrame.from_records(records)
     if len(out):
-        out["saved_usd"] = out["saved_atomic"] / ATOMIC_PER_USD
+        out["saved_usd"] = usd_series(out["saved_atomic"])
     return typed(out, SAVINGS)

@@ -13,9 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from x402lab.money import ATOMIC_PER_USD, format_usd, usd_to_atomic
+from x402lab.money import format_usd, usd_to_atomic
 from x402lab.routes import REPORTS_BUY
 from x402lab.tables.spend import DRIFT, SAVINGS, typed
+from x402lab.tables.usd import usd_series
 
 
 def library_savings(library: pd.DataFrame | None, purchases: Iterable[Any] | None) -> pd.DataFrame:
@@ -51,7 +52,7 @@ def library_savings(library: pd.DataFrame | None, purchases: Iterable[Any] | Non
 
 def _frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     out = pd.DataFrame.from_records(records)
-    out["saved_usd"] = out["saved_atomic"] / ATOMIC_PER_USD
+    out["saved_usd"] = usd_series(out["saved_atomic"])
     return typed(out, SAVINGS)
 
 
@@ -81,5 +82,5 @@ def order_drift(orders: Sequence[Mapping[str, Any]] | None) -> pd.DataFrame:
     }
     out = pd.DataFrame([record])
     for what in ("quoted", "paid", "drift"):
-        out[f"{what}_usd"] = out[f"{what}_atomic"] / ATOMIC_PER_USD
+        out[f"{what}_usd"] = usd_series(out[f"{what}_atomic"])
     return typed(out, DRIFT)

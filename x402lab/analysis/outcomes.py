@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from x402lab.money import ATOMIC_PER_USD
 from x402lab.tables.spend import OUTCOMES, typed
+from x402lab.tables.usd import usd_series
 
 
 def payment_outcomes(frame: pd.DataFrame) -> pd.DataFrame:
@@ -47,5 +47,5 @@ def payment_outcomes(frame: pd.DataFrame) -> pd.DataFrame:
         )
         .reset_index()
     )
-    grouped["amount_usd"] = grouped["amount_atomic"].astype("float64") / ATOMIC_PER_USD
+    grouped["amount_usd"] = usd_series(grouped["amount_atomic"])
     return typed(grouped, OUTCOMES)

@@ -134,7 +134,7 @@ def spend_over_time(timeline: pd.DataFrame) -> Figure:
         # Every line runs from zero before the first payment to the last one of any service,
         # so where each ends is its total.
         times = [first, *rows["ts"], last]
-        running = [0.0, *rows["amount_usd"].cumsum()]
+        running = [0.0, *rows["amount_usd"].astype(float).cumsum()]  # a line, not money
         running.append(running[-1])
         style: dict[str, Any] = (
             {"color": "black", "linestyle": "--", "linewidth": 1} if label == "all services" else {}

@@ -21,6 +21,7 @@ from x402lab.analysis.spend import LedgerRows, by_route, settled_rows
 from x402lab.money import ATOMIC_PER_USD, usd_to_atomic
 from x402lab.pricing import fair_usd
 from x402lab.tables.spend import PADDING, RATES, typed
+from x402lab.tables.usd import usd_series
 
 ROUTE_KEYS = ["service", "path", "model"]
 
@@ -62,8 +63,8 @@ def padding(rows: LedgerRows) -> pd.DataFrame:
         record.update(_packing(padded))
         records.append(record)
     frame = pd.DataFrame.from_records(records)
-    frame["padding_usd"] = frame["padding_atomic"] / ATOMIC_PER_USD
-    frame["packing_saves_usd"] = frame["packing_saves_atomic"] / ATOMIC_PER_USD
+    frame["padding_usd"] = usd_series(frame["padding_atomic"])
+    frame["packing_saves_usd"] = usd_series(frame["packing_saves_atomic"])
     return typed(frame, PADDING)
 
 

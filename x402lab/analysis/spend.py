@@ -31,6 +31,7 @@ from x402lab.tables.spend import (
     spend_schema,
     typed,
 )
+from x402lab.tables.usd import usd_series
 
 if TYPE_CHECKING:
     from x402lab.ledger import Ledger
@@ -109,7 +110,7 @@ def by_route(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _usd(atomic: pd.Series) -> pd.Series:
-    return atomic.astype("float64") / ATOMIC_PER_USD
+    return usd_series(atomic)
 
 
 def _with_groups(frame: pd.DataFrame) -> pd.DataFrame:
@@ -140,10 +141,10 @@ def spend(
     ``path`` is the route without its query string. The columns are
     ``spend_schema(by, atomic=atomic)``: counts and USD of settled, unknown exposure, in
     flight, held, committed (settled + unknown + in flight + held) and refused, and the counts
-    of rejected and failed. The USD columns are floats for reading; ``atomic=True`` adds the
-    exact integer sums of USDC base units (``settled_atomic``...), the ones to compare money
-    with. An empty ledger gives an empty table with the same columns. Raises ConfigError for
-    an unknown key.
+    of rejected and failed. The USD columns are exact decimals (``tables.usd``);
+    ``atomic=True`` adds the integer sums of USDC base units (``settled_atomic``...). An
+    empty ledger gives an empty table with the same columns. Raises ConfigError for an
+    unknown key.
     """
     keys = spend_keys(by)
     schema = spend_schema(keys, atomic=atomic)
@@ -212,6 +213,6 @@ def route_unit_costs(rows: LedgerRows) -> pd.DataFrame:
 def _per_unit(frame: pd.DataFrame) -> pd.DataFrame:
     frame["paid_usd"] = _usd(frame["paid_atomic"])
     units = frame["units"].astype("float64")
-    frame["usd_per_unit"] = (frame["paid_usd"] / units).where(units > 0)
+    frame["usd_per_unit"] = (frame["paid_atomic"] / ATOMIC_PER_USD / units).where(units > 0)
     frame["usd_per_1k"] = frame["usd_per_unit"] * 1000
     return frame

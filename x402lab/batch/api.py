@@ -206,11 +206,11 @@ class Batches:
 
         Typed answers: ``labels=[...]`` adds a ``label`` column holding only those values;
         ``schema=`` (a mapping of name to ``str``, ``int``, ``float``, ``bool``,
-        ``list[str]`` or a list of allowed strings; a JSON Schema object; or a pydantic
-        model class) adds one typed column per field, cast through a declared Arrow schema.
+        ``list[str]``, a list of allowed strings, each ``| None`` to allow null; a JSON
+        Schema; a pydantic model) adds one typed column per field (docs/typed-batches.md).
         The request carries a strict ``response_format``; ``response`` keeps each row's raw
-        JSON; an answer that does not validate is asked again, then shown ``invalid`` with
-        its raw text and the reason in ``error``, never coerced. The model's catalog entry
+        JSON; an answer outside the whole schema is asked again, then shown ``invalid`` with
+        its raw text and the validator's message, never coerced. The model's catalog entry
         must say ``supportsResponseSchema``. ``rows_per_request=N`` (or ``"auto"``: as many
         rows as make a request's price reach the minimum charge, within the model's limits,
         at most 40) sends N rows in one paid request; each row carries its share of the
@@ -361,7 +361,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: None = None,
-        per_request: int | str = 1,
+        per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -379,7 +379,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: PathLike,
-        per_request: int | str = 1,
+        per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -397,7 +397,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: None = None,
-        per_request: int | str = 1,
+        per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -415,7 +415,7 @@ class Batches:
         model: str,
         concurrency: int = 8,
         out: PathLike | None = None,
-        per_request: int | str = 1,
+        per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
@@ -442,10 +442,10 @@ class Batches:
         return value is then the BatchSummary (``summary.to_pandas()`` reads the file). The
         file is written as ``<out>.partial`` and renamed when the batch ends.
 
-        ``per_request`` packs that many texts into one paid request (the gateway's shape is one
-        text per request; the emulator, like OpenAI-style gateways, takes a list): each row
-        then shows its share of the request's cost. ``per_request="auto"`` packs 256 when the
-        gateway's published request schema takes a list ``input``, else sends one per request.
+        ``per_request`` packs that many texts into one paid request (each row shows its share
+        of the cost); the default ``"auto"`` packs 256 when the gateway's published request
+        schema takes a list ``input`` (a vector does not depend on its neighbours), else one
+        per request. ``per_request=1`` asks for one request per text.
         Identical texts are paid once; stored answers and re-runs, budget, ``max_usd``,
         ``rebuy`` and ``progress`` work as in ``batch_chat`` (a re-run reuses stored texts
         whatever ``per_request`` it uses); extra keyword arguments (``dimensions``,
@@ -567,7 +567,7 @@ class Batches:
         prompt: str | None = None,
         system: str | None = None,
         max_tokens: int | None = None,
-        per_request: int | str = 1,
+        per_request: int | str = "auto",
         labels: Sequence[str] | None = None,
         schema: Any = None,
         rows_per_request: int | str = 1,

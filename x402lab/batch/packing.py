@@ -5,7 +5,8 @@ model work for a one-line classification) one row per request is almost all padd
 sends the rows as one JSON array of items (``{"id": "0", ...}`` in the pack's order) and asks
 for ``{"items": [{"id": "0", <fields>}, ...]}`` under a strict JSON Schema
 (``typed.OutputSpec``). ``TypedCodec.split`` reads a pack's answer back per row: an entry
-missing, duplicated or not valid under the schema marks its row to be asked again; the runner
+missing, duplicated or not valid under the whole schema (``typed.OutputSpec.check``:
+``jsonschema``, or the pydantic model's own validation) marks its row to be asked again; the runner
 asks those rows again in smaller packs, then singly (``REASKS``), then leaves them
 ``invalid``, raw text and error kept. Every row is claimed and stored under its own key (the
 key of its request as a pack of one), so a re-run with any pack size pays nothing for a row
@@ -33,7 +34,8 @@ from x402lab.pricing import estimate_tokens, raw_estimate_usd
 from x402lab.routes import CHAT as CHAT_PATH
 
 #: Rounds of asking again for the rows of a pack whose answer did not hold them validly: the
-#: first in packs half the size, the second one row per request; then the row is ``invalid``.
+#: first in packs half the size of the pack that failed (its failed rows together), the
+#: second one row per request; then the row is ``invalid``.
 REASKS = 2
 #: The largest pack ``rows_per_request="auto"`` picks. Past a few dozen rows the minimum
 #: charge is already divided to under 3% of a single-row price, while a longer answer is more
@@ -64,7 +66,8 @@ class TypedRequests:
     def body(self, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """The chat body of one pack (its items numbered in order from "0")."""
         numbered = [{"id": str(i), **item} for i, item in enumerate(items)]
-        system = _TASK if self.system is None else f"{self.system}\n\n{_TASK}"
+        protocol = _TASK + self.spec.instructions()
+        system = protocol if self.system is None else f"{self.system}\n\n{protocol}"
         task = f"Task: {self.instruction}\n\n" if self.instruction else ""
         user = f"{task}Items (JSON):\n{json.dumps(numbered, ensure_ascii=False)}"
         return {
@@ -247,8 +250,15 @@ def with_typed_columns(
 ) -> pd.DataFrame:
     """``frame`` (a batch_chat result with the codec's ``invalid`` column) with one typed
     column per field after ``response``; an invalid row's status is ``invalid`` and its error
-    says why."""
-    invalid = frame.pop("invalid")
+    says why. A stored answer is checked again: a pydantic validator is not part of the
+    request, so one made stricter since the answer was bought still decides."""
+    rows = zip(frame.pop("invalid"), frame["status"], frame["response"], strict=True)
+    problems = [
+        spec.check(json.loads(raw)) if status == "cached" and pd.isna(why) and isinstance(raw, str)
+        else why
+        for why, status, raw in rows
+    ]  # fmt: skip
+    invalid = pd.Series(problems, index=frame.index, dtype=object)
     frame["pack_size"] = frame["pack_size"].astype("Int64")
     answered = frame["status"].isin(["ok", "cached"])
     bad = answered & invalid.notna()

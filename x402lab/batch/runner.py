@@ -364,14 +364,14 @@ class Runner:
         results: dict[int, ItemResult],
         asked: Reasked | None,
     ) -> list[int]:
-        """Ask the rows at ``again`` once more: in packs half the size, then singly. Their
-        claims are given back (answered, so payable) and claimed under the new request."""
+        """Ask the rows at ``again`` once more: in packs half the failed pack's size (two bad
+        rows of forty in one), then singly; claims given back and taken under the new key."""
         plan = self.plan
         rows = [items[j] for j in sorted(again)]
         keys = [plan.item_keys[item] for item in rows]
         self.store.release(keys, "asked again", answered=True)
         nxt = Reasked.after(asked, {items[j]: outcome[j] for j in again})
-        size = max(1, math.ceil(len(rows) / 2)) if nxt.round == 1 else 1
+        size = max(1, math.ceil(len(items) / 2)) if nxt.round == 1 else 1
         wait: list[int] = []
         for start in range(0, len(rows), size):
             chunk = rows[start : start + size]

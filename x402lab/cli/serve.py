@@ -25,6 +25,12 @@ FAULT_FLAGS = (
         0.0,
         "break structured (response_format) answers this often",
     ),
+    (
+        "--constraint-violation-rate",
+        "constraint_violation_rate",
+        0.0,
+        "put structured answers' values outside the schema's constraints this often",
+    ),
     ("--latency", "latency_s", 0.0, "delay before every answer"),
     ("--paid-latency", "paid_latency_s", 0.0, "extra delay after settling"),
     (

@@ -49,6 +49,10 @@ class Faults:
     #: Structured answers (``response_format``) broken on purpose: invalid JSON, a missing or
     #: duplicated item, a value outside an enum, or truncation with ``finish_reason: length``.
     schema_violation_rate: float = 0.0
+    #: Structured answers whose values (one field of an entry, per entry at this rate) are of
+    #: the right type but outside the schema's constraints: past a bound, off a pattern, too
+    #: long, too many items, outside an enum.
+    constraint_violation_rate: float = 0.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -57,6 +61,7 @@ class Faults:
             "settle_fail_rate",
             "paid_then_500_rate",
             "schema_violation_rate",
+            "constraint_violation_rate",
         ):
             _check_range(name, getattr(self, name), 0.0, 1.0)
         for name in ("retry_after_s", "latency_s", "paid_latency_s", "answer_delay_s"):

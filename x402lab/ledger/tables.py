@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from x402lab.ledger.database import Row
-from x402lab.money import atomic_to_usd
 from x402lab.tables.ledger import COLUMNS, arrow_to_pandas, ledger_schema
+from x402lab.tables.usd import usd_array, usd_value
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -17,10 +17,9 @@ def as_record(row: Row) -> dict[str, Any]:
     query selected as held *now* (``held_now``, see ``Ledger.rows``) when it did."""
     from datetime import UTC, datetime
 
-    amount = row["amount_atomic"]
     record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (a Row, not a dict)
+    record["amount_usd"] = usd_value(row["amount_atomic"])  # exact, as in the table
     record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
-    record["amount_usd"] = atomic_to_usd(amount)
     record["held"] = bool(record.get("held_now", record.get("held")))
     record["resends"] = int(record.get("resends") or 0)
     record["prepaid"] = bool(record.get("prepaid"))
@@ -37,7 +36,8 @@ def records_table(records: list[dict[str, Any]]) -> pa.Table:
     import pyarrow as pa
 
     schema = ledger_schema()
-    columns = {name: [record[name] for record in records] for name in schema.names}
+    columns: dict[str, Any] = {name: [record[name] for record in records] for name in schema.names}
+    columns["amount_usd"] = usd_array(columns["amount_atomic"])
     return pa.table(columns, schema=schema)
 
 

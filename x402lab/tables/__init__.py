@@ -1,8 +1,8 @@
 """Tables: one declared Arrow schema per result kind; pandas is derived from it.
 
 Every table is cast to its declared schema, so an empty result has the same columns and
-dtypes as a full one; timestamps are tz-aware UTC; money is ``*_atomic`` int64 with float
-``*_usd`` columns for display only.
+dtypes as a full one; timestamps are tz-aware UTC; money is ``*_atomic`` int64 with exact
+decimal ``*_usd`` columns derived from it (``tables.usd``).
 
 When a table was fetched: every catalog table has a ``fetched_at`` column (UTC, the same
 instant on every row), and the same instant is in ``df.attrs["fetched_at"]`` (an ISO 8601

@@ -3,8 +3,10 @@ the frames derived from them.
 
 Every batch result is built as an Arrow table of one of these schemas and only then turned
 into pandas (``x402lab.ledger.arrow_to_pandas``), so an empty batch and a full one have the
-same columns and dtypes. Money arrives here as int atomic units; the ``*_usd`` columns are
-derived from them (an unknown amount stays null, never 0).
+same columns and dtypes. Money arrives here as int atomic units; the ``quoted_usd`` and
+``paid_usd`` columns are exact decimals derived from them (``tables.usd``; an unknown amount
+stays null, never 0). ``upstream_usd`` (the provider's cost) and ``estimate_usd`` (the price
+list's estimate) are float64: figures to read, not amounts paid.
 """
 
 from __future__ import annotations
@@ -15,11 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from x402lab.errors import ConfigError
-from x402lab.money import ATOMIC_PER_USD
 from x402lab.tables.ledger import arrow_to_pandas
+from x402lab.tables.usd import USD, usd_array
 
 # Row statuses. ``cached``: the result came from an earlier payment (a duplicate in the batch
 # or an answer an earlier run stored in the ledger). ``paid_not_stored``: an earlier payment
@@ -39,14 +40,14 @@ STATUSES = (
 )
 
 _TEXT = pa.string()
-_USD = pa.float64()
+_FLOAT_USD = pa.float64()  # a figure in USD that is not an amount paid
 
 
 def _cost_fields() -> list[pa.Field]:
     return [
-        pa.field("quoted_usd", _USD),
-        pa.field("paid_usd", _USD),
-        pa.field("upstream_usd", _USD),
+        pa.field("quoted_usd", USD),
+        pa.field("paid_usd", USD),
+        pa.field("upstream_usd", _FLOAT_USD),
         pa.field("tx_hash", _TEXT),
         pa.field("status", _TEXT, nullable=False),
         pa.field("error", _TEXT),
@@ -87,21 +88,15 @@ def estimate_schema() -> pa.Schema:
         [
             pa.field("request_key", _TEXT, nullable=False),
             pa.field("quoted_atomic", pa.int64()),
-            pa.field("quoted_usd", _USD),
-            pa.field("upstream_usd", _USD),
+            pa.field("quoted_usd", USD),
+            pa.field("upstream_usd", _FLOAT_USD),
             pa.field("price_mult", pa.float64()),
-            pa.field("estimate_usd", _USD),
+            pa.field("estimate_usd", _FLOAT_USD),
             pa.field("duplicate", pa.bool_(), nullable=False),
             pa.field("status", _TEXT, nullable=False),
             pa.field("error", _TEXT),
         ]
     )
-
-
-def atomic_to_usd_array(values: Sequence[int | None]) -> pa.Array:
-    """int atomic amounts (None for unknown) as a float64 USD array with the same nulls."""
-    atomic = pa.array(values, type=pa.int64())
-    return pc.divide(pc.cast(atomic, pa.float64()), float(ATOMIC_PER_USD))
 
 
 def vector_array(vectors: Sequence[np.ndarray | None], dim: int) -> pa.FixedSizeListArray:
@@ -138,7 +133,7 @@ def _table(
 
 def _cost_usd(columns: Mapping[str, Sequence[Any]]) -> dict[str, pa.Array]:
     """``quoted_usd`` and ``paid_usd`` of the cost columns, from their atomic inputs."""
-    return {f"{w}_usd": atomic_to_usd_array(columns[f"{w}_atomic"]) for w in ("quoted", "paid")}
+    return {f"{w}_usd": usd_array(columns[f"{w}_atomic"]) for w in ("quoted", "paid")}
 
 
 def chat_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
@@ -154,7 +149,7 @@ def embed_table(columns: Mapping[str, Sequence[Any]], dim: int) -> pa.Table:
 
 def estimate_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
     """An ``estimate_schema`` table from column lists (the quote as ``quoted_atomic``)."""
-    quoted_usd = atomic_to_usd_array(columns["quoted_atomic"])
+    quoted_usd = usd_array(columns["quoted_atomic"])
     return _table(estimate_schema(), columns, quoted_usd=quoted_usd)
 
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from x402lab.money import atomic_to_usd
 from x402lab.tables.ledger import arrow_to_pandas
+from x402lab.tables.usd import USD, usd_array
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,9 +30,9 @@ def jobs_schema() -> pa.Schema:
             ("finished_at", ts),
             ("elapsed_s", pa.float64()),
             ("quoted_atomic", pa.int64()),
-            ("quoted_usd", pa.float64()),
+            ("quoted_usd", USD),
             ("paid_atomic", pa.int64()),
-            ("paid_usd", pa.float64()),
+            ("paid_usd", USD),
             ("tx_hash", text),
             ("ledger_id", pa.int64()),
             pa.field("delete_media", pa.bool_(), nullable=False),
@@ -60,12 +60,11 @@ def jobs_table(records: Iterable[Any], *, now: float | None = None) -> pa.Table:
             "created_at": _utc(record.created_us),
             "finished_at": _utc(record.finished_us),
             "elapsed_s": max(0.0, (end_us - record.created_us) / 1e6),
-            "quoted_usd": atomic_to_usd(record.quoted_atomic),
-            "paid_usd": atomic_to_usd(record.paid_atomic),
         }
         for name in schema.names:
-            columns[name].append(row[name])
-    return pa.table(columns, schema=schema)
+            columns[name].append(row.get(name))
+    usd = {f"{w}_usd": usd_array(columns[f"{w}_atomic"]) for w in ("quoted", "paid")}
+    return pa.table({**columns, **usd}, schema=schema)
 
 
 def jobs_frame(records: Iterable[Any], *, now: float | None = None) -> pd.DataFrame:

@@ -40,8 +40,10 @@ COLUMNS = (
 
 
 def ledger_schema() -> pa.Schema:
-    """The declared Arrow schema of ledger rows."""
+    """The declared Arrow schema of ledger rows (``amount_usd`` exact, ``tables.usd``)."""
     import pyarrow as pa
+
+    from x402lab.tables.usd import USD
 
     text = pa.string()
     return pa.schema(
@@ -55,7 +57,7 @@ def ledger_schema() -> pa.Schema:
             ("request_key", text),
             pa.field("budget", text, nullable=False),
             pa.field("amount_atomic", pa.int64(), nullable=False),
-            pa.field("amount_usd", pa.float64(), nullable=False),
+            pa.field("amount_usd", USD, nullable=False),
             ("upstream_usd", pa.float64()),
             ("price_mult", pa.float64()),
             pa.field("status", text, nullable=False),
@@ -78,7 +80,8 @@ def ledger_schema() -> pa.Schema:
 
 def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
     """Arrow to pandas keeping the declared dtypes: int64 stays int64 (nullable when needed),
-    timestamps stay tz-aware UTC, and an empty table keeps its columns and dtypes."""
+    timestamps stay tz-aware UTC, a decimal (a USD amount, ``tables.usd``) stays an exact
+    Arrow-backed decimal, and an empty table keeps its columns and dtypes."""
     import pandas as pd
     import pyarrow as pa
 
@@ -87,6 +90,8 @@ def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
             return pd.Int64Dtype()
         if pa.types.is_boolean(arrow_type):
             return pd.BooleanDtype()
+        if pa.types.is_decimal(arrow_type):
+            return pd.ArrowDtype(arrow_type)
         return None
 
     # Dtypes follow the schema, not the data: a non-nullable integer field is int64, a

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from x402lab.money import atomic_to_usd
 from x402lab.tables.ledger import arrow_to_pandas
+from x402lab.tables.usd import USD, usd_array
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,7 +28,7 @@ def reconcile_schema() -> pa.Schema:
             pa.field("before", text, nullable=False),
             pa.field("after", text, nullable=False),
             pa.field("amount_atomic", pa.int64(), nullable=False),
-            pa.field("amount_usd", pa.float64(), nullable=False),
+            pa.field("amount_usd", USD, nullable=False),
             ("tx_hash", text),
             ("block", pa.int64()),
             ("payer", text),
@@ -43,10 +43,10 @@ def reconcile_schema() -> pa.Schema:
 def reconcile_table(records: Iterable[Mapping[str, Any]]) -> pa.Table:
     """Rows (dicts with the schema's names; ``amount_usd`` derived) as the declared table."""
     rows = [dict(record) for record in records]
-    for row in rows:
-        row["amount_usd"] = atomic_to_usd(row["amount_atomic"])
     schema = reconcile_schema()
-    return pa.table({name: [row.get(name) for row in rows] for name in schema.names}, schema)
+    columns: dict[str, Any] = {name: [row.get(name) for row in rows] for name in schema.names}
+    columns["amount_usd"] = usd_array(columns["amount_atomic"])
+    return pa.table(columns, schema)
 
 
 def reconcile_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from x402lab.reprs import card, scrolling
 from x402lab.tables import whole_number
 from x402lab.tables.attrs import set_attrs
 from x402lab.tables.ledger import arrow_to_pandas
+from x402lab.tables.usd import USD, usd_value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,7 +79,7 @@ LIBRARY_SCHEMA = _schema(
     ("ledger_id", pa.int64(), True),
     ("tx_hash", _STRING, True),
     ("price_atomic", pa.int64(), True),
-    ("price_usd", pa.float64(), True),
+    ("price_usd", USD, True),
     ("source", _STRING, False),
 )
 """One row per owned report: what it is, when and how it was bought (ledger row, tx)."""
@@ -267,7 +268,7 @@ def library_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
                 "ledger_id": row.get("ledger_id"),
                 "tx_hash": row.get("tx_hash"),
                 "price_atomic": price,
-                "price_usd": atomic_to_usd(price),
+                "price_usd": usd_value(price),
                 "source": row["source"],
             }
         )

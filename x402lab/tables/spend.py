@@ -2,8 +2,9 @@
 
 Every table of ``lab.spend()`` and ``lab.cost_report()`` is cast to one of these, so an empty
 table has the same columns and dtypes as a full one. ``*_atomic`` columns are int64 USDC base
-units, exact; ``*_usd`` columns are float64, derived from them (a float cannot hold every sum of
-base units exactly, so compare money with the integers). ``lab.spend()`` shows USD by default
+units, exact; ``*_usd`` amounts are exact decimals derived from them (``tables.usd``), so
+they add up to the atomic unit too. Rates (``usd_per_unit``, ``usd_per_1k``, the price
+list's ``*_usd_per_1m``) are float64. ``lab.spend()`` shows USD by default
 and adds the integer columns with ``atomic=True``; the cost report's tables carry both.
 """
 
@@ -15,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from x402lab.errors import ConfigError
-from x402lab.money import ATOMIC_PER_USD
 from x402lab.tables.ledger import arrow_to_pandas
+from x402lab.tables.usd import USD, usd_series
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,21 +51,21 @@ SPEND_VALUES = pa.schema(
         _required("payments", INT),
         _required("settled_count", INT),
         _required("settled_atomic", INT),
-        _required("settled_usd", FLOAT),
+        _required("settled_usd", USD),
         _required("unknown_count", INT),
         _required("unknown_atomic", INT),
-        _required("unknown_usd", FLOAT),
+        _required("unknown_usd", USD),
         _required("in_flight_count", INT),
         _required("in_flight_atomic", INT),
-        _required("in_flight_usd", FLOAT),
+        _required("in_flight_usd", USD),
         _required("held_count", INT),
         _required("held_atomic", INT),
-        _required("held_usd", FLOAT),
+        _required("held_usd", USD),
         _required("committed_atomic", INT),
-        _required("committed_usd", FLOAT),
+        _required("committed_usd", USD),
         _required("refused_count", INT),
         _required("refused_atomic", INT),
-        _required("refused_usd", FLOAT),
+        _required("refused_usd", USD),
         _required("rejected_count", INT),
         _required("failed_count", INT),
     ]
@@ -104,9 +105,9 @@ TIMELINE = pa.schema(
         ("model", TEXT),
         _required("budget", TEXT),
         _required("amount_atomic", INT),
-        _required("amount_usd", FLOAT),
+        _required("amount_usd", USD),
         _required("cumulative_atomic", INT),
-        _required("cumulative_usd", FLOAT),
+        _required("cumulative_usd", USD),
     ]
 )
 
@@ -120,7 +121,7 @@ UNIT_COSTS = pa.schema(
         _required("units", INT),
         _required("unit", TEXT),
         _required("paid_atomic", INT),
-        _required("paid_usd", FLOAT),
+        _required("paid_usd", USD),
         ("usd_per_unit", FLOAT),
         ("usd_per_1k", FLOAT),
     ]
@@ -137,7 +138,7 @@ BATCH_STATUS = pa.schema(
         _required("failed_rows", INT),
         _required("other_rows", INT),
         _required("paid_atomic", INT),
-        _required("paid_usd", FLOAT),
+        _required("paid_usd", USD),
     ]
 )
 
@@ -151,9 +152,9 @@ DRIFT = pa.schema(
         _required("quoted_atomic", INT),
         _required("paid_atomic", INT),
         _required("drift_atomic", INT),
-        _required("quoted_usd", FLOAT),
-        _required("paid_usd", FLOAT),
-        _required("drift_usd", FLOAT),
+        _required("quoted_usd", USD),
+        _required("paid_usd", USD),
+        _required("drift_usd", USD),
     ]
 )
 
@@ -167,12 +168,12 @@ PADDING = pa.schema(
         _required("paid_atomic", INT),
         _required("fair_atomic", INT),
         _required("padding_atomic", INT),
-        _required("padding_usd", FLOAT),
+        _required("padding_usd", USD),
         ("min_charge_atomic", INT),
         ("inputs_per_call", INT),
         _required("packed_atomic", INT),
         _required("packing_saves_atomic", INT),
-        _required("packing_saves_usd", FLOAT),
+        _required("packing_saves_usd", USD),
     ]
 )
 
@@ -181,7 +182,7 @@ SAVINGS = pa.schema(
         _required("source", TEXT),
         _required("items", INT),
         _required("saved_atomic", INT),
-        _required("saved_usd", FLOAT),
+        _required("saved_usd", USD),
         ("unpriced_items", INT),
         _required("note", TEXT),
     ]
@@ -212,7 +213,7 @@ OUTCOMES = pa.schema(
         ("resolved_by", TEXT),
         _required("payments", INT),
         _required("amount_atomic", INT),
-        _required("amount_usd", FLOAT),
+        _required("amount_usd", USD),
         _required("resent", INT),
         _required("resends", INT),
         ("first_expiry", TIMESTAMP),
@@ -256,5 +257,5 @@ def drift_table(records: list[dict[str, Any]]) -> Any:
     out = pd.DataFrame.from_records(records)
     if len(out):
         for what in ("quoted", "paid", "drift"):
-            out[f"{what}_usd"] = out[f"{what}_atomic"] / ATOMIC_PER_USD
+            out[f"{what}_usd"] = usd_series(out[f"{what}_atomic"])
     return typed(out, DRIFT)

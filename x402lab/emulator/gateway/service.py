@@ -34,7 +34,9 @@ class Gateway:
         self.catalog = Catalog.from_fixtures()
         self.pricer = Pricer(settings)
         self.upstream = Upstream(
-            settings.seed, schema_violation_rate=settings.faults.schema_violation_rate
+            settings.seed,
+            schema_violation_rate=settings.faults.schema_violation_rate,
+            constraint_violation_rate=settings.faults.constraint_violation_rate,
         )
         self.jobs = JobStore(settings.seed, settings.job_seconds)
         self.gate = PaymentGate(settings, chain, service="gateway")

@@ -13,29 +13,37 @@ offline; no model runs (docs/emulator.md). What it does:
   the same answer alone or in a pack.
 - Derivation: an enum value named in the text (or a common synonym of it) wins, else one is
   picked by a stable hash of the text; a string is a short phrase of the text; an integer or
-  number is one written in the text, else one derived from its length (within ``minimum`` and
-  ``maximum``); a boolean says whether the field's name (``mentions_price``: "price") occurs in
-  the text; a list of strings holds words of the text (or the enum values named in it).
+  number is one written in the text, else one derived from its length; a boolean says whether
+  the field's name (``mentions_price``: "price") occurs in the text; a list of strings holds
+  words of the text (or the enum values named in it). Values stay inside the schema's
+  constraints (bounds, lengths, ``maxItems``; a ``pattern`` or ``format`` is looked for in the
+  text). A nullable field is null when the item holds no value for it: a number when the
+  text has no digit, a string when the text is under 20 characters (or holds nothing of the
+  pattern asked), an enum when no value is named (``constraints``).
 - Simulated mistakes: each model answers each field wrongly (another valid value) as the
   seeded quality model (``quality``) says: skill rising with price, items of varying
   difficulty, accuracy falling with an item's position in a long pack. ``truth`` is the
   answer with no mistakes (the gold labels of ``data/reviews.csv``).
-- ``Faults.schema_violation_rate`` breaks whole answers on purpose (``violate``).
+- ``Faults.schema_violation_rate`` breaks whole answers on purpose (``violate``);
+  ``Faults.constraint_violation_rate`` puts right-typed values outside the constraints
+  (``constraints.break_constraints``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import random
 import re
 from typing import Any
 
-from x402lab.emulator.gateway import quality
+from x402lab.emulator.gateway import constraints, quality
 
 Schema = dict[str, Any]
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+# A minus sign only where it starts a number ("-3"), not inside a code ("ORD-1234").
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
 #: Words that name an enum value without spelling it (a review says "broken", not "negative").
 _SYNONYMS = {
     "positive": {
@@ -172,15 +180,18 @@ class Deriver:
         )  # fmt: skip
 
     def value(self, schema: Schema, field: str) -> Any:
+        allows_null, schema = constraints.nullable(schema)
+        if allows_null and self._absent(schema):
+            return None
         kind = schema.get("type")
-        if isinstance(kind, list):  # ["string", "null"]: answer the first non-null type
-            kind = next((k for k in kind if k != "null"), "null")
+        if "const" in schema:
+            return schema["const"]
         if "enum" in schema:
             return self._enum([v for v in schema["enum"]], field)
         if kind == "object":
             return self.obj(schema, field)
         if kind == "array":
-            return self._array(schema.get("items") or {}, field)
+            return self._array(schema, field)
         if kind == "integer":
             return self._number(schema, field, integer=True)
         if kind == "number":
@@ -189,7 +200,24 @@ class Deriver:
             return self._boolean(field)
         if kind == "null":
             return None
-        return self._phrase(field)
+        return constraints.fit_string(self._phrase(field), schema)
+
+    def _absent(self, schema: Schema) -> bool:
+        """Whether the item holds no value for a nullable field: no digit for a number, too
+        short a text (under 20 characters) or no part of the shape asked for a string, no
+        value named for an enum, nothing to list for an array."""
+        kind = schema.get("type")
+        if "enum" in schema:
+            return not any(isinstance(v, str) and self._named(v) for v in schema["enum"])
+        if kind in ("integer", "number"):
+            return not any(c.isdigit() for c in self.text)
+        if kind == "string":
+            if constraints.asks_for_shape(schema):
+                return constraints.pattern_match(schema, self.text) is None
+            return len(self.text) < 20
+        if kind == "array":
+            return not self._array(schema, "")
+        return False
 
     def obj(self, schema: Schema, field: str = "") -> dict[str, Any]:
         props = schema.get("properties") or {}
@@ -221,12 +249,7 @@ class Deriver:
         value = float(found[0]) if found else float(len(self.words) % 5 + 1)
         if self._wrong(field):
             value += 1
-        low, high = schema.get("minimum"), schema.get("maximum")
-        if isinstance(low, int | float):
-            value = max(value, float(low))
-        if isinstance(high, int | float):
-            value = min(value, float(high))
-        return int(math.floor(value)) if integer else round(value, 2)
+        return constraints.bounded(value, schema, integer=integer)
 
     def _boolean(self, field: str) -> bool:
         name = field.rsplit(".", 1)[-1]
@@ -239,12 +262,13 @@ class Deriver:
         words = self.text.split()
         return " ".join(words[:5]) if words else "n/a"
 
-    def _array(self, items: Schema, field: str) -> list[Any]:
+    def _array(self, schema: Schema, field: str) -> list[Any]:
+        items = schema.get("items") or {}
         if "enum" in items:
             named = [v for v in items["enum"] if isinstance(v, str) and self._named(v)]
-            return named[:3]
+            return constraints.fit_list(named[:3], schema, list(items["enum"]))
         long = list(dict.fromkeys(w for w in self.words if len(w) > 3))
-        return long[:3]
+        return constraints.fit_list(long[:3], schema, [])
 
 
 def _item_text(item: dict[str, Any]) -> str:
@@ -287,6 +311,16 @@ def truth(text: str, entry: Schema) -> dict[str, Any]:
     """The true answer for an item of ``text`` under ``entry`` (the object schema of one
     item of a pack): what every model answers when it makes no mistake."""
     return Deriver(text, model_id="", skill=math.inf).obj(entry)
+
+
+def break_constraints(value: Any, schema: Schema, dice: random.Random, rate: float) -> Any:
+    """``value`` with right-typed values outside the schema's constraints, at ``rate`` per
+    entry of a packed answer (or for the whole answer): ``constraints.break_constraints``."""
+    packed = _entry_schema(schema)
+    if packed is not None and isinstance(value, dict) and isinstance(value.get(packed[0]), list):
+        name, entry = packed
+        return {name: constraints.break_constraints(value[name], entry, dice, rate)}
+    return constraints.break_constraints(value, schema, dice, rate)
 
 
 def violate(value: Any, schema: Schema | None, roll: float) -> tuple[str, str | None]:

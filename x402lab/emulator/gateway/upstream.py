@@ -92,9 +92,16 @@ def _cut(words: list[str], limit: int | None) -> tuple[list[str], str]:
 class Upstream:
     """The simulated provider behind every paid route."""
 
-    def __init__(self, seed: int, *, schema_violation_rate: float = 0.0) -> None:
+    def __init__(
+        self,
+        seed: int,
+        *,
+        schema_violation_rate: float = 0.0,
+        constraint_violation_rate: float = 0.0,
+    ) -> None:
         self.seed = seed
         self.schema_violation_rate = schema_violation_rate
+        self.constraint_violation_rate = constraint_violation_rate
 
     # -- chat --------------------------------------------------------------------------------
 
@@ -130,7 +137,8 @@ class Upstream:
         """A JSON answer under the request's ``response_format`` (``structured``): no
         thinking, completion tokens counted from the JSON's length (about 4 characters a
         token), cut at ``max_tokens`` like any answer, broken on purpose at
-        ``schema_violation_rate``."""
+        ``schema_violation_rate`` (and its values put outside the schema's constraints at
+        ``constraint_violation_rate``, per entry)."""
         kind, schema = requested
         pricing = model.pricing or {}
         output = pricing.get("output", {})
@@ -142,6 +150,10 @@ class Upstream:
             output_usd_per_m=float(output.get("usd", 1.0)) if isinstance(output, dict) else 1.0,
             seed=self.seed,
         )
+        if self.constraint_violation_rate > 0 and schema is not None:
+            dice = _rng(self.seed, "constraints", model.id, _request_key(body.get("messages")))
+            rate = self.constraint_violation_rate
+            value = structured.break_constraints(value, schema, dice, rate)
         text, finish = json.dumps(value, separators=(", ", ": ")), "stop"
         if self.schema_violation_rate > 0 and rng.random() < self.schema_violation_rate:
             text, forced = structured.violate(value, schema, rng.random())
