@@ -442,4 +442,3 @@ class PostgresDatabase(Database):
             " ON CONFLICT (one) DO UPDATE SET version = excluded.version",
             (int(version),),
         )
-
