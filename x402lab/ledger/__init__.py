@@ -1,9 +1,8 @@
 """The store: one database (``database``: SQLite, or PostgreSQL in ``postgres``, picked by
-``backends``) holding payments (``store``), claims of request keys (``claims``), media job
+``sqlite``) holding payments (``store``), claims of request keys (``claims``), media job
 rows (``jobs``) and owned reports (``library``), with one status vocabulary (``statuses``),
 the record types (``records``) and numbered schema migrations (``schema``)."""
 
-from x402lab.ledger.backends import open_database
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Migration, Tx
 from x402lab.ledger.jobs import JobRecord, Jobs
@@ -19,7 +18,7 @@ from x402lab.ledger.records import (
     SignedAuthorization,
 )
 from x402lab.ledger.schema import MIGRATIONS, SCHEMA_VERSION, job_scope, report_scope
-from x402lab.ledger.sqlite import SQLiteDatabase
+from x402lab.ledger.sqlite import SQLiteDatabase, open_database
 from x402lab.ledger.statuses import (
     COUNTING,
     FINAL,

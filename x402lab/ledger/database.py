@@ -14,7 +14,7 @@ PostgreSQL share, and leaves the differences to a few methods here:
 - the schema version: ``PRAGMA user_version`` here (a one-row table on PostgreSQL);
 - rows: readable by index and by column name (``sqlite3.Row``; a backend supplies the same).
 
-``PostgresDatabase`` (``postgres.py``) is the second subclass; ``backends.open_database``
+``PostgresDatabase`` (``postgres.py``) is the second subclass; ``sqlite.open_database``
 picks one from the URL's scheme. Grouped writes (``grouped_writes``, ``sqlite.py``): a batch's
 writes of one event-loop iteration share one commit where the backend can.
 """

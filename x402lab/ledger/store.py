@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded, ConfigError
 from x402lab.ledger import moves, outcomes, totals
-from x402lab.ledger.backends import open_database
 from x402lab.ledger.database import Database, Row, Tx
 from x402lab.ledger.owner import process_owner, user_label
 from x402lab.ledger.records import BudgetState, OpenPayment, PaymentMeta, SignedAuthorization
 from x402lab.ledger.schema import MIGRATIONS
+from x402lab.ledger.sqlite import WriteAhead, open_database
 from x402lab.ledger.statuses import (
     COUNTING,
     IN_FLIGHT,
@@ -37,7 +37,6 @@ from x402lab.ledger.statuses import (
     in_sql,
 )
 from x402lab.ledger.tables import arrow_to_pandas, as_record, records_table
-from x402lab.ledger.writeahead import WriteAhead
 from x402lab.money import format_usd
 
 if TYPE_CHECKING:
