@@ -4,7 +4,7 @@ rows (``jobs``) and owned reports (``library``), with one status vocabulary (``s
 the record types (``records``) and numbered schema migrations (``schema``)."""
 
 from x402lab.ledger.claims import Claims
-from x402lab.ledger.database import Database, Migration, Tx
+from x402lab.ledger.database import Database, Migration, Tx, private_folder
 from x402lab.ledger.jobs import JobRecord, Jobs
 from x402lab.ledger.library import Order, ReportLibrary
 from x402lab.ledger.owner import process_owner, user_label
@@ -74,6 +74,7 @@ __all__ = [
     "job_scope",
     "ledger_schema",
     "open_database",
+    "private_folder",
     "process_owner",
     "report_scope",
     "user_label",

@@ -17,6 +17,14 @@ PostgreSQL share, and leaves the differences to a few methods here:
 ``PostgresDatabase`` (``postgres.py``) is the second subclass; ``sqlite.open_database``
 picks one from the URL's scheme. Grouped writes (``grouped_writes``, ``sqlite.py``): a batch's
 writes of one event-loop iteration share one commit where the backend can.
+
+A ledger's files are private to their owner, whatever the umask (``private_folder``,
+``private_database_file``): the ledger holds prompts, answers, bought report bodies and signed
+payments, so on a shared host (JupyterHub) nobody else may read it, nor the media it points
+at. The folders we create are 0700 (``~/.x402lab`` always, as it is ours); a SQLite file and
+its ``-wal`` and ``-shm`` are 0600. SQLite gives the ``-wal`` and ``-shm`` it creates the mode
+of the database file, so creating that file 0600 before SQLite opens it covers all three;
+files already there are brought to 0600 too.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -275,3 +284,44 @@ class Database(ABC):
                 f" understands ({latest}): it was written by a newer x402lab. Upgrade x402lab"
                 " (pip install -U x402lab) or use another ledger file; nothing was changed"
             )
+
+
+# -- the files of a ledger, private to their owner -------------------------------------------
+
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
+#: Our own folder, private even when it already exists (it holds only our files).
+HOME_FOLDER = "~/.x402lab"
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def private_folder(folder: Path) -> None:
+    """Create ``folder`` (and missing parents) 0700; ``~/.x402lab`` is made 0700 even if it exists.
+
+    A folder the user already had is left as it is: it is theirs, not ours.
+    """
+    missing: list[Path] = []
+    current = folder
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    for created in missing:
+        with contextlib.suppress(OSError):  # a race with another process creating it
+            os.chmod(created, FOLDER_MODE)
+    home = Path(HOME_FOLDER).expanduser().resolve()
+    if folder.resolve() == home or home in folder.resolve().parents:
+        with contextlib.suppress(OSError):
+            os.chmod(home, FOLDER_MODE)
+
+
+def private_database_file(path: Path) -> None:
+    """Create the database file 0600 if missing, and bring it and its side files to 0600."""
+    private_folder(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    os.close(fd)
+    for suffix in ("", *_SQLITE_SIDE_FILES):
+        target = path.with_name(path.name + suffix)
+        with contextlib.suppress(FileNotFoundError):
+            if target.stat().st_mode & 0o777 != FILE_MODE:
+                os.chmod(target, FILE_MODE)

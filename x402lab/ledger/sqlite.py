@@ -55,9 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.errors import ConfigError, StoreError
-from x402lab.ledger.database import Database, Row, Tx, grouping_loop
+from x402lab.ledger.database import Database, Row, Tx, grouping_loop, private_database_file
 from x402lab.ledger.postgres import PostgresDatabase
-from x402lab.ledger.private import private_database_file
 
 
 class SQLiteDatabase(Database):
