@@ -2,7 +2,7 @@
 
 The source of x402lab (the emulator aside: a separate server with its own tables) writes
 ``payments.status`` and ``claims.status`` only in the one transition function of each table
-(``ledger/moves.py``: ``move_payments`` with its one-statement settle, ``move_claims``), and
+(``ledger/payments.py``: ``move_payments`` with its one-statement settle, ``move_claims``), and
 new rows only through each table's inserter, which takes the initial statuses alone. The
 transition functions refuse a move their table does not allow, naming the row, the status it
 is in and the one asked for.
@@ -21,7 +21,7 @@ import x402lab
 import x402lab as xl
 from x402lab.ledger import Claims, Ledger
 from x402lab.ledger.claim_rows import insert_rows
-from x402lab.ledger.moves import move_claims, move_payments
+from x402lab.ledger.payments import move_claims, move_payments
 from x402lab.ledger.statuses import (
     CLAIM_INITIAL,
     CLAIM_TRANSITIONS,
@@ -37,8 +37,11 @@ C, P = ClaimStatus, PaymentStatus
 
 #: Where each table's status may be changed: (file under x402lab/, enclosing function).
 MOVERS = {
-    "payments": {("ledger/moves.py", "move_payments"), ("ledger/moves.py", "_settle_in_flight")},
-    "claims": {("ledger/moves.py", "move_claims")},
+    "payments": {
+        ("ledger/payments.py", "move_payments"),
+        ("ledger/payments.py", "_settle_in_flight"),
+    },
+    "claims": {("ledger/payments.py", "move_claims")},
 }
 #: Where each table's rows may be inserted with a status: the inserter, which takes only the
 #: initial statuses, and the schema step that copies the claims of earlier stores.
@@ -48,8 +51,8 @@ INSERTERS = {
 }
 #: ``held`` follows a payment's status: set by its moves, cleared by the running totals.
 HELD_WRITERS = {
-    ("ledger/moves.py", "move_payments"),
-    ("ledger/moves.py", "_settle_in_flight"),
+    ("ledger/payments.py", "move_payments"),
+    ("ledger/payments.py", "_settle_in_flight"),
     ("ledger/totals.py", "_unhold"),  # expire_held and release_prepay_miss write through it
 }
 

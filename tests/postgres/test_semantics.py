@@ -28,7 +28,7 @@ from x402lab.ledger import (
 )
 from x402lab.ledger.jobs import Jobs
 from x402lab.ledger.library import ReportLibrary
-from x402lab.ledger.moves import move_claims, move_payments
+from x402lab.ledger.payments import move_claims, move_payments
 from x402lab.ledger.statuses import PaymentStatus
 
 A = ClaimAction

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from x402lab.ledger.database import chunks, marks
-from x402lab.ledger.moves import IfNull, move_payments
 from x402lab.ledger.owner import owner_gone, process_owner
+from x402lab.ledger.payments import IfNull, move_payments
 from x402lab.ledger.records import OpenPayment, open_payment
 from x402lab.ledger.statuses import UNRESOLVED, PaymentStatus, Resolution, in_sql
 

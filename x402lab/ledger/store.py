@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded, ConfigError
-from x402lab.ledger import moves, outcomes, totals
+from x402lab.ledger import outcomes, payments, totals
 from x402lab.ledger.database import Database, Row, Tx
 from x402lab.ledger.owner import process_owner, user_label
 from x402lab.ledger.records import BudgetState, OpenPayment, PaymentMeta, SignedAuthorization
@@ -271,7 +271,7 @@ class Ledger:
         what the caller writes there (the answer it paid for, ``ledger.answers``)."""
         outcome.setdefault("resolved_by", Resolution.RECEIPT)
         fields = {"tx_hash": tx_hash, "payer": payer, **outcome}
-        moves.move_payments(tx, [row_id], S.SETTLED, self._now_us(), fields)
+        payments.move_payments(tx, [row_id], S.SETTLED, self._now_us(), fields)
 
     def record_rejected(
         self, row_id: int, error: str, *, resolved_by: Resolution = Resolution.RECEIPT
@@ -291,7 +291,7 @@ class Ledger:
         """A signed payment left and no clear answer came back; it keeps counting. A row
         already settled stays settled. ``spent``: its nonce is known to be used (the server
         said so), so its signed payload is dropped, never sent again."""
-        self._move(row_id, S.UNKNOWN, error=error, payment_header=moves.DROP if spent else None)
+        self._move(row_id, S.UNKNOWN, error=error, payment_header=payments.DROP if spent else None)
 
     def record_expired(self, row_id: int, error: str | None = None) -> None:
         """The chain says the authorization was never used and its window has passed: the
@@ -310,9 +310,9 @@ class Ledger:
     def _move(
         self, row_id: int, status: PaymentStatus, *, grouped: bool = False, **fields: Any
     ) -> None:
-        """Move one row to ``status`` (``moves.move_payment``: allowed moves are
+        """Move one row to ``status`` (``payments.move_payment``: allowed moves are
         ``statuses.TRANSITIONS``); raises ConfigError for a move from any other status."""
-        moves.move_payment(self.db, row_id, status, self._now_us(), fields, grouped=grouped)
+        payments.move_payment(self.db, row_id, status, self._now_us(), fields, grouped=grouped)
 
     def recover_interrupted(self, *, reserved_older_than_s: float = 600.0) -> int:
         """Close the rows a stopped process left open; returns how many rows moved.
