@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from x402lab.ledger import Claims, Ledger  # noqa: E402
-from x402lab.ledger.payments import move_claims  # noqa: E402
+from x402lab.ledger.claim_rows import move_claims  # noqa: E402
 from x402lab.ledger.statuses import ClaimStatus, in_sql  # noqa: E402
 
 DONE = in_sql("status", (ClaimStatus.DONE,))

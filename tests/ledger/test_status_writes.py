@@ -1,11 +1,11 @@
 """One way to change a status (docs/money.md, money rule 8).
 
 The source of x402lab (the emulator aside: a separate server with its own tables) writes
-``payments.status`` and ``claims.status`` only in the one transition function of each table
-(``ledger/payments.py``: ``move_payments`` with its one-statement settle, ``move_claims``), and
-new rows only through each table's inserter, which takes the initial statuses alone. The
-transition functions refuse a move their table does not allow, naming the row, the status it
-is in and the one asked for.
+``payments.status`` and ``claims.status`` only in the one transition function of each table,
+in the table's own module (``ledger/payments.py``: ``move_payments`` with its one-statement
+settle; ``ledger/claim_rows.py``: ``move_claims``), and new rows only through each table's
+inserter, which takes the initial statuses alone. The transition functions refuse a move
+their table does not allow, naming the row, the status it is in and the one asked for.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from ledger_testdata import meta, signed
 import x402lab
 import x402lab as xl
 from x402lab.ledger import Claims, Ledger
-from x402lab.ledger.claim_rows import insert_rows
-from x402lab.ledger.payments import move_claims, move_payments
+from x402lab.ledger.claim_rows import insert_rows, move_claims
+from x402lab.ledger.payments import move_payments
 from x402lab.ledger.statuses import (
     CLAIM_INITIAL,
     CLAIM_TRANSITIONS,
@@ -41,7 +41,7 @@ MOVERS = {
         ("ledger/payments.py", "move_payments"),
         ("ledger/payments.py", "_settle_in_flight"),
     },
-    "claims": {("ledger/payments.py", "move_claims")},
+    "claims": {("ledger/claim_rows.py", "move_claims")},
 }
 #: Where each table's rows may be inserted with a status: the inserter, which takes only the
 #: initial statuses, and the schema step that copies the claims of earlier stores.

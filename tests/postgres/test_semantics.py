@@ -26,9 +26,10 @@ from x402lab.ledger import (
     SignedAuthorization,
     ledger_schema,
 )
+from x402lab.ledger.claim_rows import move_claims
 from x402lab.ledger.jobs import Jobs
 from x402lab.ledger.library import ReportLibrary
-from x402lab.ledger.payments import move_claims, move_payments
+from x402lab.ledger.payments import move_payments
 from x402lab.ledger.statuses import PaymentStatus
 
 A = ClaimAction

@@ -1,9 +1,11 @@
-"""The SQL of the ``claims`` table: its reads, and the payments a claim looks up."""
+"""The ``claims`` table: its inserter, its one transition function (``move_claims``), its
+reads, and the payments a claim looks up. The state machine that uses them: ``claims.py``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from x402lab.errors import ConfigError
 from x402lab.ledger.database import Row, Tx, chunks, marks
@@ -11,10 +13,12 @@ from x402lab.ledger.records import ClaimRecord, claim_record
 from x402lab.ledger.statuses import (
     BY_WEIGHT,
     CLAIM_INITIAL,
+    CLAIM_TRANSITIONS,
     MAYBE_PAID,
     UNRESOLVED,
     ClaimStatus,
     PaymentStatus,
+    any_sql,
     in_sql,
 )
 
@@ -51,7 +55,7 @@ def insert_rows(tx: Tx, rows: Sequence[Sequence[Any]]) -> list[int]:
     matched by (scope, key); rows that repeat a (scope, key) go one by one.
     """
     for row in rows:
-        if row[2] not in CLAIM_INITIAL:  # every later status is a move (``moves``)
+        if row[2] not in CLAIM_INITIAL:  # every later status is a move (``move_claims``)
             raise ConfigError(f"a new claim row cannot start as {row[2]!r} ({row[0]} {row[1]!r})")
     if len({(row[0], row[1]) for row in rows}) < len(rows):
         return tx.insert_many(INSERT, rows)
@@ -179,3 +183,73 @@ def payment_rows(tx: Tx, ids: Sequence[int]) -> dict[int, Row]:
         ):
             out[row["id"]] = row
     return out
+
+
+# -- the transition function -------------------------------------------------------------
+
+
+def move_claims(
+    tx: Tx,
+    rows: Sequence[Sequence[Any]],
+    status: ClaimStatus,
+    now_us: int,
+    *,
+    sets: str = "",
+) -> None:
+    """Move claim rows to ``status`` inside ``tx`` (allowed moves:
+    ``statuses.CLAIM_TRANSITIONS``), in one ``executemany``.
+
+    ``rows``: ``(row_id, *values)`` per claim; ``sets``: the other columns the move writes,
+    as SQL (``"error = ?, ledger_id = COALESCE(?, ledger_id)"``), whose placeholders take
+    ``values`` in order. Raises ConfigError naming a row that is missing or in a status the
+    move does not start from (a bulk move checks the count of rows changed, and reads the
+    rows again only then).
+    """
+    if not rows:
+        return
+    if re.search(r"\b(status|updated_us)\b", sets):
+        raise ConfigError(f"move_claims sets status and updated_us itself, not in {sets!r}")
+    sources = CLAIM_TRANSITIONS.get(status, ())
+    ids = [int(row[0]) for row in rows]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise ConfigError(f"claim rows {twice} are asked to move to {str(status)!r} twice")
+    if not sources:
+        _refuse_claim(tx, ids[0], status, None)
+    extra = f", {sets}" if sets else ""
+    changed = tx.executemany(
+        f"UPDATE claims SET status = ?, updated_us = ?{extra}"
+        f" WHERE id = ? AND {any_sql('status', sources)}",
+        [(str(status), now_us, *row[1:], row[0]) for row in rows],
+    )
+    if changed != len(ids):
+        _refuse_stuck_claims(tx, ids, status, now_us)
+
+
+def _refuse_stuck_claims(tx: Tx, ids: Sequence[int], status: ClaimStatus, now_us: int) -> NoReturn:
+    """Name a claim row ``move_claims`` could not move (and raise): one missing, in another
+    status, or already in ``status`` before this move."""
+    found: dict[int, Row] = {}
+    for chunk in chunks(list(ids)):
+        for each in tx.all(
+            "SELECT id, scope, key, status, updated_us FROM claims"
+            f" WHERE id IN ({marks(len(chunk))})",
+            chunk,
+        ):
+            found[each["id"]] = each
+    for row_id in ids:
+        row = found.get(row_id)
+        if row is None or row["status"] != status or row["updated_us"] != now_us:
+            _refuse_claim(tx, row_id, status, row)
+    raise ConfigError(f"some of claim rows {list(ids)} could not move to {str(status)!r}")
+
+
+def _refuse_claim(tx: Tx, row_id: int, status: ClaimStatus, row: Row | None) -> NoReturn:
+    if row is None:
+        row = tx.one("SELECT id, scope, key, status FROM claims WHERE id = ?", (row_id,))
+    if row is None:
+        raise ConfigError(f"claim row {row_id} cannot move to {str(status)!r} from 'missing'")
+    raise ConfigError(
+        f"claim row {row_id} ({row['scope']} {row['key']!r}) cannot move to {str(status)!r}"
+        f" from {str(row['status'])!r}"
+    )

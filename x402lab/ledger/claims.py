@@ -35,7 +35,7 @@ A ``MAYBE_PAID`` key is looked at once more through its payment: one that never 
 makes the claim void (paid again); an ``unknown`` one whose signed payload can be sent again
 to the same request key is handed back (``PAY``), and that payload is sent, not a new one.
 
-Every change of a claim's status goes through ``moves.move_claims``, checked against
+Every change of a claim's status goes through ``claim_rows.move_claims``, checked against
 ``statuses.CLAIM_TRANSITIONS`` (new rows start ``pending``, ``done`` or ``unknown``).
 
 Claims are written with ordinary commits: the durable commit of the payment's write-ahead
@@ -54,6 +54,7 @@ from x402lab.ledger.claim_rows import (
     follow_payments,
     history_in,
     insert_rows,
+    move_claims,
     payments_in,
     pending_record,
     records_in,
@@ -61,7 +62,6 @@ from x402lab.ledger.claim_rows import (
 from x402lab.ledger.database import Database, Row, Tx, chunks, marks
 from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S, GoneOwners
 from x402lab.ledger.owner import process_owner
-from x402lab.ledger.payments import move_claims
 from x402lab.ledger.records import (
     ClaimAction,
     Claimed,

@@ -1,16 +1,14 @@
-"""The one way a row's status changes: one transition function per table.
+"""The ``payments`` table's one transition function, ``move_payments``.
 
-``move_payments`` moves ``payments`` rows and ``move_claims`` moves ``claims`` rows; nothing
-else in x402lab writes either status column (docs/money.md, money rule 8;
-``tests/ledger/test_status_writes.py`` reads the source to keep it so). Each checks every
-move against its table's allowed moves (``statuses.TRANSITIONS``,
-``statuses.CLAIM_TRANSITIONS``) and raises ConfigError naming the row, the status it is in
-and the one asked for; the caller's transaction then rolls back, so a refused move changes
-nothing. Both move many rows at once in set-based statements (``WHERE id IN (...) AND status
-IN (the allowed sources)``, or one ``executemany``), and read a row's status again only to
-name the one that could not move.
+Nothing else in x402lab writes ``payments.status`` (docs/money.md, money rule 8;
+``tests/ledger/test_status_writes.py`` reads the source to keep it so; the ``claims`` table's
+twin is ``claim_rows.move_claims``). It checks every move against the allowed moves
+(``statuses.TRANSITIONS``) and raises ConfigError naming the row, the status it is in and the
+one asked for; the caller's transaction then rolls back, so a refused move changes nothing.
+It moves many rows at once in set-based statements (``WHERE id IN (...) AND status IN (the
+allowed sources)``), and reads a row's status again only to name the one that could not move.
 
-A payment's move also keeps its bookkeeping: ``held`` (a signed payment the server refused
+A move also keeps a payment's bookkeeping: ``held`` (a signed payment the server refused
 counts until its window passes), the forgotten signed payload once its outcome is known, and
 the budget's running total (``totals``). ``move_payment`` is the one-row entry of the
 Ledger: an in-flight row settles in one statement of its own.
@@ -21,20 +19,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from x402lab.errors import ConfigError
 from x402lab.ledger import totals
-from x402lab.ledger.database import Database, Row, Tx, chunks, marks
+from x402lab.ledger.database import Database, Tx, chunks, marks
 from x402lab.ledger.statuses import (
-    CLAIM_TRANSITIONS,
     HOLDABLE,
     SAYS_LESS,
     TRANSITIONS,
     UNRESOLVED,
-    ClaimStatus,
     PaymentStatus,
-    any_sql,
     counts,
     in_sql,
 )
@@ -175,76 +170,6 @@ def _settle_in_flight(
         f" AND {in_sql('status', UNRESOLVED)}"
     )
     return sql, (str(S.SETTLED), now_us, *_values(given), *ids)
-
-
-# -- claims --------------------------------------------------------------------------------
-
-
-def move_claims(
-    tx: Tx,
-    rows: Sequence[Sequence[Any]],
-    status: ClaimStatus,
-    now_us: int,
-    *,
-    sets: str = "",
-) -> None:
-    """Move claim rows to ``status`` inside ``tx`` (allowed moves:
-    ``statuses.CLAIM_TRANSITIONS``), in one ``executemany``.
-
-    ``rows``: ``(row_id, *values)`` per claim; ``sets``: the other columns the move writes,
-    as SQL (``"error = ?, ledger_id = COALESCE(?, ledger_id)"``), whose placeholders take
-    ``values`` in order. Raises ConfigError naming a row that is missing or in a status the
-    move does not start from (a bulk move checks the count of rows changed, and reads the
-    rows again only then).
-    """
-    if not rows:
-        return
-    if re.search(r"\b(status|updated_us)\b", sets):
-        raise ConfigError(f"move_claims sets status and updated_us itself, not in {sets!r}")
-    sources = CLAIM_TRANSITIONS.get(status, ())
-    ids = [int(row[0]) for row in rows]
-    if len(set(ids)) != len(ids):
-        twice = sorted({i for i in ids if ids.count(i) > 1})
-        raise ConfigError(f"claim rows {twice} are asked to move to {str(status)!r} twice")
-    if not sources:
-        _refuse_claim(tx, ids[0], status, None)
-    extra = f", {sets}" if sets else ""
-    changed = tx.executemany(
-        f"UPDATE claims SET status = ?, updated_us = ?{extra}"
-        f" WHERE id = ? AND {any_sql('status', sources)}",
-        [(str(status), now_us, *row[1:], row[0]) for row in rows],
-    )
-    if changed != len(ids):
-        _refuse_stuck_claims(tx, ids, status, now_us)
-
-
-def _refuse_stuck_claims(tx: Tx, ids: Sequence[int], status: ClaimStatus, now_us: int) -> NoReturn:
-    """Name a claim row ``move_claims`` could not move (and raise): one missing, in another
-    status, or already in ``status`` before this move."""
-    found: dict[int, Row] = {}
-    for chunk in chunks(list(ids)):
-        for each in tx.all(
-            "SELECT id, scope, key, status, updated_us FROM claims"
-            f" WHERE id IN ({marks(len(chunk))})",
-            chunk,
-        ):
-            found[each["id"]] = each
-    for row_id in ids:
-        row = found.get(row_id)
-        if row is None or row["status"] != status or row["updated_us"] != now_us:
-            _refuse_claim(tx, row_id, status, row)
-    raise ConfigError(f"some of claim rows {list(ids)} could not move to {str(status)!r}")
-
-
-def _refuse_claim(tx: Tx, row_id: int, status: ClaimStatus, row: Row | None) -> NoReturn:
-    if row is None:
-        row = tx.one("SELECT id, scope, key, status FROM claims WHERE id = ?", (row_id,))
-    if row is None:
-        raise ConfigError(f"claim row {row_id} cannot move to {str(status)!r} from 'missing'")
-    raise ConfigError(
-        f"claim row {row_id} ({row['scope']} {row['key']!r}) cannot move to {str(status)!r}"
-        f" from {str(row['status'])!r}"
-    )
 
 
 # -- helpers -------------------------------------------------------------------------------

@@ -215,7 +215,7 @@ class Ledger:
         count: bool = True,
         error: str | None = None,
     ) -> int:
-        if status not in INITIAL:  # every later status is a move (``moves``)
+        if status not in INITIAL:  # every later status is a move (``payments``)
             raise ConfigError(f"a new ledger row cannot start as {str(status)!r}")
         now = self._now_us()
         row_id = tx.insert(
