@@ -53,7 +53,7 @@ INSERTERS = {
 HELD_WRITERS = {
     ("ledger/payments.py", "move_payments"),
     ("ledger/payments.py", "_settle_in_flight"),
-    ("ledger/totals.py", "_unhold"),  # expire_held and release_prepay_miss write through it
+    ("ledger/payments.py", "_unhold"),  # expire_held and release_prepay_miss write through it
 }
 
 _TABLE = r"(?P<table>payments|claims)\b"

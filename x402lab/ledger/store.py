@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded, ConfigError
-from x402lab.ledger import outcomes, payments, totals
+from x402lab.ledger import outcomes, payments
 from x402lab.ledger.database import Database, Row, Tx
 from x402lab.ledger.owner import process_owner, user_label
 from x402lab.ledger.records import BudgetState, OpenPayment, PaymentMeta, SignedAuthorization
@@ -139,8 +139,8 @@ class Ledger:
         figure without reading every payment of the budget (a batch asks before and after
         it runs, on a ledger a team may have filled for years)."""
         with self.db.transaction() as tx:
-            totals.expire_held(tx, name, self._held_cutoff(), self._now_us())
-            return totals.counted(tx, name, self._now_us())
+            payments.expire_held(tx, name, self._held_cutoff(), self._now_us())
+            return payments.budget_total(tx, name, self._now_us())
 
     # -- the payment lifecycle -------------------------------------------------------------
 
@@ -173,15 +173,15 @@ class Ledger:
         with self.db.transaction(durable=fsync, grouped=grouped) as tx:
             # The common case in two statements: the running total moves only if the cap
             # allows it. Otherwise (or for a budget not seen yet) the exact path below.
-            if totals.take(tx, budget, cap_atomic, amount_atomic):
+            if payments.take_budget(tx, budget, cap_atomic, amount_atomic):
                 signed = sign() if sign is not None else None
                 status = S.RESERVED if signed is None else S.SIGNED
                 return self._insert(tx, budget, amount_atomic, meta, status, signed, count=False)
-            totals.expire_held(tx, budget, self._held_cutoff(), self._now_us())
+            payments.expire_held(tx, budget, self._held_cutoff(), self._now_us())
             if meta.request_key is not None and not meta.prepaid:
                 # The fresh challenge after a prepay miss: the request needs the budget once.
-                totals.release_prepay_miss(tx, budget, meta.request_key, self._now_us())
-            counted = totals.counted(tx, budget, self._now_us())
+                payments.release_prepay_miss(tx, budget, meta.request_key, self._now_us())
+            counted = payments.budget_total(tx, budget, self._now_us())
             if cap_atomic is not None and counted + amount_atomic > cap_atomic:
                 left = max(0, cap_atomic - counted)
                 reason = (
@@ -250,7 +250,7 @@ class Ledger:
             ),
         )
         if count and status in COUNTING:
-            totals.add(tx, budget, int(amount), now)
+            payments.add_to_budget(tx, budget, int(amount), now)
         return row_id
 
     def record_settled(
