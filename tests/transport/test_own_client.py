@@ -20,8 +20,7 @@ import trustme
 import x402lab as xl
 from x402lab._loop import run
 from x402lab.errors import ConfigError, TransportError
-from x402lab.ledger import Ledger
-from x402lab.ledger.records import PaymentMeta, SignedAuthorization
+from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization
 from x402lab.routes import GATEWAY
 from x402lab.transport import RetryPolicy
 

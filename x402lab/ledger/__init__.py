@@ -3,20 +3,20 @@
 rows (``jobs``) and owned reports (``library``), with one status vocabulary (``statuses``),
 the record types (``records``) and numbered schema migrations (``schema``)."""
 
+from x402lab.ledger.claim_rows import ClaimAction, Claimed, ClaimRecord
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Migration, Tx, private_folder
 from x402lab.ledger.jobs import JobRecord, Jobs
 from x402lab.ledger.library import Order, ReportLibrary
+from x402lab.ledger.outcomes import OpenPayment
 from x402lab.ledger.owner import process_owner, user_label
-from x402lab.ledger.postgres import PostgresDatabase
-from x402lab.ledger.records import (
+from x402lab.ledger.payments import (
     BudgetState,
-    ClaimAction,
-    Claimed,
-    ClaimRecord,
     PaymentMeta,
     SignedAuthorization,
+    left_under_cap,
 )
+from x402lab.ledger.postgres import PostgresDatabase
 from x402lab.ledger.schema import MIGRATIONS, SCHEMA_VERSION, job_scope, report_scope
 from x402lab.ledger.sqlite import SQLiteDatabase, open_database
 from x402lab.ledger.statuses import (
@@ -62,6 +62,7 @@ __all__ = [
     "Jobs",
     "Ledger",
     "Migration",
+    "OpenPayment",
     "Order",
     "PaymentMeta",
     "PaymentStatus",
@@ -72,6 +73,7 @@ __all__ = [
     "Tx",
     "arrow_to_pandas",
     "job_scope",
+    "left_under_cap",
     "ledger_schema",
     "open_database",
     "private_folder",

@@ -4,12 +4,14 @@ reads, and the payments a claim looks up. The state machine that uses them: ``cl
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, NoReturn
 
 from x402lab.errors import ConfigError
-from x402lab.ledger.database import Row, Tx, chunks, marks
-from x402lab.ledger.records import ClaimRecord, claim_record
+from x402lab.ledger.database import Row, Tx, chunks, marks, record_fields
 from x402lab.ledger.statuses import (
     BY_WEIGHT,
     CLAIM_INITIAL,
@@ -44,6 +46,76 @@ _ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 INSERT = _COLUMNS + _ROW
 #: Rows per multi-row INSERT: 12 values each stays under SQLite's historical 999 bound values.
 ROWS_PER_INSERT = 80
+
+
+class ClaimAction(StrEnum):
+    """What ``Claims.claim`` tells the caller to do with one key."""
+
+    PAY = "pay"
+    REUSE = "reuse"
+    WAIT = "wait"
+    MAYBE_PAID = "maybe_paid"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRecord:
+    """One claim row, with the money facts of its payment joined from the ledger."""
+
+    id: int
+    scope: str
+    key: str
+    status: ClaimStatus
+    payment_key: str
+    ledger_id: int | None
+    owner: str
+    label: str | None
+    created_us: int
+    updated_us: int
+    error: str | None
+    answer: bytes | None
+    payment_status: str | None = None
+    amount_atomic: int | None = None
+    tx_hash: str | None = None
+
+    @property
+    def created_at(self) -> datetime:
+        return datetime.fromtimestamp(self.created_us / 1_000_000, tz=UTC)
+
+    @property
+    def updated_at(self) -> datetime:
+        return datetime.fromtimestamp(self.updated_us / 1_000_000, tz=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """The answer of ``claim`` for one key: what to do, and the row that decided it (for
+    ``PAY`` the new pending row of this caller)."""
+
+    key: str
+    action: ClaimAction
+    record: ClaimRecord
+
+
+def claim_record(row: Row) -> ClaimRecord:
+    answer = row["answer"]
+    return ClaimRecord(
+        **record_fields(
+            row,
+            ClaimRecord,
+            status=ClaimStatus(row["status"]),
+            answer=bytes(answer) if answer is not None else None,
+        )
+    )
+
+
+def current_records(rows: Iterable[ClaimRecord]) -> dict[str, ClaimRecord]:
+    """Per key, the deciding record (or the newest failed one), in first-claimed order."""
+    out: dict[str, ClaimRecord] = {}
+    for record in rows:  # oldest first
+        kept = out.get(record.key)
+        if kept is None or record.status != ClaimStatus.FAILED or kept.status == ClaimStatus.FAILED:
+            out[record.key] = record
+    return out
 
 
 def insert_rows(tx: Tx, rows: Sequence[Sequence[Any]]) -> list[int]:

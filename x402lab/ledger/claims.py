@@ -50,6 +50,11 @@ from typing import Any
 
 from x402lab.ledger.claim_rows import (
     FULL,
+    ClaimAction,
+    Claimed,
+    ClaimRecord,
+    claim_record,
+    current_records,
     deciding,
     follow_payments,
     history_in,
@@ -62,13 +67,6 @@ from x402lab.ledger.claim_rows import (
 from x402lab.ledger.database import Database, Row, Tx, chunks, marks
 from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S, GoneOwners
 from x402lab.ledger.owner import process_owner
-from x402lab.ledger.records import (
-    ClaimAction,
-    Claimed,
-    ClaimRecord,
-    claim_record,
-    current_records,
-)
 from x402lab.ledger.statuses import (
     COUNTING,
     ClaimStatus,

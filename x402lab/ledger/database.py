@@ -36,7 +36,7 @@ import os
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -75,6 +75,12 @@ def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
 def marks(count: int) -> str:
     """``?, ?, ?``: ``count`` placeholders (for ``IN (...)`` and ``VALUES (...)``)."""
     return ", ".join("?" * count)
+
+
+def record_fields(row: Row, record: Any, **given: Any) -> dict[str, Any]:
+    """The fields of the dataclass ``record`` from the row's columns of the same names, but
+    those ``given`` (a record type's constructor arguments)."""
+    return {f.name: row[f.name] for f in fields(record) if f.name not in given} | given
 
 
 @dataclass(frozen=True)

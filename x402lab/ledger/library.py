@@ -25,9 +25,9 @@ from typing import Any
 
 from x402lab.errors import PaymentRefused
 from x402lab.ledger.answers import HeldSettlements, answer_transaction
+from x402lab.ledger.claim_rows import ClaimAction, ClaimRecord
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database
-from x402lab.ledger.records import ClaimAction, ClaimRecord
 from x402lab.ledger.schema import report_scope
 from x402lab.ledger.statuses import ClaimStatus, PaymentStatus
 from x402lab.ledger.store import Ledger

@@ -10,13 +10,13 @@ settle only once, so sending it again never pays twice. Nothing here signs anyth
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from x402lab.ledger.database import chunks, marks
+from x402lab.ledger.database import Row, chunks, marks, record_fields
 from x402lab.ledger.owner import owner_gone, process_owner
 from x402lab.ledger.payments import IfNull, move_payments
-from x402lab.ledger.records import OpenPayment, open_payment
 from x402lab.ledger.statuses import UNRESOLVED, PaymentStatus, Resolution, in_sql
 
 if TYPE_CHECKING:
@@ -37,6 +37,47 @@ _SELECT = (
 #: What the error column says of a row whose sender died with it in flight.
 ORPHANED = "the process that sent it ({owner}) stopped before an answer arrived"
 _NEVER_SIGNED = "reserved by a process that stopped before signing"
+
+
+@dataclass(frozen=True)
+class OpenPayment:
+    """A signed payment whose outcome is not known yet (``signed`` or ``unknown``), as the
+    ledger holds it: what re-sending and reconciliation with the chain need."""
+
+    id: int
+    status: str
+    service: str
+    request_key: str | None
+    budget: str
+    amount_atomic: int
+    payer: str | None
+    nonce: str | None
+    valid_before: int | None
+    network: str | None
+    asset: str | None
+    owner: str | None
+    resends: int
+    ts_us: int
+    header: str | None = field(default=None, repr=False)
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the authorization stops being valid (its ``validBefore``), UTC."""
+        if self.valid_before is None:
+            return None
+        return datetime.fromtimestamp(self.valid_before, tz=UTC)
+
+
+def open_payment(row: Row) -> OpenPayment:
+    return OpenPayment(
+        **record_fields(
+            row,
+            OpenPayment,
+            amount_atomic=int(row["amount_atomic"]),
+            resends=int(row["resends"] or 0),
+            header=row["payment_header"],
+        )
+    )
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from x402lab.errors import ConfigError
@@ -40,6 +40,36 @@ DROP = object()
 #: Columns a move sets itself: a caller's fields never name them.
 _OWN_COLUMNS = frozenset({"id", "status", "held", "updated_us"})
 _COLUMN = re.compile(r"[a-z_]+")
+
+
+@dataclass(frozen=True)
+class PaymentMeta:
+    """What a ledger row says about the call it pays for."""
+
+    service: str
+    method: str | None = None
+    path: str | None = None
+    model: str | None = None
+    request_key: str | None = None
+    pay_to: str | None = None
+    network: str | None = None
+    asset: str | None = None
+    upstream_usd: float | None = None
+    price_mult: float | None = None
+    #: Paid with the first request, for a predicted challenge (``payments.prediction``).
+    prepaid: bool = False
+
+
+@dataclass(frozen=True)
+class SignedAuthorization:
+    """What the ledger keeps of a signed authorization: enough to find it on chain, and the
+    signed payload's header value, to send the same authorization again (it holds no secret,
+    but it is kept out of reprs)."""
+
+    nonce: str
+    payer: str
+    valid_before: int
+    header: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -180,6 +210,36 @@ def _settle_in_flight(
 # rows or a million. It is recomputed from the payments only for a budget seen for the first
 # time. Every function here runs inside the caller's write transaction (``BEGIN IMMEDIATE``),
 # so a read-then-write is atomic across processes.
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    """Spend of one budget in atomic units."""
+
+    name: str
+    cap_atomic: int | None
+    settled_atomic: int
+    in_flight_atomic: int
+    unknown_atomic: int
+    held_atomic: int = 0
+
+    @property
+    def committed_atomic(self) -> int:
+        """Settled, in flight, unknown and held: what the cap is measured against (and what
+        ``lab.spend()`` reports as ``committed``)."""
+        return self.settled_atomic + self.in_flight_atomic + self.unknown_atomic + self.held_atomic
+
+    @property
+    def remaining_atomic(self) -> int | None:
+        return left_under_cap(self.cap_atomic, self.committed_atomic)
+
+
+def left_under_cap(cap_atomic: int | None, committed_atomic: int) -> int | None:
+    """What a budget has left to reserve (None without a total cap)."""
+    if cap_atomic is None:
+        return None
+    return max(0, cap_atomic - committed_atomic)
+
 
 _ADD = "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?"
 
