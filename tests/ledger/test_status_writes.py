@@ -21,7 +21,7 @@ import x402lab
 import x402lab as xl
 from x402lab.ledger import Claims, Ledger
 from x402lab.ledger.claim_rows import insert_rows, move_claims
-from x402lab.ledger.payments import move_payments
+from x402lab.ledger.payments import insert_payment, move_payments
 from x402lab.ledger.statuses import (
     CLAIM_INITIAL,
     CLAIM_TRANSITIONS,
@@ -46,7 +46,7 @@ MOVERS = {
 #: Where each table's rows may be inserted with a status: the inserter, which takes only the
 #: initial statuses, and the schema step that copies the claims of earlier stores.
 INSERTERS = {
-    "payments": {("ledger/store.py", "_insert")},
+    "payments": {("ledger/payments.py", "insert_payment")},
     "claims": {("ledger/claim_rows.py", "_COLUMNS"), ("ledger/schema.py", "_CLAIM_INSERT")},
 }
 #: ``held`` follows a payment's status: set by its moves, cleared by the running totals.
@@ -279,7 +279,7 @@ def test_a_new_row_starts_only_in_an_initial_status(tmp_path):
     ledger = Ledger(tmp_path / "l.sqlite", user="t")
     with pytest.raises(xl.ConfigError, match="a new ledger row cannot start as 'settled'"):
         with ledger.db.transaction() as tx:
-            ledger._insert(tx, "b", 1, meta("k"), P.SETTLED)
+            insert_payment(tx, "b", 1, meta("k"), P.SETTLED, (1, "me", "t"))
     # scope, key, status, payment key, ledger id, floor, owner, label, times, error, answer
     row = ("s", "k", str(C.FAILED), "k", None, 0, "me", None, 1, 1, None, None)
     with pytest.raises(xl.ConfigError, match="a new claim row cannot start as 'failed'"):

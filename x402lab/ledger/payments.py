@@ -24,7 +24,9 @@ from typing import Any
 from x402lab.errors import ConfigError
 from x402lab.ledger.database import Database, Tx, chunks, marks
 from x402lab.ledger.statuses import (
+    COUNTING,
     HOLDABLE,
+    INITIAL,
     SAYS_LESS,
     TRANSITIONS,
     UNRESOLVED,
@@ -80,6 +82,64 @@ class IfNull:
 
 
 # -- payments ------------------------------------------------------------------------------
+
+
+def insert_payment(
+    tx: Tx,
+    budget: str,
+    amount: int,
+    meta: PaymentMeta,
+    status: PaymentStatus,
+    who: tuple[int, str, str],
+    *,
+    signed: SignedAuthorization | None = None,
+    count: bool = True,
+    error: str | None = None,
+) -> int:
+    """Insert a payment row inside ``tx``; returns its id. ``who``: when and by whom (the
+    time in microseconds, the process owner, the user label). ``count``: add it to the
+    budget's running total (unless the caller already has, with ``take_budget``).
+
+    The table's one inserter: a new row starts in an initial status (``statuses.INITIAL``);
+    every later status is a move (``move_payments``). Raises ConfigError for another.
+    """
+    if status not in INITIAL:
+        raise ConfigError(f"a new ledger row cannot start as {str(status)!r}")
+    now, owner, user = who
+    row_id = tx.insert(
+        "INSERT INTO payments (ts_us, updated_us, service, method, path, model, request_key,"
+        " budget, amount_atomic, upstream_usd, price_mult, status, pay_to, network, asset,"
+        " error, nonce, payer, valid_before, payment_header, owner, prepaid, user_label)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            now,
+            now,
+            meta.service,
+            meta.method,
+            meta.path,
+            meta.model,
+            meta.request_key,
+            budget,
+            int(amount),
+            meta.upstream_usd,
+            meta.price_mult,
+            str(status),
+            meta.pay_to,
+            meta.network,
+            meta.asset,
+            error,
+            signed.nonce if signed else None,
+            signed.payer if signed else None,
+            signed.valid_before if signed else None,
+            signed.header if signed else None,
+            owner,
+            int(meta.prepaid),
+            user,
+        ),
+    )
+    if count and status in COUNTING:
+        add_to_budget(tx, budget, int(amount), now)
+    return row_id
 
 
 def move_payment(

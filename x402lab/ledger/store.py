@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from x402lab.errors import BudgetExceeded, ConfigError
+from x402lab.errors import BudgetExceeded
 from x402lab.ledger import outcomes, payments
 from x402lab.ledger.database import Database, Row, Tx
 from x402lab.ledger.outcomes import OpenPayment
@@ -32,7 +32,6 @@ from x402lab.ledger.sqlite import WriteAhead, open_database
 from x402lab.ledger.statuses import (
     COUNTING,
     IN_FLIGHT,
-    INITIAL,
     PaymentStatus,
     Resolution,
     in_sql,
@@ -92,6 +91,10 @@ class Ledger:
 
     def _held_cutoff(self) -> int:
         return int(self._now()) - EXPIRY_SLACK_S
+
+    def _who(self) -> tuple[int, str, str]:
+        """When and by whom a new row is written: now, this process, this ledger's user."""
+        return self._now_us(), process_owner(), self.user
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Rows of a read query (by index and by column name)."""
@@ -177,7 +180,9 @@ class Ledger:
             if payments.take_budget(tx, budget, cap_atomic, amount_atomic):
                 signed = sign() if sign is not None else None
                 status = S.RESERVED if signed is None else S.SIGNED
-                return self._insert(tx, budget, amount_atomic, meta, status, signed, count=False)
+                return payments.insert_payment(
+                    tx, budget, amount_atomic, meta, status, self._who(), signed=signed, count=False
+                )
             payments.expire_held(tx, budget, self._held_cutoff(), self._now_us())
             if meta.request_key is not None and not meta.prepaid:
                 # The fresh challenge after a prepay miss: the request needs the budget once.
@@ -189,13 +194,16 @@ class Ledger:
                     f"amount {format_usd(amount_atomic)} exceeds what budget {budget!r} has left:"
                     f" {format_usd(left)} of {format_usd(cap_atomic)}"
                 )
-                self._insert(tx, budget, amount_atomic, meta, S.REFUSED, error=reason)
+                payments.insert_payment(
+                    tx, budget, amount_atomic, meta, S.REFUSED, self._who(), error=reason
+                )
                 refused = BudgetExceeded(reason, budget=budget, amount_atomic=amount_atomic)
-            elif sign is None:
-                return self._insert(tx, budget, amount_atomic, meta, S.RESERVED)
             else:
-                signed = sign()
-                return self._insert(tx, budget, amount_atomic, meta, S.SIGNED, signed=signed)
+                signed = sign() if sign is not None else None
+                status = S.RESERVED if signed is None else S.SIGNED
+                return payments.insert_payment(
+                    tx, budget, amount_atomic, meta, status, self._who(), signed=signed
+                )
         raise refused
 
     def record_refused(
@@ -203,56 +211,9 @@ class Ledger:
     ) -> int:
         """Record a challenge the client refused to sign; returns the row id."""
         with self.db.transaction() as tx:
-            return self._insert(tx, budget, amount_atomic, meta, S.REFUSED, error=error)
-
-    def _insert(
-        self,
-        tx: Tx,
-        budget: str,
-        amount: int,
-        meta: PaymentMeta,
-        status: PaymentStatus,
-        signed: SignedAuthorization | None = None,
-        count: bool = True,
-        error: str | None = None,
-    ) -> int:
-        if status not in INITIAL:  # every later status is a move (``payments``)
-            raise ConfigError(f"a new ledger row cannot start as {str(status)!r}")
-        now = self._now_us()
-        row_id = tx.insert(
-            "INSERT INTO payments (ts_us, updated_us, service, method, path, model, request_key,"
-            " budget, amount_atomic, upstream_usd, price_mult, status, pay_to, network, asset,"
-            " error, nonce, payer, valid_before, payment_header, owner, prepaid, user_label)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                now,
-                now,
-                meta.service,
-                meta.method,
-                meta.path,
-                meta.model,
-                meta.request_key,
-                budget,
-                int(amount),
-                meta.upstream_usd,
-                meta.price_mult,
-                str(status),
-                meta.pay_to,
-                meta.network,
-                meta.asset,
-                error,
-                signed.nonce if signed else None,
-                signed.payer if signed else None,
-                signed.valid_before if signed else None,
-                signed.header if signed else None,
-                process_owner(),
-                int(meta.prepaid),
-                self.user,
-            ),
-        )
-        if count and status in COUNTING:
-            payments.add_to_budget(tx, budget, int(amount), now)
-        return row_id
+            return payments.insert_payment(
+                tx, budget, amount_atomic, meta, S.REFUSED, self._who(), error=error
+            )
 
     def record_settled(
         self, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
