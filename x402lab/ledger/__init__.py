@@ -36,7 +36,7 @@ from x402lab.ledger.store import (
     STATUSES,
     Ledger,
 )
-from x402lab.ledger.tables import arrow_to_pandas, ledger_schema
+from x402lab.tables.ledger import arrow_to_pandas, ledger_schema
 
 __all__ = [
     "COUNTING",

@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ConfigError
-from x402lab.ledger.database import Database, Tx, chunks, marks
+from x402lab.ledger.database import Database, Row, Tx, chunks, marks
 from x402lab.ledger.statuses import (
     COUNTING,
     HOLDABLE,
@@ -35,6 +35,11 @@ from x402lab.ledger.statuses import (
     counts,
     in_sql,
 )
+from x402lab.money import atomic_to_usd
+from x402lab.tables.ledger import COLUMNS, ledger_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 S = PaymentStatus
 #: ``payment_header=DROP``: forget a row's signed payload (its nonce is known to be used).
@@ -260,6 +265,38 @@ def _settle_in_flight(
         f" AND {in_sql('status', UNRESOLVED)}"
     )
     return sql, (str(S.SETTLED), now_us, *_values(given), *ids)
+
+
+# -- a row as a record of the ledger table (its schema: ``x402lab.tables.ledger``) -----------
+
+
+def as_record(row: Row) -> dict[str, Any]:
+    """A ``payments`` row as a dict of the ``ledger_schema`` columns. ``held`` is what the
+    query selected as held *now* (``held_now``, see ``Ledger.rows``) when it did."""
+    from datetime import UTC, datetime
+
+    amount = row["amount_atomic"]
+    record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (a Row, not a dict)
+    record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
+    record["amount_usd"] = atomic_to_usd(amount)
+    record["held"] = bool(record.get("held_now", record.get("held")))
+    record["resends"] = int(record.get("resends") or 0)
+    record["prepaid"] = bool(record.get("prepaid"))
+    record["user"] = record.get("user_label")
+    valid_before = record.get("valid_before")
+    record["expires_at"] = (
+        datetime.fromtimestamp(valid_before, tz=UTC) if valid_before is not None else None
+    )
+    return {name: record.get(name) for name in COLUMNS}
+
+
+def records_table(records: list[dict[str, Any]]) -> pa.Table:
+    """Ledger rows (dicts of ``as_record``) as an Arrow table with the declared schema."""
+    import pyarrow as pa
+
+    schema = ledger_schema()
+    columns = {name: [record[name] for record in records] for name in schema.names}
+    return pa.table(columns, schema=schema)
 
 
 # -- budgets: the running total -------------------------------------------------------------

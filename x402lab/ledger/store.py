@@ -36,8 +36,8 @@ from x402lab.ledger.statuses import (
     Resolution,
     in_sql,
 )
-from x402lab.ledger.tables import arrow_to_pandas, as_record, records_table
 from x402lab.money import format_usd
+from x402lab.tables.ledger import arrow_to_pandas
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -323,11 +323,11 @@ class Ledger:
             f" WHERE {where} ORDER BY id",
             (self._held_cutoff(), *params),
         )
-        return [as_record(record) for record in records]
+        return [payments.as_record(record) for record in records]
 
     def to_arrow(self) -> pa.Table:
         """All ledger rows as an Arrow table with the declared schema."""
-        return records_table(self.rows())
+        return payments.records_table(self.rows())
 
     def to_pandas(self) -> pd.DataFrame:
         """All ledger rows as a DataFrame (dtypes from the declared Arrow schema)."""
