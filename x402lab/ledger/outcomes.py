@@ -12,15 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
-from x402lab.ledger.database import Row, chunks, marks, record_fields
+from x402lab.ledger.database import Database, Row, chunks, marks, record_fields
 from x402lab.ledger.owner import owner_gone, process_owner
 from x402lab.ledger.payments import IfNull, move_payments
 from x402lab.ledger.statuses import UNRESOLVED, PaymentStatus, Resolution, in_sql
-
-if TYPE_CHECKING:
-    from x402lab.ledger.store import Ledger
 
 S = PaymentStatus
 #: A stored payload is sent again only while this much of its window is left (a server
@@ -121,7 +117,7 @@ def resumable(row: OpenPayment, gone: GoneOwners) -> bool:
     return row.status == S.UNKNOWN or (row.status == S.SIGNED and gone(row.owner))
 
 
-def resume(ledger: Ledger, request_key: str, *, valid_until: int) -> OpenPayment | None:
+def resume(db: Database, request_key: str, *, valid_until: int, now_us: int) -> OpenPayment | None:
     """Take up a signed payment of ``request_key`` to send its same payload again: an
     ``unknown`` one, or a ``signed`` one whose sender is gone, whose authorization is valid
     at least until ``valid_until``. It becomes ``signed`` by this process; returns it (as it
@@ -130,44 +126,42 @@ def resume(ledger: Ledger, request_key: str, *, valid_until: int) -> OpenPayment
         f" WHERE request_key = ? AND {_OPEN_SQL} AND payment_header IS NOT NULL"
         " AND valid_before >= ? ORDER BY id"
     )
-    found = ledger.db.read(_SELECT + where, (request_key, valid_until))
+    found = db.read(_SELECT + where, (request_key, valid_until))
     if not found:  # the common case: one indexed read, no write
         return None
     gone = GoneOwners()
     owner = process_owner()
-    with ledger.db.transaction() as tx:
+    with db.transaction() as tx:
         for row in tx.all(_SELECT + where, (request_key, valid_until)):
             payment = open_payment(row)
             if not resumable(payment, gone):
                 continue
             if payment.status == S.UNKNOWN:
-                move_payments(tx, [payment.id], S.SIGNED, ledger._now_us(), {"owner": owner})
+                move_payments(tx, [payment.id], S.SIGNED, now_us, {"owner": owner})
             else:
                 tx.execute(
                     "UPDATE payments SET owner = ?, updated_us = ? WHERE id = ?",
-                    (owner, ledger._now_us(), payment.id),
+                    (owner, now_us, payment.id),
                 )
             return payment
     return None
 
 
 def unresolved(
-    ledger: Ledger, *, ids: Iterable[int] | None = None, orphaned: bool = False
+    db: Database, *, ids: Iterable[int] | None = None, orphaned: bool = False
 ) -> list[OpenPayment]:
     """The ``signed`` and ``unknown`` rows with a nonce (of ``ids`` when given), oldest
     first; with ``orphaned``, only those whose sender is a process of this host that is
     gone."""
     base = f"{_SELECT} WHERE {_OPEN_SQL} AND nonce IS NOT NULL"
     if ids is None:
-        rows = [open_payment(row) for row in ledger.db.read(base + " ORDER BY id")]
+        rows = [open_payment(row) for row in db.read(base + " ORDER BY id")]
     else:
         rows = []
         for chunk in chunks(sorted(set(ids))):
             rows += [
                 open_payment(row)
-                for row in ledger.db.read(
-                    f"{base} AND id IN ({marks(len(chunk))}) ORDER BY id", chunk
-                )
+                for row in db.read(f"{base} AND id IN ({marks(len(chunk))}) ORDER BY id", chunk)
             ]
     if orphaned:
         gone = GoneOwners()
@@ -175,16 +169,15 @@ def unresolved(
     return rows
 
 
-def recover(ledger: Ledger, *, reserved_older_than_s: float) -> int:
+def recover(db: Database, *, now_us: int, cutoff: int, reserved_older_than_s: float) -> int:
     """Close the rows a stopped process left open; returns how many moved (see
-    ``Ledger.recover_interrupted``)."""
-    now_us = ledger._now_us()
-    cutoff = ledger._held_cutoff()
+    ``Ledger.recover_interrupted``). ``cutoff``: a signed row whose window ends before it
+    is orphaned whatever its sender."""
     stale_us = now_us - int(reserved_older_than_s * 1_000_000)
     gone = GoneOwners()
     orphaned: dict[str, list[int]] = {}  # note -> signed rows whose sender is gone
     abandoned: list[int] = []  # reserved rows never signed
-    with ledger.db.transaction() as tx:
+    with db.transaction() as tx:
         rows = tx.all(
             "SELECT id, status, valid_before, owner, ts_us FROM payments"
             f" WHERE {in_sql('status', (S.RESERVED, S.SIGNED))}"
@@ -204,15 +197,14 @@ def recover(ledger: Ledger, *, reserved_older_than_s: float) -> int:
     return len(abandoned) + sum(len(ids) for ids in orphaned.values())
 
 
-def apply(ledger: Ledger, moves: Sequence[Move]) -> list[Applied]:
+def apply(db: Database, moves: Sequence[Move], *, now_us: int) -> list[Applied]:
     """Make reconciliation's moves in one transaction; returns those made (a row that is no
     longer ``signed`` or ``unknown`` by now, concluded meanwhile, is left as it is)."""
     if not moves:
         return []
     by_id = {move.row_id: move for move in moves}
     applied: list[Applied] = []
-    now_us = ledger._now_us()
-    with ledger.db.transaction() as tx:
+    with db.transaction() as tx:
         for chunk in chunks(sorted(by_id)):
             rows = tx.all(f"{_SELECT} WHERE id IN ({marks(len(chunk))}) ORDER BY id", chunk)
             for row in rows:

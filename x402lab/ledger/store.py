@@ -284,26 +284,31 @@ class Ledger:
         known; they keep counting; ``reconcile`` asks the chain). ``reserved`` rows of a gone
         process, or older than ``reserved_older_than_s``, were never signed and are released.
         """
-        return outcomes.recover(self, reserved_older_than_s=reserved_older_than_s)
+        return outcomes.recover(
+            self.db,
+            now_us=self._now_us(),
+            cutoff=self._held_cutoff(),
+            reserved_older_than_s=reserved_older_than_s,
+        )
 
     # -- signed payments whose outcome is not known (``outcomes``) ---------------------------
 
     def resume_payment(self, request_key: str, *, valid_until: int) -> OpenPayment | None:
         """Take up an ``unknown`` (or orphaned ``signed``) payment of ``request_key`` valid
         until at least ``valid_until`` to send its same signed payload again; None if none."""
-        return outcomes.resume(self, request_key, valid_until=valid_until)
+        return outcomes.resume(self.db, request_key, valid_until=valid_until, now_us=self._now_us())
 
     def unresolved(
         self, *, ids: Iterable[int] | None = None, orphaned: bool = False
     ) -> list[OpenPayment]:
         """The ``signed`` and ``unknown`` rows (of ``ids``; with ``orphaned``, only those
         whose sender process is gone), oldest first."""
-        return outcomes.unresolved(self, ids=ids, orphaned=orphaned)
+        return outcomes.unresolved(self.db, ids=ids, orphaned=orphaned)
 
     def apply_outcomes(self, moves: Sequence[outcomes.Move]) -> list[outcomes.Applied]:
         """Make reconciliation's moves (settled, expired) in one transaction; returns the
         moves made."""
-        return outcomes.apply(self, moves)
+        return outcomes.apply(self.db, moves, now_us=self._now_us())
 
     # -- reading ---------------------------------------------------------------------------
 
