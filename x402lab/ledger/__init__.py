@@ -8,8 +8,13 @@ from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Migration, Tx, private_folder
 from x402lab.ledger.jobs import JobRecord, Jobs
 from x402lab.ledger.library import Order, ReportLibrary
-from x402lab.ledger.outcomes import OpenPayment
-from x402lab.ledger.owner import process_owner, user_label
+from x402lab.ledger.outcomes import (
+    OpenPayment,
+    owner_alive,
+    owner_gone,
+    process_owner,
+    user_label,
+)
 from x402lab.ledger.payments import (
     BudgetState,
     PaymentMeta,
@@ -76,6 +81,8 @@ __all__ = [
     "left_under_cap",
     "ledger_schema",
     "open_database",
+    "owner_alive",
+    "owner_gone",
     "private_folder",
     "process_owner",
     "report_scope",

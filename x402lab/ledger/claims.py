@@ -65,8 +65,7 @@ from x402lab.ledger.claim_rows import (
     records_in,
 )
 from x402lab.ledger.database import Database, Row, Tx, chunks, marks
-from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S, GoneOwners
-from x402lab.ledger.owner import process_owner
+from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S, GoneOwners, process_owner
 from x402lab.ledger.statuses import (
     COUNTING,
     ClaimStatus,
