@@ -9,8 +9,14 @@ import pytest
 from ledger_testdata import signed
 
 from x402lab.errors import ConfigError
-from x402lab.ledger import ClaimAction, Claimed, Ledger
-from x402lab.ledger.answers import answer_transaction, held_for, hold_settlements
+from x402lab.ledger import (
+    ClaimAction,
+    Claimed,
+    Ledger,
+    answer_transaction,
+    held_for,
+    hold_settlements,
+)
 from x402lab.ledger.jobs import Jobs
 
 GW = "http://127.0.0.1:9/"

@@ -32,8 +32,15 @@ import weakref
 from collections.abc import Iterable, Mapping
 
 from x402lab.errors import StoreError
-from x402lab.ledger import ClaimAction, Claimed, ClaimRecord, Claims, ClaimStatus
-from x402lab.ledger.answers import HeldSettlements, answer_transaction
+from x402lab.ledger import (
+    ClaimAction,
+    Claimed,
+    ClaimRecord,
+    Claims,
+    ClaimStatus,
+    HeldSettlements,
+    answer_transaction,
+)
 
 #: Pending batch claims older than this, of another process, are taken over. The holder renews
 #: them four times as often, so only a run that stopped without releasing them goes stale.

@@ -21,13 +21,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from x402lab.errors import ConfigError
-from x402lab.ledger.answers import HeldSettlements, answer_transaction
 from x402lab.ledger.claim_rows import ClaimAction, Claimed
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Row, Tx, marks
 from x402lab.ledger.schema import gateway_of, job_scope
 from x402lab.ledger.statuses import ClaimStatus, JobStatus, PaymentStatus, in_sql
-from x402lab.ledger.store import Ledger
+from x402lab.ledger.store import HeldSettlements, Ledger, answer_transaction
 
 #: Columns a job row owns (written by ``insert``/``update``).
 JOB_COLUMNS = (

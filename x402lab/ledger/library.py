@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from x402lab.errors import PaymentRefused
-from x402lab.ledger.answers import HeldSettlements, answer_transaction
 from x402lab.ledger.claim_rows import ClaimAction, ClaimRecord
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database
 from x402lab.ledger.schema import report_scope
 from x402lab.ledger.statuses import ClaimStatus, PaymentStatus
-from x402lab.ledger.store import Ledger
+from x402lab.ledger.store import HeldSettlements, Ledger, answer_transaction
 
 C = ClaimStatus
 # An order's status from its claims: the first of these that any of them has.

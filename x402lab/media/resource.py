@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound
 from x402lab.gateway.paid import request_key
-from x402lab.ledger import ClaimAction, Claimed, JobRecord, Jobs
-from x402lab.ledger.answers import hold_settlements
+from x402lab.ledger import ClaimAction, Claimed, JobRecord, Jobs, hold_settlements
 from x402lab.media.job import AsyncJob
 from x402lab.media.quotes import MediaQuote, check_video_constraints, quote_error
 from x402lab.money import format_usd, usd_to_atomic

@@ -24,8 +24,7 @@ from x402lab.errors import (
     ProtocolError,
     SettlementUnknown,
 )
-from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization
-from x402lab.ledger.answers import held_for
+from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization, held_for
 from x402lab.ledger.outcomes import RESEND_MARGIN_S
 from x402lab.ledger.statuses import Resolution
 from x402lab.money import format_usd
