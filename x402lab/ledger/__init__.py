@@ -1,14 +1,32 @@
-"""The store: one database (``database``: SQLite, or PostgreSQL in ``postgres``, picked by
-``sqlite``) holding payments (``store``), claims of request keys (``claims``), media job
-rows (``jobs``) and owned reports (``library``), with one status vocabulary (``statuses``),
-the record types (``records``) and numbered schema migrations (``schema``)."""
+"""The ledger: one database of payments, budgets, claims, media jobs and owned reports.
+
+Everything outside this package imports from here (``from x402lab.ledger import Ledger``),
+never from one of its modules; inside, each module holds one thing, and imports only the
+ones listed before it (``tests/test_layers.py`` checks both, and that there is no circle):
+
+- ``statuses``: every status, its groups and its allowed moves;
+- ``database``: the interface both backends implement (transactions, reads, migrations) and
+  the privacy of a ledger's files; ``postgres`` and ``sqlite`` (the default file, its group
+  fsync of write-ahead rows, and ``open_database``, which picks one) are the two backends;
+- ``schema``: the tables, as numbered migrations;
+- ``payments``: the payments and budgets tables: records, the one inserter, the one
+  transition function, the budgets' running totals;
+- ``outcomes``: who sent a payment (its owner process) and what became of those no answer
+  concluded (resent, recovered, reconciled);
+- ``store``: the ``Ledger`` a user holds, and settlements held until their answer is stored;
+- ``claim_rows`` (the claims table) and ``claims`` (the state machine over request keys);
+- ``jobs`` and ``library``: media jobs and owned reports, each a claim plus what it bought.
+"""
 
 from x402lab.ledger.claim_rows import ClaimAction, Claimed, ClaimRecord
 from x402lab.ledger.claims import Claims
-from x402lab.ledger.database import Database, Migration, Tx, private_folder
+from x402lab.ledger.database import Database, Migration, Tx, grouped_writes, private_folder
 from x402lab.ledger.jobs import JobRecord, Jobs
 from x402lab.ledger.library import Order, ReportLibrary
 from x402lab.ledger.outcomes import (
+    RESEND_MARGIN_S,
+    Applied,
+    Move,
     OpenPayment,
     owner_alive,
     owner_gone,
@@ -34,6 +52,7 @@ from x402lab.ledger.statuses import (
     ClaimStatus,
     JobStatus,
     PaymentStatus,
+    Resolution,
 )
 from x402lab.ledger.store import (
     DEFAULT_LEDGER_PATH,
@@ -55,8 +74,10 @@ __all__ = [
     "IN_FLIGHT",
     "MAYBE_PAID",
     "MIGRATIONS",
+    "RESEND_MARGIN_S",
     "SCHEMA_VERSION",
     "STATUSES",
+    "Applied",
     "BudgetState",
     "ClaimAction",
     "ClaimRecord",
@@ -70,17 +91,20 @@ __all__ = [
     "Jobs",
     "Ledger",
     "Migration",
+    "Move",
     "OpenPayment",
     "Order",
     "PaymentMeta",
     "PaymentStatus",
     "PostgresDatabase",
     "ReportLibrary",
+    "Resolution",
     "SQLiteDatabase",
     "SignedAuthorization",
     "Tx",
     "answer_transaction",
     "arrow_to_pandas",
+    "grouped_writes",
     "held_for",
     "hold_settlements",
     "job_scope",

@@ -24,9 +24,14 @@ from x402lab.errors import (
     ProtocolError,
     SettlementUnknown,
 )
-from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization, held_for
-from x402lab.ledger.outcomes import RESEND_MARGIN_S
-from x402lab.ledger.statuses import Resolution
+from x402lab.ledger import (
+    RESEND_MARGIN_S,
+    Ledger,
+    PaymentMeta,
+    Resolution,
+    SignedAuthorization,
+    held_for,
+)
 from x402lab.money import format_usd
 from x402lab.payments.cost import CallInfo, Cost
 from x402lab.payments.outcome import Kind, Outcome, read_outcome
