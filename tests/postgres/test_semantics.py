@@ -22,15 +22,15 @@ from x402lab.ledger import (
     Claimed,
     Claims,
     ClaimStatus,
+    Jobs,
     Ledger,
+    PaymentStatus,
+    ReportLibrary,
     SignedAuthorization,
     ledger_schema,
 )
 from x402lab.ledger.claim_rows import move_claims
-from x402lab.ledger.jobs import Jobs
-from x402lab.ledger.library import ReportLibrary
 from x402lab.ledger.payments import move_payments
-from x402lab.ledger.statuses import PaymentStatus
 
 A = ClaimAction
 SCOPE = "batch:chat"
