@@ -169,7 +169,8 @@ class Jobs:
         """Store the job the claimed queue answered and close the claim ``done``, together.
 
         ``ledger_id``: the queue payment (found in the ledger when None). ``held``: the
-        queue payment's settlement, committed in the same transaction (``answers``).
+        queue payment's settlement, committed in the same transaction
+        (``store.hold_settlements``).
         ``columns``: other job columns (``quoted_atomic``, ``delete_media``,
         ``download_url``...). Raises ConfigError for a name that is not a job column.
         """

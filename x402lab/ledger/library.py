@@ -229,10 +229,10 @@ class ReportLibrary:
         held: HeldSettlements | None = None,
     ) -> list[str]:
         """Store the bought reports and close the order's claims ``done``, in one
-        transaction (with the purchase's settlement when ``held``: ``answers``). Returns the
-        ids stored (a report already in the library keeps its first copy). Reports the
-        answer lacks are released ``failed``: the answer came and did not hold them, so the
-        next purchase may pay for them."""
+        transaction (with the purchase's settlement when ``held``: ``store.hold_settlements``).
+        Returns the ids stored (a report already in the library keeps its first copy).
+        Reports the answer lacks are released ``failed``: the answer came and did not hold
+        them, so the next purchase may pay for them."""
         valid = [r for r in reports if _report_id(r) is not None]
         answers = [
             (str(_report_id(r)), json.dumps(r, ensure_ascii=False, allow_nan=True).encode())

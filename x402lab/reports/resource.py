@@ -207,7 +207,7 @@ class AsyncReports:
                 rebuy=rebuy,
             )
             # The purchase's settlement is committed with the reports it bought
-            # (``ledger.answers``), or alone when this block ends without them.
+            # (``ledger.hold_settlements``), or alone when this block ends without them.
             with hold_settlements(self._session.ledger) as held:
                 try:
                     if secret is not None:
