@@ -1,5 +1,6 @@
-"""The ``claims`` table: its inserter, its one transition function (``move_claims``), its
-reads, and the payments a claim looks up. The state machine that uses them: ``claims.py``."""
+"""The ``claims`` table: its records, its one inserter (``insert_rows``) and its one
+transition function (``move_claims``), its reads, and the payments a claim looks up. The
+state machine built on them: ``claims.py``."""
 
 from __future__ import annotations
 
@@ -46,6 +47,9 @@ _ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 INSERT = _COLUMNS + _ROW
 #: Rows per multi-row INSERT: 12 values each stays under SQLite's historical 999 bound values.
 ROWS_PER_INSERT = 80
+
+
+# -- records -------------------------------------------------------------------------------
 
 
 class ClaimAction(StrEnum):
@@ -118,6 +122,9 @@ def current_records(rows: Iterable[ClaimRecord]) -> dict[str, ClaimRecord]:
     return out
 
 
+# -- the inserter and the transition function ----------------------------------------------
+
+
 def insert_rows(tx: Tx, rows: Sequence[Sequence[Any]]) -> list[int]:
     """Insert claim rows (``Claims._row`` tuples) in multi-row ``INSERT ... RETURNING``
     statements (SQLite 3.35+ and PostgreSQL); returns their ids in the order of ``rows``.
@@ -151,113 +158,6 @@ def pending_record(row_id: int, row: Sequence[Any]) -> ClaimRecord:
         row_id, scope, key, ClaimStatus(status), payment_key, None, owner, label, created,
         updated, error, answer,
     )  # fmt: skip
-
-
-def deciding(rows: Sequence[Row]) -> Row | None:
-    """The row that decides a key: its newest row that is not ``failed``."""
-    for row in reversed(rows):
-        if row["status"] != ClaimStatus.FAILED:
-            return row
-    return None
-
-
-def history_in(tx: Tx, scope: str, keys: Sequence[str]) -> dict[str, list[Row]]:
-    """Every row of each key, oldest first (only keys with rows)."""
-    out: dict[str, list[Row]] = {}
-    for chunk in chunks(keys):
-        for row in tx.all(
-            f"SELECT {LIGHT} FROM claims WHERE scope = ? AND key IN ({marks(len(chunk))})"
-            " ORDER BY id",
-            (scope, *chunk),
-        ):
-            out.setdefault(row["key"], []).append(row)
-    return out
-
-
-def payments_in(
-    tx: Tx, floors: Mapping[str, int], statuses: Sequence[PaymentStatus] = MAYBE_PAID
-) -> dict[str, tuple[int, str]]:
-    """Per payment key, its strongest payment in ``statuses`` (``BY_WEIGHT``, then the
-    newest) among its rows newer than the key's floor: ``(ledger id, status)``."""
-    best: dict[str, tuple[int, str]] = {}
-    rank = {str(status): weight for weight, status in enumerate(BY_WEIGHT)}
-    for chunk in chunks(list(floors)):
-        for row_id, request_key, status in tx.all(
-            "SELECT id, request_key, status FROM payments"
-            f" WHERE request_key IN ({marks(len(chunk))}) AND {in_sql('status', statuses)}"
-            " ORDER BY id",
-            chunk,
-        ):
-            if row_id <= floors[request_key]:
-                continue
-            kept = best.get(request_key)
-            if kept is None or rank[status] <= rank[kept[1]]:
-                best[request_key] = (row_id, status)
-    return best
-
-
-def records_in(tx: Tx, ids: Sequence[int]) -> dict[int, ClaimRecord]:
-    out: dict[int, ClaimRecord] = {}
-    for chunk in chunks(list(dict.fromkeys(ids))):
-        for row in tx.all(f"{FULL} WHERE c.id IN ({marks(len(chunk))})", chunk):
-            out[row["id"]] = claim_record(row)
-    return out
-
-
-def follow_payments(
-    tx: Tx,
-    maybe: Mapping[str, ClaimRecord],
-    payment_key_of: Callable[[str], str],
-    valid_until: int,
-    gone: Callable[[str | None], bool],
-) -> tuple[list[int], list[tuple[str, str, int | None]]]:
-    """What the payments of claims decided ``MAYBE_PAID`` say now: ``(void, again)``.
-
-    ``void``: claim ids whose payment never settled (rejected, expired...): the claim no
-    longer stands, and its key is paid again. ``again``: ``(key, payment key, floor)`` of the
-    keys to hand back to pay (``floor`` None: the caller's own): the void ones, and those
-    whose payment is ``unknown`` (or ``signed`` by a process that is gone), valid until
-    ``valid_until``, with its signed payload kept, for the very request key the caller pays
-    (``payment_key_of(key)``): the payment that follows sends that same payload again
-    (``Ledger.resume_payment``), so nothing is signed twice.
-    """
-    facts = payment_rows(tx, [r.ledger_id for r in maybe.values() if r.ledger_id is not None])
-    void: list[int] = []
-    again: list[tuple[str, str, int | None]] = []
-    for key, record in maybe.items():
-        fact = facts.get(record.ledger_id or 0)
-        if fact is None:
-            continue
-        if fact["status"] in NEVER_SETTLED:
-            void.append(record.id)
-            again.append((key, record.payment_key, None))
-        elif (
-            fact["status"] in UNRESOLVED
-            and fact["kept"]
-            and fact["request_key"] == payment_key_of(key)
-            and (fact["valid_before"] or 0) >= valid_until
-            and (fact["status"] == PaymentStatus.UNKNOWN or gone(fact["owner"]))
-        ):
-            again.append((key, fact["request_key"], fact["id"] - 1))
-    return void, again
-
-
-def payment_rows(tx: Tx, ids: Sequence[int]) -> dict[int, Row]:
-    """The payments of ``ids`` (what a claim needs to follow its payment): status, request
-    key, owner, window and whether its signed payload is kept."""
-    out: dict[int, Row] = {}
-    for chunk in chunks(list(dict.fromkeys(ids))):
-        for row in tx.all(
-            "SELECT id, status, request_key, owner, valid_before,"
-            " payment_header IS NOT NULL AS kept FROM payments"
-            f" WHERE id IN ({marks(len(chunk))})",
-            chunk,
-        ):
-            out[row["id"]] = row
-    return out
-
-
-# -- the transition function -------------------------------------------------------------
 
 
 def move_claims(
@@ -325,3 +225,113 @@ def _refuse_claim(tx: Tx, row_id: int, status: ClaimStatus, row: Row | None) -> 
         f"claim row {row_id} ({row['scope']} {row['key']!r}) cannot move to {str(status)!r}"
         f" from {str(row['status'])!r}"
     )
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+def deciding(rows: Sequence[Row]) -> Row | None:
+    """The row that decides a key: its newest row that is not ``failed``."""
+    for row in reversed(rows):
+        if row["status"] != ClaimStatus.FAILED:
+            return row
+    return None
+
+
+def history_in(tx: Tx, scope: str, keys: Sequence[str]) -> dict[str, list[Row]]:
+    """Every row of each key, oldest first (only keys with rows)."""
+    out: dict[str, list[Row]] = {}
+    for chunk in chunks(keys):
+        for row in tx.all(
+            f"SELECT {LIGHT} FROM claims WHERE scope = ? AND key IN ({marks(len(chunk))})"
+            " ORDER BY id",
+            (scope, *chunk),
+        ):
+            out.setdefault(row["key"], []).append(row)
+    return out
+
+
+def records_in(tx: Tx, ids: Sequence[int]) -> dict[int, ClaimRecord]:
+    out: dict[int, ClaimRecord] = {}
+    for chunk in chunks(list(dict.fromkeys(ids))):
+        for row in tx.all(f"{FULL} WHERE c.id IN ({marks(len(chunk))})", chunk):
+            out[row["id"]] = claim_record(row)
+    return out
+
+
+# -- the payments a claim looks up ---------------------------------------------------------
+
+
+def payments_in(
+    tx: Tx, floors: Mapping[str, int], statuses: Sequence[PaymentStatus] = MAYBE_PAID
+) -> dict[str, tuple[int, str]]:
+    """Per payment key, its strongest payment in ``statuses`` (``BY_WEIGHT``, then the
+    newest) among its rows newer than the key's floor: ``(ledger id, status)``."""
+    best: dict[str, tuple[int, str]] = {}
+    rank = {str(status): weight for weight, status in enumerate(BY_WEIGHT)}
+    for chunk in chunks(list(floors)):
+        for row_id, request_key, status in tx.all(
+            "SELECT id, request_key, status FROM payments"
+            f" WHERE request_key IN ({marks(len(chunk))}) AND {in_sql('status', statuses)}"
+            " ORDER BY id",
+            chunk,
+        ):
+            if row_id <= floors[request_key]:
+                continue
+            kept = best.get(request_key)
+            if kept is None or rank[status] <= rank[kept[1]]:
+                best[request_key] = (row_id, status)
+    return best
+
+
+def follow_payments(
+    tx: Tx,
+    maybe: Mapping[str, ClaimRecord],
+    payment_key_of: Callable[[str], str],
+    valid_until: int,
+    gone: Callable[[str | None], bool],
+) -> tuple[list[int], list[tuple[str, str, int | None]]]:
+    """What the payments of claims decided ``MAYBE_PAID`` say now: ``(void, again)``.
+
+    ``void``: claim ids whose payment never settled (rejected, expired...): the claim no
+    longer stands, and its key is paid again. ``again``: ``(key, payment key, floor)`` of the
+    keys to hand back to pay (``floor`` None: the caller's own): the void ones, and those
+    whose payment is ``unknown`` (or ``signed`` by a process that is gone), valid until
+    ``valid_until``, with its signed payload kept, for the very request key the caller pays
+    (``payment_key_of(key)``): the payment that follows sends that same payload again
+    (``Ledger.resume_payment``), so nothing is signed twice.
+    """
+    facts = payment_rows(tx, [r.ledger_id for r in maybe.values() if r.ledger_id is not None])
+    void: list[int] = []
+    again: list[tuple[str, str, int | None]] = []
+    for key, record in maybe.items():
+        fact = facts.get(record.ledger_id or 0)
+        if fact is None:
+            continue
+        if fact["status"] in NEVER_SETTLED:
+            void.append(record.id)
+            again.append((key, record.payment_key, None))
+        elif (
+            fact["status"] in UNRESOLVED
+            and fact["kept"]
+            and fact["request_key"] == payment_key_of(key)
+            and (fact["valid_before"] or 0) >= valid_until
+            and (fact["status"] == PaymentStatus.UNKNOWN or gone(fact["owner"]))
+        ):
+            again.append((key, fact["request_key"], fact["id"] - 1))
+    return void, again
+
+
+def payment_rows(tx: Tx, ids: Sequence[int]) -> dict[int, Row]:
+    """The payments of ``ids`` (what a claim needs to follow its payment): status, request
+    key, owner, window and whether its signed payload is kept."""
+    out: dict[int, Row] = {}
+    for chunk in chunks(list(dict.fromkeys(ids))):
+        for row in tx.all(
+            "SELECT id, status, request_key, owner, valid_before,"
+            " payment_header IS NOT NULL AS kept FROM payments"
+            f" WHERE id IN ({marks(len(chunk))})",
+            chunk,
+        ):
+            out[row["id"]] = row
+    return out

@@ -292,7 +292,7 @@ class Database(ABC):
             )
 
 
-# -- the files of a ledger, private to their owner -------------------------------------------
+# -- the files of a ledger, private to their owner -----------------------------------------
 
 FOLDER_MODE = 0o700
 FILE_MODE = 0o600

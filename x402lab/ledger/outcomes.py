@@ -47,7 +47,7 @@ ORPHANED = "the process that sent it ({owner}) stopped before an answer arrived"
 _NEVER_SIGNED = "reserved by a process that stopped before signing"
 
 
-# -- owners: which process sent a payment, and whether it still runs ------------------------
+# -- owners: which process sent a payment, and whether it still runs -----------------------
 
 _OWNER: str | None = None
 
@@ -151,7 +151,7 @@ def _process_start(pid: str, *, fallback: bool = True) -> int | None:
         return int(time.time()) if fallback else None
 
 
-# -- payments whose outcome is open ---------------------------------------------------------
+# -- payments whose outcome is open --------------------------------------------------------
 
 
 @dataclass(frozen=True)

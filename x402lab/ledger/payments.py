@@ -1,8 +1,11 @@
-"""The ``payments`` table's one transition function, ``move_payments``.
+"""The ``payments`` and ``budgets`` tables: a payment's records, the one way a row is
+written (``insert_payment``) and the one way its status changes (``move_payments``), and the
+budgets' running totals that every such write keeps.
 
-Nothing else in x402lab writes ``payments.status`` (docs/money.md, money rule 8;
-``tests/ledger/test_status_writes.py`` reads the source to keep it so; the ``claims`` table's
-twin is ``claim_rows.move_claims``). It checks every move against the allowed moves
+Nothing else in x402lab inserts a payment or writes ``payments.status`` (docs/money.md, money
+rule 8; ``tests/ledger/test_status_writes.py`` reads the source to keep it so; the
+``claims`` table's twins are in ``claim_rows``). A new row starts in an initial status
+(``statuses.INITIAL``); ``move_payments`` checks every later move against the allowed ones
 (``statuses.TRANSITIONS``) and raises ConfigError naming the row, the status it is in and the
 one asked for; the caller's transaction then rolls back, so a refused move changes nothing.
 It moves many rows at once in set-based statements (``WHERE id IN (...) AND status IN (the
@@ -63,7 +66,7 @@ class PaymentMeta:
     asset: str | None = None
     upstream_usd: float | None = None
     price_mult: float | None = None
-    #: Paid with the first request, for a predicted challenge (``payments.prediction``).
+    #: Paid with the first request, for a predicted challenge (``x402lab.payments.prediction``).
     prepaid: bool = False
 
 
@@ -86,7 +89,7 @@ class IfNull:
     value: Any
 
 
-# -- payments ------------------------------------------------------------------------------
+# -- the inserter and the transition function ----------------------------------------------
 
 
 def insert_payment(
@@ -267,7 +270,7 @@ def _settle_in_flight(
     return sql, (str(S.SETTLED), now_us, *_values(given), *ids)
 
 
-# -- a row as a record of the ledger table (its schema: ``x402lab.tables.ledger``) -----------
+# -- a row as a record of the ledger table (its schema: ``x402lab.tables.ledger``) ---------
 
 
 def as_record(row: Row) -> dict[str, Any]:
@@ -299,7 +302,7 @@ def records_table(records: list[dict[str, Any]]) -> pa.Table:
     return pa.table(columns, schema=schema)
 
 
-# -- budgets: the running total -------------------------------------------------------------
+# -- budgets: the running total ------------------------------------------------------------
 #
 # ``budgets.counted_atomic`` is the sum of the budget's payments that count (``counted_sql``:
 # reserved, signed, settled and unknown rows, and refused signed ones still ``held``), kept up

@@ -354,7 +354,7 @@ class Ledger:
         return arrow_to_pandas(self.to_arrow())
 
 
-# -- settlements held until their answer is stored ------------------------------------------
+# -- settlements held until their answer is stored -----------------------------------------
 
 _OPEN: contextvars.ContextVar[HeldSettlements | None] = contextvars.ContextVar(
     "x402lab_held_settlements", default=None
