@@ -245,7 +245,7 @@ class Ledger:
         self, tx: Tx, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
     ) -> None:
         """``record_settled`` inside the open transaction ``tx``: the settlement commits with
-        what the caller writes there (the answer it paid for, ``ledger.answers``)."""
+        what the caller writes there (the answer it paid for, ``hold_settlements``)."""
         outcome.setdefault("resolved_by", Resolution.RECEIPT)
         fields = {"tx_hash": tx_hash, "payer": payer, **outcome}
         payments.move_payments(tx, [row_id], S.SETTLED, self._now_us(), fields)
