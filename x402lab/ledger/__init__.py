@@ -20,7 +20,17 @@ ones listed before it (``tests/test_layers.py`` checks both, and that there is n
 
 from x402lab.ledger.claim_rows import ClaimAction, Claimed, ClaimRecord
 from x402lab.ledger.claims import Claims
-from x402lab.ledger.database import Database, Migration, Tx, grouped_writes, private_folder
+from x402lab.ledger.database import (
+    Database,
+    Migration,
+    Tx,
+    grouped_writes,
+    owner_alive,
+    owner_gone,
+    private_folder,
+    process_owner,
+    user_label,
+)
 from x402lab.ledger.jobs import JobRecord, Jobs
 from x402lab.ledger.library import Order, ReportLibrary
 from x402lab.ledger.outcomes import (
@@ -28,10 +38,6 @@ from x402lab.ledger.outcomes import (
     Applied,
     Move,
     OpenPayment,
-    owner_alive,
-    owner_gone,
-    process_owner,
-    user_label,
 )
 from x402lab.ledger.payments import (
     BudgetState,

@@ -64,13 +64,9 @@ from x402lab.ledger.claim_rows import (
     pending_record,
     records_in,
 )
-from x402lab.ledger.database import Database, Row, Tx, chunks, marks
-from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S, GoneOwners, process_owner
-from x402lab.ledger.statuses import (
-    COUNTING,
-    ClaimStatus,
-    PaymentStatus,
-)
+from x402lab.ledger.database import Database, GoneOwners, Row, Tx, chunks, marks, process_owner
+from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S
+from x402lab.ledger.statuses import COUNTING, ClaimStatus, PaymentStatus
 
 C = ClaimStatus
 DEFAULT_STALE_AFTER_S = 300.0

@@ -1,32 +1,29 @@
-"""Who sent a signed payment, and what became of it when no answer said so.
-
-An owner is ``host:pid:start`` (``process_owner``; ``start`` in seconds since the epoch, from
-the kernel's record of the process), written on every payment and claim row. A process on
-this host is alive when its pid runs *and* started at the same second, so a later process
-that reuses the pid is not mistaken for it. A process on another host cannot be checked from
-here: ``owner_gone`` says False for it, and callers fall back to age (a stale claim) or to
-the authorization's window.
-
-Signed payments whose outcome is not known yet (``signed`` or ``unknown``): finding them,
+"""Signed payments whose outcome is not known yet (``signed`` or ``unknown``): finding them,
 taking one up again to send its same signed payload, rows left by a process that died, and
-the moves reconciliation makes. A row is *taken up* when a later call for the same request
-key sends its stored payload again (``resume``): an ``unknown`` row, or a ``signed`` row whose
-owner process is gone, becomes ``signed`` by this process (so no other caller sends it at the
-same time). Its nonce can settle only once, so sending it again never pays twice. Nothing
+the moves reconciliation makes.
+
+A row is *taken up* when a later call for the same request key sends its stored payload again
+(``resume``): an ``unknown`` row, or a ``signed`` row whose owner process is gone
+(``database.owner_gone``), becomes ``signed`` by this process (so no other caller sends it at
+the same time). Its nonce can settle only once, so sending it again never pays twice. Nothing
 here signs anything.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-import socket
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from x402lab.ledger.database import Database, Row, chunks, marks, record_fields
+from x402lab.ledger.database import (
+    Database,
+    GoneOwners,
+    Row,
+    chunks,
+    marks,
+    process_owner,
+    record_fields,
+)
 from x402lab.ledger.payments import IfNull, move_payments
 from x402lab.ledger.statuses import UNRESOLVED, PaymentStatus, Resolution, in_sql
 
@@ -45,110 +42,6 @@ _SELECT = (
 #: What the error column says of a row whose sender died with it in flight.
 ORPHANED = "the process that sent it ({owner}) stopped before an answer arrived"
 _NEVER_SIGNED = "reserved by a process that stopped before signing"
-
-
-# -- owners: which process sent a payment, and whether it still runs -----------------------
-
-_OWNER: str | None = None
-
-
-def process_owner() -> str:
-    """``host:pid:start``: this process, told apart from a later one that reuses its pid."""
-    global _OWNER
-    if _OWNER is None:  # forgotten in a forked child (below): recomputed there
-        _OWNER = f"{_hostname()}:{os.getpid()}:{_process_start('self')}"
-    return _OWNER
-
-
-def _forget_owner() -> None:
-    global _OWNER
-    _OWNER = None
-
-
-# Every paid call asks; a fork is the only way the answer changes (and asking the kernel
-# for the pid each time was a system call per ledger row).
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_owner)
-
-
-def user_label() -> str:
-    """Who is paying, as the ledger's ``user_label`` says it: ``X402LAB_USER`` when set, else
-    ``login@host`` (what a team reads in ``lab.spend(by="user")``)."""
-    given = os.environ.get("X402LAB_USER", "").strip()
-    if given:
-        return given
-    import getpass
-
-    try:
-        login = getpass.getuser()
-    except (OSError, KeyError):  # no login name (a container without a passwd entry)
-        login = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
-    return f"{login}@{_hostname()}"
-
-
-@functools.cache
-def _hostname() -> str:
-    return socket.gethostname()
-
-
-def owner_alive(owner: str | None) -> bool | None:
-    """Whether the process ``owner`` names still runs: True or False on this host, None when
-    it cannot be told (another host, or an owner written in another form)."""
-    if not owner:
-        return None
-    if owner == process_owner():
-        return True
-    parts = owner.rsplit(":", 2)
-    if len(parts) != 3 or parts[0] != _hostname():
-        return None
-    try:
-        pid, start = int(parts[1]), int(parts[2])
-    except ValueError:
-        return None
-    if pid <= 0:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it runs, under another user
-    except OSError:
-        return None
-    found = _process_start(str(pid), fallback=False)
-    if found is None:  # no /proc: a running pid is all that can be told
-        return True
-    # The start time is derived from clock ticks: allow one second of rounding.
-    return abs(found - start) <= 1
-
-
-def owner_gone(owner: str | None) -> bool:
-    """True only when ``owner`` is a process of this host that no longer runs."""
-    return owner_alive(owner) is False
-
-
-class GoneOwners:
-    """``owner_gone`` remembered per owner for one pass (a pass reads /proc once each)."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str | None, bool] = {}
-
-    def __call__(self, owner: str | None) -> bool:
-        found = self._seen.get(owner)
-        if found is None:
-            found = self._seen[owner] = owner_gone(owner)
-        return found
-
-
-def _process_start(pid: str, *, fallback: bool = True) -> int | None:
-    try:  # Linux: field 22 of /proc/PID/stat is the start time in clock ticks after boot
-        with open(f"/proc/{pid}/stat") as stat:
-            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat") as system:
-            boot = next(int(line.split()[1]) for line in system if line.startswith("btime"))
-        return boot + ticks // os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return int(time.time()) if fallback else None
 
 
 # -- payments whose outcome is open --------------------------------------------------------

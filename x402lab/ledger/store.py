@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded, ConfigError
 from x402lab.ledger import outcomes, payments
-from x402lab.ledger.database import Database, Row, Tx
-from x402lab.ledger.outcomes import OpenPayment, process_owner, user_label
+from x402lab.ledger.database import Database, Row, Tx, process_owner, user_label
+from x402lab.ledger.outcomes import OpenPayment
 from x402lab.ledger.payments import BudgetState, PaymentMeta, SignedAuthorization
 from x402lab.ledger.schema import MIGRATIONS
 from x402lab.ledger.sqlite import WriteAhead, open_database
