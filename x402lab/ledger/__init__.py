@@ -24,7 +24,6 @@ from x402lab.ledger.database import (
     Database,
     Migration,
     Tx,
-    grouped_writes,
     owner_alive,
     owner_gone,
     private_folder,
@@ -47,7 +46,7 @@ from x402lab.ledger.payments import (
 )
 from x402lab.ledger.postgres import PostgresDatabase
 from x402lab.ledger.schema import MIGRATIONS, SCHEMA_VERSION, job_scope, report_scope
-from x402lab.ledger.sqlite import SQLiteDatabase, open_database
+from x402lab.ledger.sqlite import SQLiteDatabase, grouped_writes, open_database
 from x402lab.ledger.statuses import (
     COUNTING,
     FINAL,

@@ -16,7 +16,7 @@ PostgreSQL share, and leaves the differences to a few methods here:
 - rows: readable by index and by column name (``sqlite3.Row``; a backend supplies the same).
 
 ``PostgresDatabase`` (``postgres.py``) is the second subclass; ``sqlite.open_database``
-picks one from the URL's scheme. Grouped writes (``grouped_writes``, ``sqlite.py``): a batch's
+picks one from the URL's scheme. Grouped writes (``sqlite.grouped_writes``): a batch's
 writes of one event-loop iteration share one commit where the backend can.
 
 A ledger's files are private to their owner, whatever the umask (``private_folder``,
@@ -37,9 +37,7 @@ False for it, and callers fall back to age (a stale claim) or to the authorizati
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import contextvars
 import functools
 import os
 import socket
@@ -106,36 +104,6 @@ class Migration:
     version: int
     name: str
     apply: Callable[[Tx], None]
-
-
-_GROUPING: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "x402lab_grouped_writes", default=False
-)
-
-
-@contextlib.contextmanager
-def grouped_writes() -> Iterator[None]:
-    """Within this block (and the tasks it starts), ``transaction(grouped=True)`` groups.
-
-    A batch run sets it: its many concurrent payments share commits, and it ends with
-    ``Database.end_group()``, so what it wrote is committed when it returns. A single call
-    does not: when it returns, another connection already sees its rows.
-    """
-    token = _GROUPING.set(True)
-    try:
-        yield
-    finally:
-        _GROUPING.reset(token)
-
-
-def grouping_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop of this thread when writes may be grouped here (``grouped_writes``)."""
-    if not _GROUPING.get():
-        return None
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 class Tx:

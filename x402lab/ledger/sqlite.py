@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import sqlite3
 import threading
@@ -55,8 +56,27 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.errors import ConfigError, StoreError
-from x402lab.ledger.database import Database, Row, Tx, grouping_loop, private_database_file
+from x402lab.ledger.database import Database, Row, Tx, private_database_file
 from x402lab.ledger.postgres import PostgresDatabase
+
+_GROUPING: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "x402lab_grouped_writes", default=False
+)
+
+
+@contextlib.contextmanager
+def grouped_writes() -> Iterator[None]:
+    """Within this block (and the tasks it starts), ``transaction(grouped=True)`` groups.
+
+    A batch run sets it: its many concurrent payments share commits, and it ends with
+    ``Database.end_group()``, so what it wrote is committed when it returns. A single call
+    does not: when it returns, another connection already sees its rows.
+    """
+    token = _GROUPING.set(True)
+    try:
+        yield
+    finally:
+        _GROUPING.reset(token)
 
 
 class SQLiteDatabase(Database):
@@ -225,7 +245,12 @@ class SQLiteDatabase(Database):
 def _group_loop(durable: bool, grouped: bool) -> asyncio.AbstractEventLoop | None:
     """The loop whose group a write joins: only a grouped, non-durable one inside
     ``grouped_writes`` on an event loop."""
-    return grouping_loop() if grouped and not durable else None
+    if durable or not grouped or not _GROUPING.get():
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def open_database(target: str | os.PathLike[str] | Database) -> Database:
