@@ -1,5 +1,5 @@
 """A settlement is committed with the answer it bought (``hold_settlements``, in
-``x402lab.ledger.store``), or on its own when the caller's block ends without storing one:
+``x402lab.ledger.outcomes``), or on its own when the caller's block ends without storing one:
 never dropped."""
 
 from __future__ import annotations

@@ -5,15 +5,16 @@ never from one of its modules; inside, each module holds one thing, and imports 
 ones listed before it (``tests/test_layers.py`` checks both, and that there is no circle):
 
 - ``statuses``: every status, its groups and its allowed moves;
-- ``database``: the interface both backends implement (transactions, reads, migrations) and
-  the privacy of a ledger's files; ``postgres`` and ``sqlite`` (the default file, its group
-  fsync of write-ahead rows, and ``open_database``, which picks one) are the two backends;
+- ``database``: the interface both backends implement (transactions, reads, migrations), and
+  whose the data is (the process that writes a row, the files only its owner may read);
+  ``postgres`` and ``sqlite`` (the default: grouped commits, the group fsync of write-ahead
+  rows, and ``open_database``, which picks one) are the two backends;
 - ``schema``: the tables, as numbered migrations;
 - ``payments``: the payments and budgets tables: records, the one inserter, the one
   transition function, the budgets' running totals;
-- ``outcomes``: who sent a payment (its owner process) and what became of those no answer
-  concluded (resent, recovered, reconciled);
-- ``store``: the ``Ledger`` a user holds, and settlements held until their answer is stored;
+- ``outcomes``: what became of a signed payment: its settlement held until the answer it
+  bought is stored, or no answer at all (resent, recovered, reconciled);
+- ``store``: the ``Ledger`` a user holds;
 - ``claim_rows`` (the claims table) and ``claims`` (the state machine over request keys);
 - ``jobs`` and ``library``: media jobs and owned reports, each a claim plus what it bought.
 """
@@ -35,8 +36,12 @@ from x402lab.ledger.library import Order, ReportLibrary
 from x402lab.ledger.outcomes import (
     RESEND_MARGIN_S,
     Applied,
+    HeldSettlements,
     Move,
     OpenPayment,
+    answer_transaction,
+    held_for,
+    hold_settlements,
 )
 from x402lab.ledger.payments import (
     BudgetState,
@@ -62,11 +67,7 @@ from x402lab.ledger.statuses import (
 from x402lab.ledger.store import (
     DEFAULT_LEDGER_PATH,
     EXPIRY_SLACK_S,
-    HeldSettlements,
     Ledger,
-    answer_transaction,
-    held_for,
-    hold_settlements,
 )
 from x402lab.tables.ledger import arrow_to_pandas, ledger_schema
 

@@ -27,9 +27,10 @@ from x402lab.errors import PaymentRefused
 from x402lab.ledger.claim_rows import ClaimAction, ClaimRecord
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database
+from x402lab.ledger.outcomes import HeldSettlements, answer_transaction
 from x402lab.ledger.schema import report_scope
 from x402lab.ledger.statuses import ClaimStatus, PaymentStatus
-from x402lab.ledger.store import HeldSettlements, Ledger, answer_transaction
+from x402lab.ledger.store import Ledger
 
 C = ClaimStatus
 # An order's status from its claims: the first of these that any of them has.
@@ -229,7 +230,7 @@ class ReportLibrary:
         held: HeldSettlements | None = None,
     ) -> list[str]:
         """Store the bought reports and close the order's claims ``done``, in one
-        transaction (with the purchase's settlement when ``held``: ``store.hold_settlements``).
+        transaction (with the purchase's settlement when ``held``: ``outcomes.hold_settlements``).
         Returns the ids stored (a report already in the library keeps its first copy).
         Reports the answer lacks are released ``failed``: the answer came and did not hold
         them, so the next purchase may pay for them."""

@@ -1,24 +1,43 @@
-"""Signed payments whose outcome is not known yet (``signed`` or ``unknown``): finding them,
-taking one up again to send its same signed payload, rows left by a process that died, and
-the moves reconciliation makes.
+"""What became of a signed payment: settled with the answer it bought, or not known yet.
 
-A row is *taken up* when a later call for the same request key sends its stored payload again
-(``resume``): an ``unknown`` row, or a ``signed`` row whose owner process is gone
-(``database.owner_gone``), becomes ``signed`` by this process (so no other caller sends it at
-the same time). Its nonce can settle only once, so sending it again never pays twice. Nothing
-here signs anything.
+An answer is as durable as its payment: a settlement is committed with the answer it bought
+(a media job's queue id, report bodies, a batch's rows), which is stored once the body is read,
+after the receipt came with the headers. Committed apart, a crash between the two commits
+would lose an answer paid for, never to be bought again. So a caller that stores an answer
+opens ``hold_settlements(ledger)`` around its paid request: inside it ``Payer.record`` holds
+a receipt's settlement instead of committing it, and ``answer_transaction(db, held)`` settles
+the held rows in the transaction that stores the answer (in a batch's group commit when
+``grouped``). What is still held when the block ends (the caller raised, the answer was
+unusable) is committed then, on its own: no settlement is ever dropped. Without an open block
+(a plain ``lab.call``) a settlement is committed at once. A crash while one is held leaves
+its row ``signed`` by a process that is gone: recovery makes it ``unknown``, never bought
+again on its own. The block is per asyncio task (a context variable), so concurrent tasks
+never commit each other's settlements; a task it starts that outlives it commits at once.
+
+Signed payments whose outcome is not known yet (``signed`` or ``unknown``): finding them,
+taking one up again to send its same signed payload, rows left by a process that died, and
+the moves reconciliation makes. A row is *taken up* when a later call for the same request
+key sends its stored payload again (``resume``): an ``unknown`` row, or a ``signed`` row whose
+owner process is gone (``database.owner_gone``), becomes ``signed`` by this process (so no
+other caller sends it at the same time). Its nonce can settle only once, so sending it again
+never pays twice. Nothing here signs anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
+from x402lab.errors import ConfigError
 from x402lab.ledger.database import (
     Database,
     GoneOwners,
     Row,
+    Tx,
     chunks,
     marks,
     process_owner,
@@ -219,3 +238,103 @@ def apply(db: Database, moves: Sequence[Move], *, now_us: int) -> list[Applied]:
                 move_payments(tx, [before.id], move.status, now_us, fields)
                 applied.append(Applied(before, move.status, move.tx_hash, move.note))
     return applied
+
+
+# -- settlements held until their answer is stored -----------------------------------------
+
+_HELD: contextvars.ContextVar[HeldSettlements | None] = contextvars.ContextVar(
+    "x402lab_held_settlements", default=None
+)
+
+
+class SettlingLedger(Protocol):
+    """What holding settlements needs of a ledger (``store.Ledger`` is one): its database,
+    and a row's settlement inside a transaction of it."""
+
+    @property
+    def db(self) -> Database: ...
+
+    def settle_in(
+        self, tx: Tx, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
+    ) -> None: ...
+
+
+class HeldSettlements:
+    """The settlements of one caller's paid requests, not committed yet."""
+
+    def __init__(self, ledger: SettlingLedger) -> None:
+        self.ledger = ledger
+        self._held: list[tuple[int, dict[str, Any]]] = []
+        self._open = True
+
+    def __repr__(self) -> str:
+        return f"HeldSettlements({[row_id for row_id, _ in self._held]})"
+
+    @property
+    def rows(self) -> list[int]:
+        """The ledger rows whose settlement is held."""
+        return [row_id for row_id, _ in self._held]
+
+    def hold(self, row_id: int, settled: dict[str, Any]) -> bool:
+        """Hold the settlement of row ``row_id`` (``Ledger.record_settled``'s arguments);
+        False once the block has ended (the caller commits it at once then)."""
+        if not self._open:
+            return False
+        self._held.append((row_id, dict(settled)))
+        return True
+
+    @contextlib.contextmanager
+    def transaction(self, *, grouped: bool = False) -> Iterator[Tx]:
+        """A write transaction of the ledger that settles the held rows with what the
+        caller writes in it; they are no longer held once it commits."""
+        taken = list(self._held)
+        with self.ledger.db.transaction(grouped=grouped) as tx:
+            for row_id, settled in taken:
+                self.ledger.settle_in(tx, row_id, **settled)
+            yield tx
+        del self._held[: len(taken)]  # held meanwhile: kept, after these
+
+    def commit(self) -> None:
+        """Commit the settlements still held, in one transaction of their own (in a batch's
+        group commit, as ``Ledger.record_settled`` would have)."""
+        if self._held:
+            with self.transaction(grouped=True):
+                pass
+
+
+@contextlib.contextmanager
+def hold_settlements(ledger: SettlingLedger) -> Iterator[HeldSettlements]:
+    """Within this block (in this task), settlements of ``ledger``'s payments wait to be
+    committed with their answer (``answer_transaction``); those left are committed when it
+    ends, whether it returns or raises."""
+    held = HeldSettlements(ledger)
+    token = _HELD.set(held)
+    try:
+        yield held
+    finally:
+        _HELD.reset(token)
+        held._open = False
+        held.commit()
+
+
+def held_for(ledger: SettlingLedger) -> HeldSettlements | None:
+    """The open block of this task that holds ``ledger``'s settlements, or None."""
+    held = _HELD.get()
+    if held is None or held.ledger.db is not ledger.db or not held._open:
+        return None
+    return held
+
+
+def answer_transaction(
+    db: Database, held: HeldSettlements | None, *, grouped: bool = False
+) -> contextlib.AbstractContextManager[Tx]:
+    """The transaction that stores an answer: with ``held``, the one that also settles the
+    payments held for it; else an ordinary one of ``db``."""
+    if held is None:
+        return db.transaction(grouped=grouped)
+    if held.ledger.db is not db:
+        raise ConfigError(
+            f"the answer's store ({db.url}) is not the ledger that holds its settlement"
+            f" ({held.ledger.db.url})"
+        )
+    return held.transaction(grouped=grouped)

@@ -5,8 +5,8 @@ reservations happen inside a write transaction that locks out other writers, so 
 atomic across threads, asyncio tasks and processes that share the file. Write-ahead: the
 row of a signed payment (with its nonce) is committed, with a full fsync, before the paid
 request leaves the process. The rows, their one transition function and the budgets'
-running totals are ``payments.py``'s; what became of a payment no answer concluded,
-``outcomes.py``'s.
+running totals are ``payments.py``'s; what became of a payment (its settlement held for its
+answer, or no answer at all), ``outcomes.py``'s.
 
 Reserved, signed, settled and unknown rows count against their budget. A signed payment that
 the server refused (``rejected``, or ``failed`` after signing) keeps counting while it is
@@ -14,32 +14,16 @@ the server refused (``rejected``, or ``failed`` after signing) keeps counting wh
 settle it. ``held`` is read against the clock (a row stops being held once its window and
 ``EXPIRY_SLACK_S`` have passed), so ``budget_state`` and the exported tables agree at every
 moment.
-
-An answer is as durable as its payment: a settlement is committed with the answer it bought
-(a media job's queue id, report bodies, a batch's rows), which is stored once the body is read,
-after the receipt came with the headers. Committed apart, a crash between the two commits
-would lose an answer paid for, never to be bought again. So a caller that stores an answer
-opens ``hold_settlements(ledger)`` around its paid request: inside it ``Payer.record`` holds
-a receipt's settlement instead of committing it, and ``answer_transaction(db, held)`` settles
-the held rows in the transaction that stores the answer (in a batch's group commit when
-``grouped``). What is still held when the block ends (the caller raised, the answer was
-unusable) is committed then, on its own: no settlement is ever dropped. Without an open block
-(a plain ``lab.call``) a settlement is committed at once. A crash while one is held leaves
-its row ``signed`` by a process that is gone: recovery makes it ``unknown``, never bought
-again on its own. The block is per asyncio task (a context variable), so concurrent tasks
-never commit each other's settlements; a task it starts that outlives it commits at once.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from x402lab.errors import BudgetExceeded, ConfigError
+from x402lab.errors import BudgetExceeded
 from x402lab.ledger import outcomes, payments
 from x402lab.ledger.database import Database, Row, Tx, process_owner, user_label
 from x402lab.ledger.outcomes import OpenPayment
@@ -352,91 +336,3 @@ class Ledger:
     def to_pandas(self) -> pd.DataFrame:
         """All ledger rows as a DataFrame (dtypes from the declared Arrow schema)."""
         return arrow_to_pandas(self.to_arrow())
-
-
-# -- settlements held until their answer is stored -----------------------------------------
-
-_OPEN: contextvars.ContextVar[HeldSettlements | None] = contextvars.ContextVar(
-    "x402lab_held_settlements", default=None
-)
-
-
-class HeldSettlements:
-    """The settlements of one caller's paid requests, not committed yet."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-        self._held: list[tuple[int, dict[str, Any]]] = []
-        self._open = True
-
-    def __repr__(self) -> str:
-        return f"HeldSettlements({[row_id for row_id, _ in self._held]})"
-
-    @property
-    def rows(self) -> list[int]:
-        """The ledger rows whose settlement is held."""
-        return [row_id for row_id, _ in self._held]
-
-    def hold(self, row_id: int, settled: dict[str, Any]) -> bool:
-        """Hold the settlement of row ``row_id`` (``Ledger.record_settled``'s arguments);
-        False once the block has ended (the caller commits it at once then)."""
-        if not self._open:
-            return False
-        self._held.append((row_id, dict(settled)))
-        return True
-
-    @contextlib.contextmanager
-    def transaction(self, *, grouped: bool = False) -> Iterator[Tx]:
-        """A write transaction of the ledger that settles the held rows with what the
-        caller writes in it; they are no longer held once it commits."""
-        taken = list(self._held)
-        with self.ledger.db.transaction(grouped=grouped) as tx:
-            for row_id, settled in taken:
-                self.ledger.settle_in(tx, row_id, **settled)
-            yield tx
-        del self._held[: len(taken)]  # held meanwhile: kept, after these
-
-    def commit(self) -> None:
-        """Commit the settlements still held, in one transaction of their own (in a batch's
-        group commit, as ``Ledger.record_settled`` would have)."""
-        if self._held:
-            with self.transaction(grouped=True):
-                pass
-
-
-@contextlib.contextmanager
-def hold_settlements(ledger: Ledger) -> Iterator[HeldSettlements]:
-    """Within this block (in this task), settlements of ``ledger``'s payments wait to be
-    committed with their answer (``answer_transaction``); those left are committed when it
-    ends, whether it returns or raises."""
-    held = HeldSettlements(ledger)
-    token = _OPEN.set(held)
-    try:
-        yield held
-    finally:
-        _OPEN.reset(token)
-        held._open = False
-        held.commit()
-
-
-def held_for(ledger: Ledger) -> HeldSettlements | None:
-    """The open block of this task that holds ``ledger``'s settlements, or None."""
-    held = _OPEN.get()
-    if held is None or held.ledger.db is not ledger.db or not held._open:
-        return None
-    return held
-
-
-def answer_transaction(
-    db: Database, held: HeldSettlements | None, *, grouped: bool = False
-) -> contextlib.AbstractContextManager[Tx]:
-    """The transaction that stores an answer: with ``held``, the one that also settles the
-    payments held for it; else an ordinary one of ``db``."""
-    if held is None:
-        return db.transaction(grouped=grouped)
-    if held.ledger.db is not db:
-        raise ConfigError(
-            f"the answer's store ({db.url}) is not the ledger that holds its settlement"
-            f" ({held.ledger.db.url})"
-        )
-    return held.transaction(grouped=grouped)
