@@ -21,12 +21,18 @@ dependency. Reading of the layer list taken here:
   for type checking.
 - The emulator imports only ``errors``, ``money``, ``x402`` and itself; ``cli`` may import it
   because ``x402lab serve`` is how the emulator is started from a shell.
+
+Inside the ledger (``x402lab/ledger/``) the same holds one level down: its modules import one
+another in one direction (``LEDGER_ORDER``), so there is no circle, type-only imports
+included; and every caller outside it (the tests of other areas too) imports its face,
+``x402lab.ledger``, never one of its modules.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -247,3 +253,149 @@ def test_the_checker_sees_lazy_and_relative_imports():
     assert layer_of("x402lab.gateway.generic") > layer_of("x402lab.transport.client")
     assert layer_of("x402lab.tables.catalog") < layer_of("x402lab.gateway.catalog")
     assert layer_of("x402lab.payments.payer") < layer_of("x402lab.transport.auth")
+
+
+# -- the ledger: a room per thing, no circle, one face ------------------------------------------
+
+LEDGER = "x402lab.ledger"
+#: The ledger's modules (its face, ``__init__``, aside), each importing only those before it:
+#: the order its face's docstring lists them in.
+LEDGER_ORDER = tuple(
+    f"{LEDGER}.{name}"
+    for name in (
+        "statuses",
+        "database",
+        "postgres",
+        "sqlite",
+        "schema",
+        "payments",
+        "outcomes",
+        "store",
+        "claim_rows",
+        "claims",
+        "jobs",
+        "library",
+    )
+)
+#: Most lines a module of the ledger may have (the house rule for client modules).
+MAX_LINES = 450
+#: The ledger's own test suites, which test its internals (transition functions, the
+#: PostgreSQL version table); every other caller imports the face.
+LEDGER_TESTS = ("ledger", "postgres")
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Each module of ``package`` -> the modules of ``package`` it imports, at any level and
+    for type checking too (its own enclosing packages aside: importing a module always
+    imports them first, and they are being initialised already)."""
+    graph: dict[str, set[str]] = {}
+    for found in all_imports():
+        if not _matches(found.module, package) or not _matches(found.target, package):
+            continue
+        if not _is_module_or_package(found.target) or _matches(found.module, found.target):
+            continue
+        graph.setdefault(found.module, set()).add(found.target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: each group of modules that reach one another, sorted."""
+    reach = {module: set(targets) for module, targets in graph.items()}
+    changed = True
+    while changed:  # the transitive closure (a few dozen modules: no need to be clever)
+        changed = False
+        for targets in reach.values():
+            more = set().union(*(reach.get(target, set()) for target in targets)) - targets
+            if more:
+                targets |= more
+                changed = True
+    groups = {
+        tuple(sorted({module} | {t for t in targets if module in reach.get(t, set())}))
+        for module, targets in reach.items()
+        if module in targets
+    }
+    return [list(group) for group in sorted(groups)]
+
+
+def test_the_circle_finder_finds_circles():
+    # A guard against a check that cannot fail.
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert circles(graph) == [["a", "b", "c"], ["e"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_ledger_has_no_import_circle():
+    assert circles(import_graph(LEDGER)) == []
+
+
+def test_each_ledger_module_imports_only_those_before_it():
+    modules = {module_name(path) for path in (PACKAGE / "ledger").glob("*.py")} - {LEDGER}
+    assert modules == set(LEDGER_ORDER), "place a new ledger module in LEDGER_ORDER"
+    assert len(LEDGER_ORDER) <= 12
+    graph = import_graph(LEDGER)
+    bad = []
+    for index, module in enumerate(LEDGER_ORDER):
+        later = graph.get(module, set()) - set(LEDGER_ORDER[:index])
+        bad += [f"{module} imports {target}" for target in sorted(later)]
+    assert bad == []
+
+
+def test_no_ledger_module_is_over_the_line_limit():
+    long = {
+        path.name: lines
+        for path in sorted((PACKAGE / "ledger").glob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def _imports_past_the_ledgers_face(path: Path, name: str) -> list[str]:
+    """``path:line imports x402lab.ledger.<module>`` for each import that reaches past the face
+    (``name`` is the importing module's name, for relative imports)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(name, path.name == "__init__.py", node)
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            # code run in a child process (``python -c "from x402lab.ledger.x import y"``)
+            targets = re.findall(r"\b(?:from|import)\s+(x402lab\.ledger\.\w+)", node.value)
+        for target in targets:
+            if _matches(target, LEDGER) and target != LEDGER and _is_module_or_package(target):
+                found.append(f"{path}:{node.lineno} imports {target}")
+    return found
+
+
+def test_callers_outside_the_ledger_import_its_face():
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if not _matches(module_name(path), LEDGER):
+            bad += _imports_past_the_ledgers_face(path, module_name(path))
+    tests = Path(__file__).parent
+    for path in sorted(tests.rglob("*.py")):
+        # This file's own strays (below) are what the check must find.
+        if path.relative_to(tests).parts[0] not in LEDGER_TESTS and path != Path(__file__):
+            bad += _imports_past_the_ledgers_face(path, "tests")
+    assert bad == []
+
+
+def test_the_face_check_sees_a_reach_past_it(tmp_path):
+    stray = tmp_path / "stray.py"
+    stray.write_text(
+        "from x402lab.ledger import Ledger\n"
+        "from x402lab.ledger.store import Ledger as Again\n"
+        "import x402lab.ledger.claims\n"
+        "from x402lab.ledger import statuses\n"
+        'CODE = "from x402lab.ledger.outcomes import process_owner"\n'
+    )
+    found = _imports_past_the_ledgers_face(stray, "stray")
+    assert [line.split(" imports ")[1] for line in found] == [
+        "x402lab.ledger.store",
+        "x402lab.ledger.claims",
+        "x402lab.ledger.statuses",
+        "x402lab.ledger.outcomes",
+    ]

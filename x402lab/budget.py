@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from x402lab.errors import ConfigError
-from x402lab.ledger import BudgetState, PaymentMeta, SignedAuthorization
-from x402lab.ledger.records import left_under_cap
+from x402lab.ledger import BudgetState, PaymentMeta, SignedAuthorization, left_under_cap
 from x402lab.money import format_usd, usd_to_atomic
 
 if TYPE_CHECKING:

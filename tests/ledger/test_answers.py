@@ -1,5 +1,6 @@
-"""A settlement is committed with the answer it bought (``x402lab.ledger.answers``), or on its
-own when the caller's block ends without storing one: never dropped."""
+"""A settlement is committed with the answer it bought (``hold_settlements``, in
+``x402lab.ledger.outcomes``), or on its own when the caller's block ends without storing one:
+never dropped."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ import pytest
 from ledger_testdata import signed
 
 from x402lab.errors import ConfigError
-from x402lab.ledger import ClaimAction, Claimed, Ledger
-from x402lab.ledger.answers import answer_transaction, held_for, hold_settlements
-from x402lab.ledger.jobs import Jobs
+from x402lab.ledger import (
+    ClaimAction,
+    Claimed,
+    Jobs,
+    Ledger,
+    answer_transaction,
+    held_for,
+    hold_settlements,
+)
 
 GW = "http://127.0.0.1:9/"
 KEY = "music-request-key"

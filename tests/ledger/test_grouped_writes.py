@@ -12,8 +12,7 @@ import pytest
 from ledger_testdata import meta, nonce
 
 from x402lab.errors import StoreError
-from x402lab.ledger import Ledger, SignedAuthorization
-from x402lab.ledger.database import grouped_writes
+from x402lab.ledger import Ledger, SignedAuthorization, grouped_writes
 
 
 def _reserve(ledger: Ledger, key: str) -> int:

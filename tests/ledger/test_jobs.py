@@ -6,9 +6,7 @@ import pytest
 from ledger_testdata import meta, settled, signed
 
 import x402lab as xl
-from x402lab.ledger import ClaimAction, Claimed, Claims, Ledger
-from x402lab.ledger.jobs import JobRecord, Jobs
-from x402lab.ledger.schema import job_scope
+from x402lab.ledger import ClaimAction, Claimed, Claims, JobRecord, Jobs, Ledger, job_scope
 
 GW = "http://127.0.0.1:9/"
 KEY = "music-request-key"

@@ -7,8 +7,7 @@ import pytest
 from ledger_testdata import settled, signed
 
 from x402lab.errors import PaymentRefused
-from x402lab.ledger import Claims, Ledger
-from x402lab.ledger.library import ReportLibrary
+from x402lab.ledger import Claims, Ledger, ReportLibrary
 
 SOURCE = "http://reports.test/"
 UNIT = 10_000

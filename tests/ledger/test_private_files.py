@@ -7,8 +7,7 @@ import stat
 
 import pytest
 
-from x402lab.ledger import Ledger
-from x402lab.ledger.private import private_folder
+from x402lab.ledger import Ledger, private_folder
 from x402lab.media.polling import write_atomically
 
 

@@ -1,11 +1,11 @@
 """One way to change a status (docs/money.md, money rule 8).
 
 The source of x402lab (the emulator aside: a separate server with its own tables) writes
-``payments.status`` and ``claims.status`` only in the one transition function of each table
-(``ledger/moves.py``: ``move_payments`` with its one-statement settle, ``move_claims``), and
-new rows only through each table's inserter, which takes the initial statuses alone. The
-transition functions refuse a move their table does not allow, naming the row, the status it
-is in and the one asked for.
+``payments.status`` and ``claims.status`` only in the one transition function of each table,
+in the table's own module (``ledger/payments.py``: ``move_payments`` with its one-statement
+settle; ``ledger/claim_rows.py``: ``move_claims``), and new rows only through each table's
+inserter, which takes the initial statuses alone. The transition functions refuse a move
+their table does not allow, naming the row, the status it is in and the one asked for.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from ledger_testdata import meta, signed
 import x402lab
 import x402lab as xl
 from x402lab.ledger import Claims, Ledger
-from x402lab.ledger.claim_rows import insert_rows
-from x402lab.ledger.moves import move_claims, move_payments
+from x402lab.ledger.claim_rows import insert_rows, move_claims
+from x402lab.ledger.payments import insert_payment, move_payments
 from x402lab.ledger.statuses import (
     CLAIM_INITIAL,
     CLAIM_TRANSITIONS,
@@ -37,20 +37,23 @@ C, P = ClaimStatus, PaymentStatus
 
 #: Where each table's status may be changed: (file under x402lab/, enclosing function).
 MOVERS = {
-    "payments": {("ledger/moves.py", "move_payments"), ("ledger/moves.py", "_settle_in_flight")},
-    "claims": {("ledger/moves.py", "move_claims")},
+    "payments": {
+        ("ledger/payments.py", "move_payments"),
+        ("ledger/payments.py", "_settle_in_flight"),
+    },
+    "claims": {("ledger/claim_rows.py", "move_claims")},
 }
 #: Where each table's rows may be inserted with a status: the inserter, which takes only the
 #: initial statuses, and the schema step that copies the claims of earlier stores.
 INSERTERS = {
-    "payments": {("ledger/store.py", "_insert")},
+    "payments": {("ledger/payments.py", "insert_payment")},
     "claims": {("ledger/claim_rows.py", "_COLUMNS"), ("ledger/schema.py", "_CLAIM_INSERT")},
 }
 #: ``held`` follows a payment's status: set by its moves, cleared by the running totals.
 HELD_WRITERS = {
-    ("ledger/moves.py", "move_payments"),
-    ("ledger/moves.py", "_settle_in_flight"),
-    ("ledger/totals.py", "_unhold"),  # expire_held and release_prepay_miss write through it
+    ("ledger/payments.py", "move_payments"),
+    ("ledger/payments.py", "_settle_in_flight"),
+    ("ledger/payments.py", "_unhold"),  # expire_held and release_prepay_miss write through it
 }
 
 _TABLE = r"(?P<table>payments|claims)\b"
@@ -276,7 +279,7 @@ def test_a_new_row_starts_only_in_an_initial_status(tmp_path):
     ledger = Ledger(tmp_path / "l.sqlite", user="t")
     with pytest.raises(xl.ConfigError, match="a new ledger row cannot start as 'settled'"):
         with ledger.db.transaction() as tx:
-            ledger._insert(tx, "b", 1, meta("k"), P.SETTLED)
+            insert_payment(tx, "b", 1, meta("k"), P.SETTLED, (1, "me", "t"))
     # scope, key, status, payment key, ledger id, floor, owner, label, times, error, answer
     row = ("s", "k", str(C.FAILED), "k", None, 0, "me", None, 1, 1, None, None)
     with pytest.raises(xl.ConfigError, match="a new claim row cannot start as 'failed'"):

@@ -21,13 +21,12 @@ from outcomes_support import (
     wait_for,
 )
 
-from x402lab.ledger import ClaimAction, Claims, Ledger
-from x402lab.ledger.owner import owner_alive, owner_gone, process_owner
+from x402lab.ledger import ClaimAction, Claims, Ledger, owner_alive, owner_gone, process_owner
 
 
 def _dead_owner() -> str:
     """The owner string of a process of this host that has exited."""
-    code = "from x402lab.ledger.owner import process_owner; print(process_owner())"
+    code = "from x402lab.ledger import process_owner; print(process_owner())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return done.stdout.strip()
 

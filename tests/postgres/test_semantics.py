@@ -23,14 +23,15 @@ from x402lab.ledger import (
     Claimed,
     Claims,
     ClaimStatus,
+    Jobs,
     Ledger,
+    PaymentStatus,
+    ReportLibrary,
     SignedAuthorization,
     ledger_schema,
 )
-from x402lab.ledger.jobs import Jobs
-from x402lab.ledger.library import ReportLibrary
-from x402lab.ledger.moves import move_claims, move_payments
-from x402lab.ledger.statuses import PaymentStatus
+from x402lab.ledger.claim_rows import move_claims
+from x402lab.ledger.payments import move_payments
 
 A = ClaimAction
 SCOPE = "batch:chat"

@@ -20,8 +20,7 @@ import trustme
 import x402lab as xl
 from x402lab._loop import run
 from x402lab.errors import ConfigError, TransportError
-from x402lab.ledger import Ledger
-from x402lab.ledger.records import PaymentMeta, SignedAuthorization
+from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization
 from x402lab.routes import GATEWAY
 from x402lab.transport import RetryPolicy
 
@@ -125,7 +124,7 @@ def test_verify_an_unreadable_ca_bundle_is_a_config_error(tmp_path):
 
 def _leave_an_orphan(path) -> None:
     """A signed payment row whose sender has exited (what a crash leaves for connect())."""
-    code = "from x402lab.ledger.owner import process_owner; print(process_owner())"
+    code = "from x402lab.ledger import process_owner; print(process_owner())"
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     ledger = Ledger(path)
     signed = SignedAuthorization(nonce="0x" + "ab" * 32, payer="0x" + "11" * 20, valid_before=2**40)

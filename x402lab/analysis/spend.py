@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import pandas as pd
 import pyarrow as pa
 
-from x402lab.ledger import arrow_to_pandas, ledger_schema
-from x402lab.ledger.statuses import IN_FLIGHT, PaymentStatus
+from x402lab.ledger import IN_FLIGHT, PaymentStatus, arrow_to_pandas, ledger_schema
 from x402lab.money import ATOMIC_PER_USD
 from x402lab.tables.spend import (
     DEFAULT_SPEND_BY,

@@ -54,9 +54,7 @@ from x402lab.errors import (
     SettlementUnknown,
     X402LabError,
 )
-from x402lab.ledger import ClaimAction, Claimed, ClaimStatus
-from x402lab.ledger.answers import hold_settlements
-from x402lab.ledger.database import grouped_writes
+from x402lab.ledger import ClaimAction, Claimed, ClaimStatus, grouped_writes, hold_settlements
 from x402lab.payments.prediction import prepay_tally
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ the claim). ``rebuy=True`` is the store's one override: buy again what was store
 have been paid.
 
 Answers are stored as they arrive, in the transaction that commits the settlement of the
-paid request that carried them (``ledger.answers``: the runner holds that settlement back
-until ``put``), in the batch's group commit where the backend groups (``grouped_writes``, see
+paid request that carried them (``ledger.hold_settlements``: the runner holds that settlement
+back until ``put``), in the batch's group commit where the backend groups (``grouped_writes``, see
 ``ledger/sqlite.py``). So a crash (even SIGKILL) loses at most the answers of the requests
 still in flight, on SQLite and PostgreSQL alike, never one whose settlement was committed.
 Claims and answers are ordinary commits (no fsync): the durable commit of each payment's
@@ -32,8 +32,15 @@ import weakref
 from collections.abc import Iterable, Mapping
 
 from x402lab.errors import StoreError
-from x402lab.ledger import ClaimAction, Claimed, ClaimRecord, Claims, ClaimStatus
-from x402lab.ledger.answers import HeldSettlements, answer_transaction
+from x402lab.ledger import (
+    ClaimAction,
+    Claimed,
+    ClaimRecord,
+    Claims,
+    ClaimStatus,
+    HeldSettlements,
+    answer_transaction,
+)
 
 #: Pending batch claims older than this, of another process, are taken over. The holder renews
 #: them four times as often, so only a run that stopped without releasing them goes stale.

@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.chain.rpc import BASE_BLOCK_TIME_S, ChainClient, word_of_bytes32
 from x402lab.errors import ConfigError
-from x402lab.ledger import Ledger
-from x402lab.ledger.outcomes import Applied
-from x402lab.ledger.records import OpenPayment
+from x402lab.ledger import Applied, Ledger, OpenPayment
 from x402lab.payments.reconcile import UsedLog, decide
 from x402lab.tables.attrs import set_attrs
 from x402lab.tables.reconcile import reconcile_frame

@@ -1,20 +1,27 @@
-"""The SQL of the ``claims`` table: its reads, and the payments a claim looks up."""
+"""The ``claims`` table: its records, its one inserter (``insert_rows``) and its one
+transition function (``move_claims``), its reads, and the payments a claim looks up. The
+state machine built on them: ``claims.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, NoReturn
 
 from x402lab.errors import ConfigError
-from x402lab.ledger.database import Row, Tx, chunks, marks
-from x402lab.ledger.records import ClaimRecord, claim_record
+from x402lab.ledger.database import Row, Tx, chunks, marks, record_fields
 from x402lab.ledger.statuses import (
     BY_WEIGHT,
     CLAIM_INITIAL,
+    CLAIM_TRANSITIONS,
     MAYBE_PAID,
     UNRESOLVED,
     ClaimStatus,
     PaymentStatus,
+    any_sql,
     in_sql,
 )
 
@@ -42,6 +49,82 @@ INSERT = _COLUMNS + _ROW
 ROWS_PER_INSERT = 80
 
 
+# -- records -------------------------------------------------------------------------------
+
+
+class ClaimAction(StrEnum):
+    """What ``Claims.claim`` tells the caller to do with one key."""
+
+    PAY = "pay"
+    REUSE = "reuse"
+    WAIT = "wait"
+    MAYBE_PAID = "maybe_paid"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRecord:
+    """One claim row, with the money facts of its payment joined from the ledger."""
+
+    id: int
+    scope: str
+    key: str
+    status: ClaimStatus
+    payment_key: str
+    ledger_id: int | None
+    owner: str
+    label: str | None
+    created_us: int
+    updated_us: int
+    error: str | None
+    answer: bytes | None
+    payment_status: str | None = None
+    amount_atomic: int | None = None
+    tx_hash: str | None = None
+
+    @property
+    def created_at(self) -> datetime:
+        return datetime.fromtimestamp(self.created_us / 1_000_000, tz=UTC)
+
+    @property
+    def updated_at(self) -> datetime:
+        return datetime.fromtimestamp(self.updated_us / 1_000_000, tz=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """The answer of ``claim`` for one key: what to do, and the row that decided it (for
+    ``PAY`` the new pending row of this caller)."""
+
+    key: str
+    action: ClaimAction
+    record: ClaimRecord
+
+
+def claim_record(row: Row) -> ClaimRecord:
+    answer = row["answer"]
+    return ClaimRecord(
+        **record_fields(
+            row,
+            ClaimRecord,
+            status=ClaimStatus(row["status"]),
+            answer=bytes(answer) if answer is not None else None,
+        )
+    )
+
+
+def current_records(rows: Iterable[ClaimRecord]) -> dict[str, ClaimRecord]:
+    """Per key, the deciding record (or the newest failed one), in first-claimed order."""
+    out: dict[str, ClaimRecord] = {}
+    for record in rows:  # oldest first
+        kept = out.get(record.key)
+        if kept is None or record.status != ClaimStatus.FAILED or kept.status == ClaimStatus.FAILED:
+            out[record.key] = record
+    return out
+
+
+# -- the inserter and the transition function ----------------------------------------------
+
+
 def insert_rows(tx: Tx, rows: Sequence[Sequence[Any]]) -> list[int]:
     """Insert claim rows (``Claims._row`` tuples) in multi-row ``INSERT ... RETURNING``
     statements (SQLite 3.35+ and PostgreSQL); returns their ids in the order of ``rows``.
@@ -51,7 +134,7 @@ def insert_rows(tx: Tx, rows: Sequence[Sequence[Any]]) -> list[int]:
     matched by (scope, key); rows that repeat a (scope, key) go one by one.
     """
     for row in rows:
-        if row[2] not in CLAIM_INITIAL:  # every later status is a move (``moves``)
+        if row[2] not in CLAIM_INITIAL:  # every later status is a move (``move_claims``)
             raise ConfigError(f"a new claim row cannot start as {row[2]!r} ({row[0]} {row[1]!r})")
     if len({(row[0], row[1]) for row in rows}) < len(rows):
         return tx.insert_many(INSERT, rows)
@@ -77,6 +160,76 @@ def pending_record(row_id: int, row: Sequence[Any]) -> ClaimRecord:
     )  # fmt: skip
 
 
+def move_claims(
+    tx: Tx,
+    rows: Sequence[Sequence[Any]],
+    status: ClaimStatus,
+    now_us: int,
+    *,
+    sets: str = "",
+) -> None:
+    """Move claim rows to ``status`` inside ``tx`` (allowed moves:
+    ``statuses.CLAIM_TRANSITIONS``), in one ``executemany``.
+
+    ``rows``: ``(row_id, *values)`` per claim; ``sets``: the other columns the move writes,
+    as SQL (``"error = ?, ledger_id = COALESCE(?, ledger_id)"``), whose placeholders take
+    ``values`` in order. Raises ConfigError naming a row that is missing or in a status the
+    move does not start from (a bulk move checks the count of rows changed, and reads the
+    rows again only then).
+    """
+    if not rows:
+        return
+    if re.search(r"\b(status|updated_us)\b", sets):
+        raise ConfigError(f"move_claims sets status and updated_us itself, not in {sets!r}")
+    sources = CLAIM_TRANSITIONS.get(status, ())
+    ids = [int(row[0]) for row in rows]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise ConfigError(f"claim rows {twice} are asked to move to {str(status)!r} twice")
+    if not sources:
+        _refuse_claim(tx, ids[0], status, None)
+    extra = f", {sets}" if sets else ""
+    changed = tx.executemany(
+        f"UPDATE claims SET status = ?, updated_us = ?{extra}"
+        f" WHERE id = ? AND {any_sql('status', sources)}",
+        [(str(status), now_us, *row[1:], row[0]) for row in rows],
+    )
+    if changed != len(ids):
+        _refuse_stuck_claims(tx, ids, status, now_us)
+
+
+def _refuse_stuck_claims(tx: Tx, ids: Sequence[int], status: ClaimStatus, now_us: int) -> NoReturn:
+    """Name a claim row ``move_claims`` could not move (and raise): one missing, in another
+    status, or already in ``status`` before this move."""
+    found: dict[int, Row] = {}
+    for chunk in chunks(list(ids)):
+        for each in tx.all(
+            "SELECT id, scope, key, status, updated_us FROM claims"
+            f" WHERE id IN ({marks(len(chunk))})",
+            chunk,
+        ):
+            found[each["id"]] = each
+    for row_id in ids:
+        row = found.get(row_id)
+        if row is None or row["status"] != status or row["updated_us"] != now_us:
+            _refuse_claim(tx, row_id, status, row)
+    raise ConfigError(f"some of claim rows {list(ids)} could not move to {str(status)!r}")
+
+
+def _refuse_claim(tx: Tx, row_id: int, status: ClaimStatus, row: Row | None) -> NoReturn:
+    if row is None:
+        row = tx.one("SELECT id, scope, key, status FROM claims WHERE id = ?", (row_id,))
+    if row is None:
+        raise ConfigError(f"claim row {row_id} cannot move to {str(status)!r} from 'missing'")
+    raise ConfigError(
+        f"claim row {row_id} ({row['scope']} {row['key']!r}) cannot move to {str(status)!r}"
+        f" from {str(row['status'])!r}"
+    )
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
 def deciding(rows: Sequence[Row]) -> Row | None:
     """The row that decides a key: its newest row that is not ``failed``."""
     for row in reversed(rows):
@@ -96,6 +249,17 @@ def history_in(tx: Tx, scope: str, keys: Sequence[str]) -> dict[str, list[Row]]:
         ):
             out.setdefault(row["key"], []).append(row)
     return out
+
+
+def records_in(tx: Tx, ids: Sequence[int]) -> dict[int, ClaimRecord]:
+    out: dict[int, ClaimRecord] = {}
+    for chunk in chunks(list(dict.fromkeys(ids))):
+        for row in tx.all(f"{FULL} WHERE c.id IN ({marks(len(chunk))})", chunk):
+            out[row["id"]] = claim_record(row)
+    return out
+
+
+# -- the payments a claim looks up ---------------------------------------------------------
 
 
 def payments_in(
@@ -118,14 +282,6 @@ def payments_in(
             if kept is None or rank[status] <= rank[kept[1]]:
                 best[request_key] = (row_id, status)
     return best
-
-
-def records_in(tx: Tx, ids: Sequence[int]) -> dict[int, ClaimRecord]:
-    out: dict[int, ClaimRecord] = {}
-    for chunk in chunks(list(dict.fromkeys(ids))):
-        for row in tx.all(f"{FULL} WHERE c.id IN ({marks(len(chunk))})", chunk):
-            out[row["id"]] = claim_record(row)
-    return out
 
 
 def follow_payments(

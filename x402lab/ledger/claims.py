@@ -35,7 +35,7 @@ A ``MAYBE_PAID`` key is looked at once more through its payment: one that never 
 makes the claim void (paid again); an ``unknown`` one whose signed payload can be sent again
 to the same request key is handed back (``PAY``), and that payload is sent, not a new one.
 
-Every change of a claim's status goes through ``moves.move_claims``, checked against
+Every change of a claim's status goes through ``claim_rows.move_claims``, checked against
 ``statuses.CLAIM_TRANSITIONS`` (new rows start ``pending``, ``done`` or ``unknown``).
 
 Claims are written with ordinary commits: the durable commit of the payment's write-ahead
@@ -50,30 +50,23 @@ from typing import Any
 
 from x402lab.ledger.claim_rows import (
     FULL,
-    deciding,
-    follow_payments,
-    history_in,
-    insert_rows,
-    payments_in,
-    pending_record,
-    records_in,
-)
-from x402lab.ledger.database import Database, Row, Tx, chunks, marks
-from x402lab.ledger.moves import move_claims
-from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S, GoneOwners
-from x402lab.ledger.owner import process_owner
-from x402lab.ledger.records import (
     ClaimAction,
     Claimed,
     ClaimRecord,
     claim_record,
     current_records,
+    deciding,
+    follow_payments,
+    history_in,
+    insert_rows,
+    move_claims,
+    payments_in,
+    pending_record,
+    records_in,
 )
-from x402lab.ledger.statuses import (
-    COUNTING,
-    ClaimStatus,
-    PaymentStatus,
-)
+from x402lab.ledger.database import Database, GoneOwners, Row, Tx, chunks, marks, process_owner
+from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S
+from x402lab.ledger.statuses import COUNTING, ClaimStatus, PaymentStatus
 
 C = ClaimStatus
 DEFAULT_STALE_AFTER_S = 300.0

@@ -1,4 +1,5 @@
-"""The database under the store: transactions, reads and migrations, as an interface.
+"""The database under the store: transactions, reads and migrations, as an interface; and
+whose it is (the process that writes a row, the files only its owner may read).
 
 ``Database`` is the interface of the one object that talks to the database engine
 (``sqlite.SQLiteDatabase`` implements it). Everything above it
@@ -14,20 +15,37 @@ PostgreSQL share, and leaves the differences to a few methods here:
 - the schema version: ``PRAGMA user_version`` here (a one-row table on PostgreSQL);
 - rows: readable by index and by column name (``sqlite3.Row``; a backend supplies the same).
 
-``PostgresDatabase`` (``postgres.py``) is the second subclass; ``backends.open_database``
-picks one from the URL's scheme. Grouped writes (``grouped_writes``, ``sqlite.py``): a batch's
+``PostgresDatabase`` (``postgres.py``) is the second subclass; ``sqlite.open_database``
+picks one from the URL's scheme. Grouped writes (``sqlite.grouped_writes``): a batch's
 writes of one event-loop iteration share one commit where the backend can.
+
+A ledger's files are private to their owner, whatever the umask (``private_folder``,
+``private_database_file``): the ledger holds prompts, answers, bought report bodies and signed
+payments, so on a shared host (JupyterHub) nobody else may read it, nor the media it points
+at. The folders we create are 0700 (``~/.x402lab`` always, as it is ours); a SQLite file and
+its ``-wal`` and ``-shm`` are 0600. SQLite gives the ``-wal`` and ``-shm`` it creates the mode
+of the database file, so creating that file 0600 before SQLite opens it covers all three;
+files already there are brought to 0600 too.
+
+Who writes a row: every payment and claim row names its owner, ``host:pid:start``
+(``process_owner``; ``start`` in seconds since the epoch, from the kernel's record of the
+process), and a payment its user (``user_label``). A process on this host is alive when its
+pid runs *and* started at the same second, so a later process that reuses the pid is not
+mistaken for it. A process on another host cannot be checked from here: ``owner_gone`` says
+False for it, and callers fall back to age (a stale claim) or to the authorization's window.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import contextvars
+import functools
+import os
+import socket
 import sqlite3
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -68,6 +86,12 @@ def marks(count: int) -> str:
     return ", ".join("?" * count)
 
 
+def record_fields(row: Row, record: Any, **given: Any) -> dict[str, Any]:
+    """The fields of the dataclass ``record`` from the row's columns of the same names, but
+    those ``given`` (a record type's constructor arguments)."""
+    return {f.name: row[f.name] for f in fields(record) if f.name not in given} | given
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema: ``apply(tx)`` brings version ``version - 1`` to ``version``.
@@ -80,36 +104,6 @@ class Migration:
     version: int
     name: str
     apply: Callable[[Tx], None]
-
-
-_GROUPING: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "x402lab_grouped_writes", default=False
-)
-
-
-@contextlib.contextmanager
-def grouped_writes() -> Iterator[None]:
-    """Within this block (and the tasks it starts), ``transaction(grouped=True)`` groups.
-
-    A batch run sets it: its many concurrent payments share commits, and it ends with
-    ``Database.end_group()``, so what it wrote is committed when it returns. A single call
-    does not: when it returns, another connection already sees its rows.
-    """
-    token = _GROUPING.set(True)
-    try:
-        yield
-    finally:
-        _GROUPING.reset(token)
-
-
-def grouping_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop of this thread when writes may be grouped here (``grouped_writes``)."""
-    if not _GROUPING.get():
-        return None
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 class Tx:
@@ -275,3 +269,148 @@ class Database(ABC):
                 f" understands ({latest}): it was written by a newer x402lab. Upgrade x402lab"
                 " (pip install -U x402lab) or use another ledger file; nothing was changed"
             )
+
+
+# -- the files of a ledger, private to their owner -----------------------------------------
+
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
+#: Our own folder, private even when it already exists (it holds only our files).
+HOME_FOLDER = "~/.x402lab"
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def private_folder(folder: Path) -> None:
+    """Create ``folder`` (and missing parents) 0700; ``~/.x402lab`` is made 0700 even if it exists.
+
+    A folder the user already had is left as it is: it is theirs, not ours.
+    """
+    missing: list[Path] = []
+    current = folder
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    for created in missing:
+        with contextlib.suppress(OSError):  # a race with another process creating it
+            os.chmod(created, FOLDER_MODE)
+    home = Path(HOME_FOLDER).expanduser().resolve()
+    if folder.resolve() == home or home in folder.resolve().parents:
+        with contextlib.suppress(OSError):
+            os.chmod(home, FOLDER_MODE)
+
+
+def private_database_file(path: Path) -> None:
+    """Create the database file 0600 if missing, and bring it and its side files to 0600."""
+    private_folder(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    os.close(fd)
+    for suffix in ("", *_SQLITE_SIDE_FILES):
+        target = path.with_name(path.name + suffix)
+        with contextlib.suppress(FileNotFoundError):
+            if target.stat().st_mode & 0o777 != FILE_MODE:
+                os.chmod(target, FILE_MODE)
+
+
+# -- owners: which process wrote a row, and whether it still runs ---------------------------
+
+_OWNER: str | None = None
+
+
+def process_owner() -> str:
+    """``host:pid:start``: this process, told apart from a later one that reuses its pid."""
+    global _OWNER
+    if _OWNER is None:  # forgotten in a forked child (below): recomputed there
+        _OWNER = f"{_hostname()}:{os.getpid()}:{_process_start('self')}"
+    return _OWNER
+
+
+def _forget_owner() -> None:
+    global _OWNER
+    _OWNER = None
+
+
+# Every paid call asks; a fork is the only way the answer changes (and asking the kernel
+# for the pid each time was a system call per ledger row).
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_owner)
+
+
+def user_label() -> str:
+    """Who is paying, as the ledger's ``user_label`` says it: ``X402LAB_USER`` when set, else
+    ``login@host`` (what a team reads in ``lab.spend(by="user")``)."""
+    given = os.environ.get("X402LAB_USER", "").strip()
+    if given:
+        return given
+    import getpass
+
+    try:
+        login = getpass.getuser()
+    except (OSError, KeyError):  # no login name (a container without a passwd entry)
+        login = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return f"{login}@{_hostname()}"
+
+
+@functools.cache
+def _hostname() -> str:
+    return socket.gethostname()
+
+
+def owner_alive(owner: str | None) -> bool | None:
+    """Whether the process ``owner`` names still runs: True or False on this host, None when
+    it cannot be told (another host, or an owner written in another form)."""
+    if not owner:
+        return None
+    if owner == process_owner():
+        return True
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != _hostname():
+        return None
+    try:
+        pid, start = int(parts[1]), int(parts[2])
+    except ValueError:
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it runs, under another user
+    except OSError:
+        return None
+    found = _process_start(str(pid), fallback=False)
+    if found is None:  # no /proc: a running pid is all that can be told
+        return True
+    # The start time is derived from clock ticks: allow one second of rounding.
+    return abs(found - start) <= 1
+
+
+def owner_gone(owner: str | None) -> bool:
+    """True only when ``owner`` is a process of this host that no longer runs."""
+    return owner_alive(owner) is False
+
+
+class GoneOwners:
+    """``owner_gone`` remembered per owner for one pass (a pass reads /proc once each)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str | None, bool] = {}
+
+    def __call__(self, owner: str | None) -> bool:
+        found = self._seen.get(owner)
+        if found is None:
+            found = self._seen[owner] = owner_gone(owner)
+        return found
+
+
+def _process_start(pid: str, *, fallback: bool = True) -> int | None:
+    try:  # Linux: field 22 of /proc/PID/stat is the start time in clock ticks after boot
+        with open(f"/proc/{pid}/stat") as stat:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as system:
+            boot = next(int(line.split()[1]) for line in system if line.startswith("btime"))
+        return boot + ticks // os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return int(time.time()) if fallback else None

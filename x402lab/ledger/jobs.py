@@ -21,10 +21,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from x402lab.errors import ConfigError
-from x402lab.ledger.answers import HeldSettlements, answer_transaction
+from x402lab.ledger.claim_rows import ClaimAction, Claimed
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Row, Tx, marks
-from x402lab.ledger.records import ClaimAction, Claimed
+from x402lab.ledger.outcomes import HeldSettlements, answer_transaction
 from x402lab.ledger.schema import gateway_of, job_scope
 from x402lab.ledger.statuses import ClaimStatus, JobStatus, PaymentStatus, in_sql
 from x402lab.ledger.store import Ledger
@@ -170,7 +170,8 @@ class Jobs:
         """Store the job the claimed queue answered and close the claim ``done``, together.
 
         ``ledger_id``: the queue payment (found in the ledger when None). ``held``: the
-        queue payment's settlement, committed in the same transaction (``answers``).
+        queue payment's settlement, committed in the same transaction
+        (``outcomes.hold_settlements``).
         ``columns``: other job columns (``quoted_atomic``, ``delete_media``,
         ``download_url``...). Raises ConfigError for a name that is not a job column.
         """

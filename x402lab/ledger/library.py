@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from x402lab.errors import PaymentRefused
-from x402lab.ledger.answers import HeldSettlements, answer_transaction
+from x402lab.ledger.claim_rows import ClaimAction, ClaimRecord
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database
-from x402lab.ledger.records import ClaimAction, ClaimRecord
+from x402lab.ledger.outcomes import HeldSettlements, answer_transaction
 from x402lab.ledger.schema import report_scope
 from x402lab.ledger.statuses import ClaimStatus, PaymentStatus
 from x402lab.ledger.store import Ledger
@@ -230,10 +230,10 @@ class ReportLibrary:
         held: HeldSettlements | None = None,
     ) -> list[str]:
         """Store the bought reports and close the order's claims ``done``, in one
-        transaction (with the purchase's settlement when ``held``: ``answers``). Returns the
-        ids stored (a report already in the library keeps its first copy). Reports the
-        answer lacks are released ``failed``: the answer came and did not hold them, so the
-        next purchase may pay for them."""
+        transaction (with the purchase's settlement when ``held``: ``outcomes.hold_settlements``).
+        Returns the ids stored (a report already in the library keeps its first copy).
+        Reports the answer lacks are released ``failed``: the answer came and did not hold
+        them, so the next purchase may pay for them."""
         valid = [r for r in reports if _report_id(r) is not None]
         answers = [
             (str(_report_id(r)), json.dumps(r, ensure_ascii=False, allow_nan=True).encode())

@@ -18,20 +18,23 @@ before it returns, which flushes the WAL past its commit. The WAL is one sequenc
 flush makes every earlier commit durable too: the same promise as the SQLite backend's.
 
 psycopg is an optional dependency (``pip install "x402lab[postgres]"``), imported when a
-PostgreSQL ledger is opened. Passwords never appear in ``url``, reprs or error messages.
+PostgreSQL ledger is opened. Passwords never appear in ``url``, reprs or error messages:
+``PgTarget`` says where a ledger is without one, and a failed connection in words a person
+can act on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from x402lab.errors import ConfigError
 from x402lab.ledger.database import Cursor, Database, Row, Tx
-from x402lab.ledger.pg_target import PgTarget, scrub
 
 #: The advisory lock every write transaction of a ledger takes first (any fixed number: the
 #: lock is per database, and only x402lab takes it there).
@@ -48,6 +51,84 @@ FLUSH = "SELECT pg_logical_emit_message(true, 'x402lab', 'durable')"
 #: Where the schema version lives (SQLite keeps it in ``PRAGMA user_version``).
 VERSION_TABLE = "x402lab_schema"
 INSTALL_HINT = 'pip install "x402lab[postgres]"'
+
+
+#: What libpq says when no server answers there.
+_UNREACHABLE = (
+    "connection refused",
+    "could not connect",
+    "timeout expired",
+    "no such file or directory",
+    "could not translate host name",
+    "name or service not known",
+    "network is unreachable",
+    "no route to host",
+)
+
+
+class PgTarget:
+    """The parts of a ledger URL a message may show (``params``: libpq's, from
+    ``conninfo_to_dict``); the password is kept only to be scrubbed from messages."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self._password = params.get("password")
+        host = params.get("host") or params.get("hostaddr")
+        port = params.get("port")
+        #: ``host:port``, or "the local socket".
+        self.where = f"{host}:{port or 5432}" if host else "the local socket"
+        # libpq's defaults: the database is named after the user, the user after the login.
+        self.dbname = str(params.get("dbname") or params.get("user") or _login())
+        user = f"{params['user']}@" if params.get("user") else ""
+        #: ``postgresql://user@host:port/dbname``: never the password.
+        self.url = f"postgresql://{user}{host or ''}{f':{port}' if port else ''}/{self.dbname}"
+        folder = f"{host or 'local'}-{port or 5432}-{self.dbname}"
+        folder = "".join(char if char.isalnum() or char in "-_." else "_" for char in folder)
+        #: Files that belong next to the ledger (downloaded media) stay on this machine.
+        self.folder = Path("~/.x402lab/postgresql").expanduser() / folder
+
+    def explain(self, exc: Exception) -> str:
+        """What a failed connection means and what to do (never with the password)."""
+        text = str(exc).strip()
+        # libpq says "connection to server at "h", port p failed: <why>": keep the why.
+        first = text.splitlines()[0] if text else type(exc).__name__
+        detail = first.rsplit("failed: ", 1)[-1].removeprefix("FATAL:").strip()
+        detail = scrub(detail, self._password)
+        text = text.lower()
+        if "does not exist" in text and "database" in text:
+            return (
+                f"the PostgreSQL database {self.dbname!r} does not exist on {self.where}:"
+                f" create it (createdb {self.dbname}, or CREATE DATABASE {self.dbname}) or"
+                " name another one in the ledger URL"
+            )
+        if "password" in text or "authentication" in text:
+            return (
+                f"the PostgreSQL server at {self.where} refused the login of {self.url}:"
+                f" {detail}. Check the user and password (PGPASSWORD or ~/.pgpass)"
+            )
+        if "role" in text and "does not exist" in text:
+            return f"the PostgreSQL server at {self.where} has no such user: {detail}"
+        if any(sign in text for sign in _UNREACHABLE):
+            return (
+                f"the PostgreSQL server at {self.where} is not reachable ({detail}):"
+                " check the host and port of the ledger URL and that the server is running"
+            )
+        return f"cannot open the PostgreSQL ledger {self.url}: {detail}"
+
+
+def scrub(text: str, password: str | None) -> str:
+    """``text`` with the password and any ``user:password@`` part of a URL removed."""
+    if password:
+        text = text.replace(password, "***")
+    return re.sub(r"(://[^/:@\s]*):[^@/\s]*@", r"\1@", text)
+
+
+def _login() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return ""
 
 
 def _psycopg() -> Any:
@@ -361,6 +442,3 @@ class PostgresDatabase(Database):
             " ON CONFLICT (one) DO UPDATE SET version = excluded.version",
             (int(version),),
         )
-
-
-__all__ = ["LEDGER_LOCK_KEY", "PgRow", "PgTx", "PostgresDatabase", "to_pyformat"]

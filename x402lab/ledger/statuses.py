@@ -3,9 +3,9 @@
 SQL, the analysis and every store take their status lists from here; the ``in_sql`` helpers
 (and ``any_sql``) write a group as an SQL condition, so no module spells a list of statuses
 by hand. A row's status changes only through its table's transition function
-(``moves.move_payments``, ``moves.move_claims``), which checks each move against the table's
-allowed moves below (``TRANSITIONS``, ``CLAIM_TRANSITIONS``); new rows start in one of
-``INITIAL`` / ``CLAIM_INITIAL`` (docs/money.md, money rule 8).
+(``payments.move_payments``, ``claim_rows.move_claims``), which checks each move against the
+table's allowed moves below (``TRANSITIONS``, ``CLAIM_TRANSITIONS``); new rows start in one
+of ``INITIAL`` / ``CLAIM_INITIAL`` (docs/money.md, money rule 8).
 
 Payments (``payments.status``)::
 

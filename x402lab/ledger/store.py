@@ -1,17 +1,19 @@
-"""The durable record of every payment: the ``payments`` and ``budgets`` tables.
+"""The ledger of payments (``Ledger``): what a user holds to reserve, record and read them.
 
 One database serves many notebooks and processes at once (``database.Database``). Budget
 reservations happen inside a write transaction that locks out other writers, so they are
 atomic across threads, asyncio tasks and processes that share the file. Write-ahead: the
 row of a signed payment (with its nonce) is committed, with a full fsync, before the paid
-request leaves the process.
+request leaves the process. The rows, their one transition function and the budgets'
+running totals are ``payments.py``'s; what became of a payment (its settlement held for its
+answer, or no answer at all), ``outcomes.py``'s.
 
-Statuses and their groups are ``statuses.PaymentStatus``. Reserved, signed, settled and
-unknown rows count against their budget. A signed payment that the server refused
-(``rejected``, or ``failed`` after signing) keeps counting while it is ``held``: it left the
-process signed, and until ``validBefore`` whoever holds it could still settle it. ``held``
-is read against the clock (a row stops being held once its window and ``EXPIRY_SLACK_S``
-have passed), so ``budget_state`` and the exported tables agree at every moment.
+Reserved, signed, settled and unknown rows count against their budget. A signed payment that
+the server refused (``rejected``, or ``failed`` after signing) keeps counting while it is
+``held``: it left the process signed, and until ``validBefore`` whoever holds it could still
+settle it. ``held`` is read against the clock (a row stops being held once its window and
+``EXPIRY_SLACK_S`` have passed), so ``budget_state`` and the exported tables agree at every
+moment.
 """
 
 from __future__ import annotations
@@ -21,32 +23,28 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from x402lab.errors import BudgetExceeded, ConfigError
-from x402lab.ledger import moves, outcomes, totals
-from x402lab.ledger.backends import open_database
-from x402lab.ledger.database import Database, Row, Tx, chunks, marks
-from x402lab.ledger.owner import process_owner, user_label
-from x402lab.ledger.records import BudgetState, OpenPayment, PaymentMeta, SignedAuthorization
+from x402lab.errors import BudgetExceeded
+from x402lab.ledger import outcomes, payments
+from x402lab.ledger.database import Database, Row, Tx, chunks, marks, process_owner, user_label
+from x402lab.ledger.outcomes import OpenPayment
+from x402lab.ledger.payments import BudgetState, PaymentMeta, SignedAuthorization
 from x402lab.ledger.schema import MIGRATIONS
+from x402lab.ledger.sqlite import WriteAhead, open_database
 from x402lab.ledger.statuses import (
     COUNTING,
     IN_FLIGHT,
-    INITIAL,
     PaymentStatus,
     Resolution,
     in_sql,
 )
-from x402lab.ledger.tables import arrow_to_pandas, as_record, records_table
-from x402lab.ledger.writeahead import WriteAhead
 from x402lab.money import format_usd
+from x402lab.tables.ledger import arrow_to_pandas
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
 DEFAULT_LEDGER_PATH = "~/.x402lab/ledger.sqlite"
-STATUSES = tuple(str(status) for status in PaymentStatus)
-COUNTING_STATUSES = tuple(str(status) for status in COUNTING)
 # Slack on expiry: a chain's clock may lag this machine's.
 EXPIRY_SLACK_S = 60
 # A refused signed payment still held at a cutoff (its window not yet passed).
@@ -93,6 +91,10 @@ class Ledger:
     def _held_cutoff(self) -> int:
         return int(self._now()) - EXPIRY_SLACK_S
 
+    def _who(self) -> tuple[int, str, str]:
+        """When and by whom a new row is written: now, this process, this ledger's user."""
+        return self._now_us(), process_owner(), self.user
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Rows of a read query (by index and by column name)."""
         return self.db.read(sql, params)
@@ -119,7 +121,7 @@ class Ledger:
     def budget_state(self, name: str, cap_atomic: int | None = None) -> BudgetState:
         """Settled, in-flight, unknown and held spend of a budget, right now."""
         cutoff = self._held_cutoff()
-        sums = dict.fromkeys((*COUNTING_STATUSES, "held"), 0)
+        sums = dict.fromkeys((*COUNTING, "held"), 0)
         for status, total in self.db.read(
             f"SELECT CASE WHEN {_HELD_NOW} THEN 'held' ELSE status END, SUM(amount_atomic)"
             f" FROM payments WHERE budget = ? AND {_COUNTED_NOW} GROUP BY 1",
@@ -140,8 +142,8 @@ class Ledger:
         figure without reading every payment of the budget (a batch asks before and after
         it runs, on a ledger a team may have filled for years)."""
         with self.db.transaction() as tx:
-            totals.expire_held(tx, name, self._held_cutoff(), self._now_us())
-            return totals.counted(tx, name, self._now_us())
+            payments.expire_held(tx, name, self._held_cutoff(), self._now_us())
+            return payments.budget_total(tx, name, self._now_us())
 
     # -- the payment lifecycle -------------------------------------------------------------
 
@@ -174,28 +176,33 @@ class Ledger:
         with self.db.transaction(durable=fsync, grouped=grouped) as tx:
             # The common case in two statements: the running total moves only if the cap
             # allows it. Otherwise (or for a budget not seen yet) the exact path below.
-            if totals.take(tx, budget, cap_atomic, amount_atomic):
+            if payments.take_budget(tx, budget, cap_atomic, amount_atomic):
                 signed = sign() if sign is not None else None
                 status = S.RESERVED if signed is None else S.SIGNED
-                return self._insert(tx, budget, amount_atomic, meta, status, signed, count=False)
-            totals.expire_held(tx, budget, self._held_cutoff(), self._now_us())
+                return payments.insert_payment(
+                    tx, budget, amount_atomic, meta, status, self._who(), signed=signed, count=False
+                )
+            payments.expire_held(tx, budget, self._held_cutoff(), self._now_us())
             if meta.request_key is not None and not meta.prepaid:
                 # The fresh challenge after a prepay miss: the request needs the budget once.
-                totals.release_prepay_miss(tx, budget, meta.request_key, self._now_us())
-            counted = totals.counted(tx, budget, self._now_us())
+                payments.release_prepay_miss(tx, budget, meta.request_key, self._now_us())
+            counted = payments.budget_total(tx, budget, self._now_us())
             if cap_atomic is not None and counted + amount_atomic > cap_atomic:
                 left = max(0, cap_atomic - counted)
                 reason = (
                     f"amount {format_usd(amount_atomic)} exceeds what budget {budget!r} has left:"
                     f" {format_usd(left)} of {format_usd(cap_atomic)}"
                 )
-                self._insert(tx, budget, amount_atomic, meta, S.REFUSED, error=reason)
+                payments.insert_payment(
+                    tx, budget, amount_atomic, meta, S.REFUSED, self._who(), error=reason
+                )
                 refused = BudgetExceeded(reason, budget=budget, amount_atomic=amount_atomic)
-            elif sign is None:
-                return self._insert(tx, budget, amount_atomic, meta, S.RESERVED)
             else:
-                signed = sign()
-                return self._insert(tx, budget, amount_atomic, meta, S.SIGNED, signed=signed)
+                signed = sign() if sign is not None else None
+                status = S.RESERVED if signed is None else S.SIGNED
+                return payments.insert_payment(
+                    tx, budget, amount_atomic, meta, status, self._who(), signed=signed
+                )
         raise refused
 
     def record_refused(
@@ -203,56 +210,9 @@ class Ledger:
     ) -> int:
         """Record a challenge the client refused to sign; returns the row id."""
         with self.db.transaction() as tx:
-            return self._insert(tx, budget, amount_atomic, meta, S.REFUSED, error=error)
-
-    def _insert(
-        self,
-        tx: Tx,
-        budget: str,
-        amount: int,
-        meta: PaymentMeta,
-        status: PaymentStatus,
-        signed: SignedAuthorization | None = None,
-        count: bool = True,
-        error: str | None = None,
-    ) -> int:
-        if status not in INITIAL:  # every later status is a move (``moves``)
-            raise ConfigError(f"a new ledger row cannot start as {str(status)!r}")
-        now = self._now_us()
-        row_id = tx.insert(
-            "INSERT INTO payments (ts_us, updated_us, service, method, path, model, request_key,"
-            " budget, amount_atomic, upstream_usd, price_mult, status, pay_to, network, asset,"
-            " error, nonce, payer, valid_before, payment_header, owner, prepaid, user_label)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                now,
-                now,
-                meta.service,
-                meta.method,
-                meta.path,
-                meta.model,
-                meta.request_key,
-                budget,
-                int(amount),
-                meta.upstream_usd,
-                meta.price_mult,
-                str(status),
-                meta.pay_to,
-                meta.network,
-                meta.asset,
-                error,
-                signed.nonce if signed else None,
-                signed.payer if signed else None,
-                signed.valid_before if signed else None,
-                signed.header if signed else None,
-                process_owner(),
-                int(meta.prepaid),
-                self.user,
-            ),
-        )
-        if count and status in COUNTING:
-            totals.add(tx, budget, int(amount), now)
-        return row_id
+            return payments.insert_payment(
+                tx, budget, amount_atomic, meta, S.REFUSED, self._who(), error=error
+            )
 
     def record_settled(
         self, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
@@ -269,10 +229,10 @@ class Ledger:
         self, tx: Tx, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
     ) -> None:
         """``record_settled`` inside the open transaction ``tx``: the settlement commits with
-        what the caller writes there (the answer it paid for, ``ledger.answers``)."""
+        what the caller writes there (the answer it paid for, ``hold_settlements``)."""
         outcome.setdefault("resolved_by", Resolution.RECEIPT)
         fields = {"tx_hash": tx_hash, "payer": payer, **outcome}
-        moves.move_payments(tx, [row_id], S.SETTLED, self._now_us(), fields)
+        payments.move_payments(tx, [row_id], S.SETTLED, self._now_us(), fields)
 
     def record_rejected(
         self, row_id: int, error: str, *, resolved_by: Resolution = Resolution.RECEIPT
@@ -292,7 +252,7 @@ class Ledger:
         """A signed payment left and no clear answer came back; it keeps counting. A row
         already settled stays settled. ``spent``: its nonce is known to be used (the server
         said so), so its signed payload is dropped, never sent again."""
-        self._move(row_id, S.UNKNOWN, error=error, payment_header=moves.DROP if spent else None)
+        self._move(row_id, S.UNKNOWN, error=error, payment_header=payments.DROP if spent else None)
 
     def record_expired(self, row_id: int, error: str | None = None) -> None:
         """The chain says the authorization was never used and its window has passed: the
@@ -311,9 +271,9 @@ class Ledger:
     def _move(
         self, row_id: int, status: PaymentStatus, *, grouped: bool = False, **fields: Any
     ) -> None:
-        """Move one row to ``status`` (``moves.move_payment``: allowed moves are
+        """Move one row to ``status`` (``payments.move_payment``: allowed moves are
         ``statuses.TRANSITIONS``); raises ConfigError for a move from any other status."""
-        moves.move_payment(self.db, row_id, status, self._now_us(), fields, grouped=grouped)
+        payments.move_payment(self.db, row_id, status, self._now_us(), fields, grouped=grouped)
 
     def recover_interrupted(self, *, reserved_older_than_s: float = 600.0) -> int:
         """Close the rows a stopped process left open; returns how many rows moved.
@@ -323,26 +283,31 @@ class Ledger:
         known; they keep counting; ``reconcile`` asks the chain). ``reserved`` rows of a gone
         process, or older than ``reserved_older_than_s``, were never signed and are released.
         """
-        return outcomes.recover(self, reserved_older_than_s=reserved_older_than_s)
+        return outcomes.recover(
+            self.db,
+            now_us=self._now_us(),
+            cutoff=self._held_cutoff(),
+            reserved_older_than_s=reserved_older_than_s,
+        )
 
     # -- signed payments whose outcome is not known (``outcomes``) ---------------------------
 
     def resume_payment(self, request_key: str, *, valid_until: int) -> OpenPayment | None:
         """Take up an ``unknown`` (or orphaned ``signed``) payment of ``request_key`` valid
         until at least ``valid_until`` to send its same signed payload again; None if none."""
-        return outcomes.resume(self, request_key, valid_until=valid_until)
+        return outcomes.resume(self.db, request_key, valid_until=valid_until, now_us=self._now_us())
 
     def unresolved(
         self, *, ids: Iterable[int] | None = None, orphaned: bool = False
     ) -> list[OpenPayment]:
         """The ``signed`` and ``unknown`` rows (of ``ids``; with ``orphaned``, only those
         whose sender process is gone), oldest first."""
-        return outcomes.unresolved(self, ids=ids, orphaned=orphaned)
+        return outcomes.unresolved(self.db, ids=ids, orphaned=orphaned)
 
     def apply_outcomes(self, moves: Sequence[outcomes.Move]) -> list[outcomes.Applied]:
         """Make reconciliation's moves (settled, expired) in one transaction; returns the
         moves made."""
-        return outcomes.apply(self, moves)
+        return outcomes.apply(self.db, moves, now_us=self._now_us())
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -377,11 +342,11 @@ class Ledger:
             f" WHERE {where} ORDER BY id",
             (self._held_cutoff(), *params),
         )
-        return [as_record(record) for record in records]
+        return [payments.as_record(record) for record in records]
 
     def to_arrow(self) -> pa.Table:
         """All ledger rows as an Arrow table with the declared schema."""
-        return records_table(self.rows())
+        return payments.records_table(self.rows())
 
     def to_pandas(self) -> pd.DataFrame:
         """All ledger rows as a DataFrame (dtypes from the declared Arrow schema)."""

@@ -19,8 +19,7 @@ from urllib.parse import urlsplit
 
 from x402lab.errors import ApiError, JobError
 from x402lab.gateway.replies import content_type_of, is_json
-from x402lab.ledger import JobRecord, Jobs
-from x402lab.ledger.private import private_folder
+from x402lab.ledger import JobRecord, Jobs, private_folder
 from x402lab.media.status import (
     Completed,
     Failed,

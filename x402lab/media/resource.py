@@ -2,9 +2,9 @@
 
 ``music()`` and ``video()`` pay the queue once and return an ``AsyncJob`` (``Job`` in the sync
 ``Lab``). The job is stored in the ledger's file as soon as the queue answers, in the
-transaction that commits the queue payment's settlement (``ledger.answers``), so running
-the same call again returns that job instead of paying again (``rebuy=True`` asks for a new
-one), and ``lab.jobs()`` / ``lab.job(queue_id)`` find it after a kernel restart.
+transaction that commits the queue payment's settlement (``ledger.hold_settlements``), so
+running the same call again returns that job instead of paying again (``rebuy=True`` asks for
+a new one), and ``lab.jobs()`` / ``lab.job(queue_id)`` find it after a kernel restart.
 
 Identical calls at the same time pay once too: a per-request lock orders them inside the
 process, and a ``pending`` claim written in the store before anything is signed
@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound
 from x402lab.gateway.paid import request_key
-from x402lab.ledger import ClaimAction, Claimed, JobRecord, Jobs
-from x402lab.ledger.answers import hold_settlements
+from x402lab.ledger import ClaimAction, Claimed, JobRecord, Jobs, hold_settlements
 from x402lab.media.job import AsyncJob
 from x402lab.media.quotes import MediaQuote, check_video_constraints, quote_error
 from x402lab.money import format_usd, usd_to_atomic
@@ -257,7 +256,8 @@ class Media:
         max_usd: float | None,
     ) -> JobRecord:
         """Spends money: pay the claimed queue once and store its job (closing the claim)
-        in the transaction that commits the payment's settlement (``ledger.answers``)."""
+        in the transaction that commits the payment's settlement
+        (``ledger.hold_settlements``)."""
         with hold_settlements(self._session.ledger) as held:
             reply = await self._paid.send(
                 "POST",

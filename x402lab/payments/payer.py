@@ -24,10 +24,14 @@ from x402lab.errors import (
     ProtocolError,
     SettlementUnknown,
 )
-from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization
-from x402lab.ledger.answers import held_for
-from x402lab.ledger.outcomes import RESEND_MARGIN_S
-from x402lab.ledger.statuses import Resolution
+from x402lab.ledger import (
+    RESEND_MARGIN_S,
+    Ledger,
+    PaymentMeta,
+    Resolution,
+    SignedAuthorization,
+    held_for,
+)
 from x402lab.money import format_usd
 from x402lab.payments.cost import CallInfo, Cost
 from x402lab.payments.outcome import Kind, Outcome, read_outcome
@@ -255,7 +259,7 @@ class Payer:
     def record(self, ticket: Ticket, outcome: Outcome) -> Cost:
         """Record ``outcome`` of ``ticket``'s paid request; returns the Cost of a settled
         payment. An outcome that asks for a re-send is recorded ``unknown`` here. Inside
-        ``ledger.answers.hold_settlements`` a settlement waits to be committed with the
+        ``ledger.hold_settlements`` a settlement waits to be committed with the
         answer it bought.
 
         Raises PaymentRejected when the server refused the payment (nothing settled) and
@@ -271,7 +275,8 @@ class Payer:
                 "payer": receipt.payer,
                 "resolved_by": by,
             }
-            # A caller that stores the answer commits the settlement with it (``answers``).
+            # A caller that stores the answer commits the settlement with it
+            # (``ledger.hold_settlements``).
             held = held_for(self.ledger)
             if held is None or not held.hold(ticket.row_id, settled):
                 self.ledger.record_settled(ticket.row_id, **settled)

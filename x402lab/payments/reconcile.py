@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from x402lab.ledger import EXPIRY_SLACK_S, PaymentStatus
-from x402lab.ledger.outcomes import Move
-from x402lab.ledger.records import OpenPayment
+from x402lab.ledger import EXPIRY_SLACK_S, Move, OpenPayment, PaymentStatus
 from x402lab.money import format_usd
 
 

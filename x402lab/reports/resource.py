@@ -21,8 +21,7 @@ from x402lab.errors import (
     ProtocolError,
     X402LabError,
 )
-from x402lab.ledger import Order, ReportLibrary
-from x402lab.ledger.answers import hold_settlements
+from x402lab.ledger import Order, ReportLibrary, hold_settlements
 from x402lab.money import atomic_to_usd, usd_to_atomic
 from x402lab.payments import CallInfo
 from x402lab.reports.errors import explain
@@ -208,7 +207,7 @@ class AsyncReports:
                 rebuy=rebuy,
             )
             # The purchase's settlement is committed with the reports it bought
-            # (``ledger.answers``), or alone when this block ends without them.
+            # (``ledger.hold_settlements``), or alone when this block ends without them.
             with hold_settlements(self._session.ledger) as held:
                 try:
                     if secret is not None:
