@@ -14,9 +14,10 @@ How a service uses it (one gate per service, built once with the app)::
         return gate.finish(JSONResponse(result), charge)   # adds PAYMENT-RESPONSE
 
 ``charge`` applies the 429/5xx faults first, then the rate limits (``emulator.limits``; both
-before any payment is verified), then runs the handshake: no payment header gives the 402 challenge; a payment is decoded, verified against
-the requirements this request would be challenged with now (locally, or through the
-facilitator at ``settings.facilitator_url``), and settled before the handler runs.
+before any payment is verified), then runs the handshake: no payment header gives the 402
+challenge; a payment is decoded, verified against the requirements this request would be
+challenged with now (locally, or through the facilitator at ``settings.facilitator_url``),
+and settled before the handler runs.
 ``finish`` applies the paid-then-500 fault. ``stats()`` gives the counters for /api/x402/stats.
 """
 
