@@ -1,0 +1,237 @@
+"""Batches against a rate-limited service: one process, then several sharing one wallet.
+
+Run with ``python benchmarks/rate_limits.py`` (``--rpm N``, ``--latency S``, ``--rows N``
+per run, ``--processes 1,4``, ``--log FILE``). For each process count it starts a fresh
+emulator (``x402lab serve --rpm N --latency S``, a subprocess) and a fresh SQLite ledger,
+then that many worker processes, each a ``batch_chat`` of its share of the rows, all paying
+from one wallet through that ledger, first with ``concurrency="auto"``, then (same run,
+fresh emulator and ledger) with today's fixed ``concurrency=8`` as the baseline. It prints:
+
+- the share of the limit reached: requests the server accepted over what its bucket could
+  accept from the first request to the last answer (one second's burst plus rpm/60 a second);
+- 429s per 100 paid requests (the bucket's 429s to paid and unpaid requests alike, from the
+  emulator's ``/api/x402/stats``);
+- transfers against rows (settlements on the emulated chain) and payments settled twice for
+  one request key (read from the ledger: must be 0).
+
+Goals (issue 36, ``--rpm 1200``, 50 ms answers, >= 600 rows a run): with auto, >= 0.90 of
+the limit and <= 1 429 per 100 paid requests for one and for four processes, one transfer per
+row, nothing paid twice. ``--log`` writes each worker's rate and in-flight count over time
+(JSON lines), the data of docs/rate-limits.md's figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MODEL = "zai-org-glm-4.7-flash"
+
+
+def start_server(rpm: int, latency_s: float) -> tuple[str, subprocess.Popen[str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "x402lab", "serve", "--balance-usd", "10000"]
+        + ["--rpm", str(rpm), "--latency", str(latency_s)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    gateway = process.stdout.readline().split()[-1]
+    process.stdout.readline()  # the reports URL
+    return gateway, process
+
+
+def stop_server(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    process.wait(timeout=10)
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+# -- one worker process ------------------------------------------------------------------------
+
+
+async def work(args: argparse.Namespace) -> dict[str, Any]:
+    import x402lab as xl
+
+    lab = xl.connect_async(
+        args.gateway,
+        args.gateway,
+        wallet=xl.Wallet.from_env(),
+        budget=xl.Budget(usd=10_000),
+        ledger=args.ledger,
+    )
+    log = open(args.log, "a") if args.log else None  # noqa: SIM115 (closed below)
+
+    def progress(p: Any) -> None:
+        if log is None or p.pace is None:
+            return
+        line = {
+            "t": time.time(),
+            "worker": args.worker,
+            "mode": args.concurrency,
+            "done": p.done,
+            "rate": p.pace.rate,
+            "in_flight": p.pace.in_flight,
+            "limited": p.pace.limited,
+        }
+        log.write(json.dumps(line) + "\n")
+
+    concurrency: Any = args.concurrency if args.concurrency == "auto" else int(args.concurrency)
+    prompts = [f"worker {args.worker} {args.tag} question {i}" for i in range(args.rows)]
+    try:
+        started = time.time()
+        frame = await lab.batch_chat(
+            prompts,
+            model=MODEL,
+            max_tokens=16,
+            concurrency=concurrency,
+            progress=progress,
+        )
+        ended = time.time()
+        summary = xl.BatchSummary.of(frame)
+    finally:
+        await lab.aclose()
+        if log is not None:
+            log.close()
+    return {
+        "started": started,
+        "ended": ended,
+        "rows": len(frame),
+        "ok": int((frame["status"] == "ok").sum()),
+        "rate_reached": summary.rate_reached,
+        "rate_limited": summary.rate_limited,
+    }
+
+
+# -- one run: N workers against a fresh emulator ------------------------------------------------
+
+
+def run(
+    rpm: int, latency_s: float, processes: int, rows: int, concurrency: str, log: str | None
+) -> dict[str, Any]:
+    from x402lab.wallet import Wallet
+
+    gateway, server = start_server(rpm, latency_s)
+    folder = Path(tempfile.mkdtemp(prefix="x402lab-rates-"))
+    ledger = folder / "ledger.sqlite"
+    env = {**os.environ, "X402LAB_PRIVATE_KEY": "0x" + os.urandom(32).hex()}
+    del Wallet
+    tag = f"{concurrency}-{processes}-{time.time_ns()}"
+    try:
+        workers = [
+            subprocess.Popen(
+                [sys.executable, __file__, "--worker", str(i), "--gateway", gateway]
+                + ["--ledger", str(ledger), "--rows", str(rows // processes)]
+                + ["--concurrency", concurrency, "--tag", tag]
+                + (["--log", log] if log else []),
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for i in range(processes)
+        ]
+        results = []
+        for worker in workers:
+            out, _ = worker.communicate(timeout=900)
+            if worker.returncode != 0:
+                raise SystemExit(f"a worker failed (exit {worker.returncode})")
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        import httpx
+
+        stats = httpx.get(f"{gateway}/api/x402/stats").json()
+    finally:
+        stop_server(server)
+    with sqlite3.connect(ledger) as db:
+        twice = db.execute(
+            "SELECT COUNT(*) FROM (SELECT request_key FROM payments WHERE status = 'settled'"
+            " GROUP BY request_key HAVING COUNT(*) > 1)"
+        ).fetchone()[0]
+    payments = stats["payments"]
+    limited = stats["limits"]["rateLimited"]
+    accepted = payments["requests"] - limited - payments["faults"]["rateLimited"]
+    first = min(r["started"] for r in results)
+    last = max(r["ended"] for r in results)
+    per_s = rpm / 60
+    could = max(1.0, per_s) + per_s * (last - first)
+    return {
+        "processes": processes,
+        "concurrency": concurrency,
+        "rows": sum(r["rows"] for r in results),
+        "ok": sum(r["ok"] for r in results),
+        "seconds": last - first,
+        "share_of_limit": accepted / could,
+        "limited_per_100_paid": 100 * limited / max(1, payments["settled"]),
+        "limited": limited,
+        "transfers": payments["settled"],
+        "paid_twice": twice,
+        "rate_reached": [round(r["rate_reached"], 1) for r in results],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rpm", type=int, default=1200)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--rows", type=int, default=600, help="rows a run (split among workers)")
+    parser.add_argument("--processes", default="1,4")
+    parser.add_argument("--log", help="append each worker's rate over time here (JSON lines)")
+    parser.add_argument("--no-baseline", action="store_true")
+    # worker mode (started by the benchmark itself)
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--gateway", help=argparse.SUPPRESS)
+    parser.add_argument("--ledger", help=argparse.SUPPRESS)
+    parser.add_argument("--concurrency", default="auto", help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker is not None:
+        print(json.dumps(asyncio.run(work(args))))
+        return
+    if args.log:
+        Path(args.log).write_text("")
+    print(
+        f"rate limit {args.rpm} requests/min ({args.rpm / 60:g}/s), answers after"
+        f" {args.latency * 1000:g} ms, {args.rows} rows a run; load {os.getloadavg()[0]:.2f}"
+    )
+    modes = ["auto"] if args.no_baseline else ["auto", "8"]
+    rows = []
+    for processes in (int(p) for p in args.processes.split(",")):
+        for mode in modes:
+            result = run(args.rpm, args.latency, processes, args.rows, mode, args.log)
+            rows.append(result)
+            print(
+                f"{processes} process(es), concurrency={mode}: {result['ok']}/{result['rows']}"
+                f" rows in {result['seconds']:.1f} s, {result['share_of_limit']:.2f} of the"
+                f" limit, {result['limited_per_100_paid']:.1f} 429s per 100 paid requests"
+                f" ({result['limited']}), {result['transfers']} transfers for"
+                f" {result['rows']} rows, {result['paid_twice']} paid twice;"
+                f" rate reached {result['rate_reached']}",
+                flush=True,
+            )
+    for result in rows:
+        if result["concurrency"] != "auto":
+            continue
+        ok = (
+            result["share_of_limit"] >= 0.90
+            and result["limited_per_100_paid"] <= 1.0
+            and result["transfers"] == result["rows"]
+            and result["paid_twice"] == 0
+        )
+        print(
+            f"goal, {result['processes']} process(es): >= 0.90 of the limit, <= 1 429 per 100"
+            f" paid requests, one transfer per row, nothing paid twice: {'met' if ok else 'NOT met'}"
+        )
+
+
+if __name__ == "__main__":
+    main()
