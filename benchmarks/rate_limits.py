@@ -229,7 +229,8 @@ def main() -> None:
         )
         print(
             f"goal, {result['processes']} process(es): >= 0.90 of the limit, <= 1 429 per 100"
-            f" paid requests, one transfer per row, nothing paid twice: {'met' if ok else 'NOT met'}"
+            " paid requests, one transfer per row, nothing paid twice:",
+            "met" if ok else "NOT met",
         )
 
 
