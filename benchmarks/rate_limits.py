@@ -1,11 +1,13 @@
 """Batches against a rate-limited service: one process, then several sharing one wallet.
 
 Run with ``python benchmarks/rate_limits.py`` (``--rpm N``, ``--latency S``, ``--rows N``
-per run, ``--processes 1,4``, ``--log FILE``). For each process count it starts a fresh
-emulator (``x402lab serve --rpm N --latency S``, a subprocess) and a fresh SQLite ledger,
-then that many worker processes, each a ``batch_chat`` of its share of the rows, all paying
-from one wallet through that ledger, first with ``concurrency="auto"``, then (same run,
-fresh emulator and ledger) with today's fixed ``concurrency=8`` as the baseline. It prints:
+per run, ``--processes 1,4``, ``--log FILE``, ``--plot PNG``: the figure of
+docs/rate-limits.md from that log; ``--processes ""`` only draws it). For each process count
+it starts a fresh emulator (``x402lab serve --rpm N --latency S``, a subprocess) and a fresh
+SQLite ledger, then that many worker processes, each a ``batch_chat`` of its share of the
+rows, all paying from one wallet through that ledger, first with ``concurrency="auto"``, then
+(same run, fresh emulator and ledger) with the fixed ``concurrency=8`` of earlier versions as
+the baseline. It prints:
 
 - the share of the limit reached: requests the server accepted over what its bucket could
   accept from the first request to the last answer (one second's burst plus rpm/60 a second);
@@ -77,6 +79,7 @@ async def work(args: argparse.Namespace) -> dict[str, Any]:
         if log is None or p.pace is None:
             return
         line = {
+            "run": args.run,
             "t": time.time(),
             "worker": args.worker,
             "mode": args.concurrency,
@@ -134,6 +137,7 @@ def run(
                 [sys.executable, __file__, "--worker", str(i), "--gateway", gateway]
                 + ["--ledger", str(ledger), "--rows", str(rows // processes)]
                 + ["--concurrency", concurrency, "--tag", tag]
+                + ["--run", f"{processes} process{'es' if processes > 1 else ''}, {rows} rows"]
                 + (["--log", log] if log else []),
                 stdout=subprocess.PIPE,
                 text=True,
@@ -179,6 +183,55 @@ def run(
     }
 
 
+def plot(log: str, out: str, rpm: int) -> None:
+    """The figure of docs/rate-limits.md: each auto run's rate over time (every process's
+    learned rate, their sum, and the rows answered a second) against the limit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = [json.loads(line) for line in Path(log).read_text().splitlines() if line.strip()]
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        if line["mode"] == "auto":
+            runs.setdefault(line["run"], []).append(line)
+    fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 3.6), sharey=True)
+    axes = [axes] if len(runs) == 1 else list(axes)
+    for ax, (run_name, points) in zip(axes, runs.items(), strict=True):
+        t0 = min(p["t"] for p in points)
+        workers = sorted({p["worker"] for p in points})
+        for worker in workers:
+            mine = [p for p in points if p["worker"] == worker and p["rate"] is not None]
+            ax.step(
+                [p["t"] - t0 for p in mine],
+                [p["rate"] for p in mine],
+                where="post",
+                lw=1,
+                label=f"process {worker}: its rate" if len(workers) > 1 else "learned rate",
+            )
+        # rows answered a second, all processes together, over a sliding second
+        done = sorted((p["t"] - t0, p["worker"], p["done"]) for p in points)
+        latest: dict[int, int] = {}
+        series = []
+        for t, worker, count in done:
+            latest[worker] = count
+            series.append((t, sum(latest.values())))
+        answered = []
+        for t, total in series:
+            before = [c for s, c in series if s <= t - 1.0]
+            answered.append((t, total - (before[-1] if before else 0)))
+        ax.plot(*zip(*answered, strict=True), color="black", lw=1.5, label="rows answered / s")
+        ax.axhline(rpm / 60, color="red", ls="--", lw=1, label=f"limit ({rpm} rpm)")
+        ax.set_title(run_name)
+        ax.set_xlabel("seconds")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("requests / s")
+    axes[-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rpm", type=int, default=1200)
@@ -193,7 +246,12 @@ def main() -> None:
     parser.add_argument("--ledger", help=argparse.SUPPRESS)
     parser.add_argument("--concurrency", default="auto", help=argparse.SUPPRESS)
     parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--run", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--plot", help="draw the rate over time of --log into this PNG")
     args = parser.parse_args()
+    if args.plot and args.worker is None and not args.processes:
+        plot(args.log, args.plot, args.rpm)
+        return
     if args.worker is not None:
         print(json.dumps(asyncio.run(work(args))))
         return

@@ -186,7 +186,7 @@ class Comparisons:
         total_rows: int | None = None,
         column: str | None = None,
         system: str | None = None,
-        concurrency: int = 8,
+        concurrency: int | str = "auto",
         progress: Any = None,
     ) -> Comparison:
         """Spends money: the sample answered under every model × pack size, compared.
