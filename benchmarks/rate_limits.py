@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -42,7 +43,8 @@ MODEL = "zai-org-glm-4.7-flash"
 def start_server(rpm: int, latency_s: float) -> tuple[str, subprocess.Popen[str]]:
     process = subprocess.Popen(
         [sys.executable, "-m", "x402lab", "serve", "--balance-usd", "10000"]
-        + ["--rpm", str(rpm), "--latency", str(latency_s)],
+        + (["--rpm", str(rpm)] if rpm else [])
+        + ["--latency", str(latency_s)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -166,7 +168,7 @@ def run(
     accepted = payments["requests"] - limited - payments["faults"]["rateLimited"]
     first = min(r["started"] for r in results)
     last = max(r["ended"] for r in results)
-    per_s = rpm / 60
+    per_s = rpm / 60 or math.inf
     could = max(1.0, per_s) + per_s * (last - first)
     return {
         "processes": processes,
@@ -240,6 +242,12 @@ def main() -> None:
     parser.add_argument("--processes", default="1,4")
     parser.add_argument("--log", help="append each worker's rate over time here (JSON lines)")
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument(
+        "--unlimited-rows",
+        type=int,
+        default=400,
+        help="rows of the run without a limit, auto against concurrency=8 (0: skip it)",
+    )
     # worker mode (started by the benchmark itself)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--gateway", help=argparse.SUPPRESS)
@@ -290,6 +298,25 @@ def main() -> None:
             " paid requests, one transfer per row, nothing paid twice:",
             "met" if ok else "NOT met",
         )
+    if args.unlimited_rows:
+        unlimited(args.unlimited_rows)
+    if args.plot and args.log:
+        plot(args.log, args.plot, args.rpm)
+        print(f"figure: {args.plot}")
+
+
+def unlimited(rows: int, latency_s: float = 0.25) -> None:
+    """Without any limit, at 250 ms answers: auto against the fixed concurrency=8."""
+    seconds = {}
+    for mode in ("8", "auto", "8", "auto"):  # alternated: a change in load hits both
+        result = run(0, latency_s, 1, rows, mode, None)
+        seconds.setdefault(mode, []).append(result["seconds"])
+    fixed, auto = min(seconds["8"]), min(seconds["auto"])
+    print(
+        f"no limit, answers after {latency_s * 1000:g} ms, {rows} rows (best of two):"
+        f" concurrency=8 {rows / fixed:.1f} rows/s, auto {rows / auto:.1f} rows/s"
+        f" ({fixed / auto:.2f}x); goal auto no slower: {'met' if auto <= fixed else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def test_a_429_sets_the_rate_and_answers_raise_it_additively():
     _limited_at(controller, clock, sent=40)
     # 40 sent over the last second, a burst of one second's worth among them: about 20/s
     first = controller.rate
-    assert first == pytest.approx(BETA * 40 / 2, rel=0.01)
+    assert first == pytest.approx(40 / 2, rel=0.01)
     assert controller.limited == 1
     # Ten seconds of answers add GROWTH x the rate of the cut, per second.
     for _ in range(100):

@@ -4,11 +4,11 @@ A pure state machine with an injected clock; ``batch.pacing`` drives it from the
 and ``batch.rate_share`` shares it through the ledger. The rules:
 
 - **No limit known** (no 429 met yet, none learned from other processes): no rate limit, and
-  the in-flight window starts at ``START_WINDOW`` and grows by one request per round trip up
-  to the ceiling (divided among the processes of the wallet looking for the limit together).
+  the in-flight window starts at ``START_WINDOW`` and grows by one request per round trip (at
+  most one per ``SLOW_START_ROUND_S``) up to the ceiling (divided among the processes of the wallet looking for the limit together).
 - **A 429**: the first one of a congestion event (from a request started after the last cut)
   cuts the rate multiplicatively, to ``BETA`` times the rate (the first time, when no rate was
-  set, ``BETA`` times the wallet's rate over the last second, less a burst). Later
+  set, to the wallet's rate over the last second, less a burst). Later
   429s of requests sent before that cut are the same event and cut nothing. New requests
   wait for ``Retry-After`` (at most ``MAX_PAUSE_S``: a long one pauses the batch once, it
   never sets its rate).
@@ -28,13 +28,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 #: Requests in flight when no limit is known.
-START_WINDOW = 4
+START_WINDOW = 2
+#: While no limit is known, the window grows by one request per round trip, but no faster
+#: than one per this many seconds.
+SLOW_START_ROUND_S = 0.25
 #: Default ceiling of requests in flight for ``concurrency="auto"``.
 DEFAULT_CEILING = 64
 #: The multiplicative cut on a 429.
 BETA = 0.85
 #: Additive increase per second, as a share of the rate at the last cut.
-GROWTH = 0.015
+GROWTH = 0.01
 #: The longest pause one Retry-After imposes on new requests.
 MAX_PAUSE_S = 30.0
 #: Seconds of history behind "the rate requests were sent at".
@@ -154,8 +157,12 @@ class RateController:
         self._latency = latency if self._latency == 0 else 0.8 * self._latency + 0.2 * latency
         self._accepted.append(now)
         _trim(self._accepted, now - MEASURE_S)
-        if math.isinf(self.wallet_rate):  # one more request in flight per round trip
-            self.window = min(float(self.ceiling), self.window + 1.0 / self.window)
+        if math.isinf(self.wallet_rate):
+            # One more request in flight per round trip, and per SLOW_START_ROUND_S at most:
+            # with fast answers the window would otherwise outgrow a bucket's burst before
+            # the first 429 comes back, and every request then in flight meets one.
+            pace = min(1.0, self._latency / SLOW_START_ROUND_S)
+            self.window = min(float(self.ceiling), self.window + pace / self.window)
             return
         since = now - (self._grown_at if self._grown_at is not None else now)
         self._grown_at = now
@@ -183,8 +190,8 @@ class RateController:
             return  # sent before the last cut: the same congestion event
         if math.isfinite(self.wallet_rate):
             rate = BETA * self.wallet_rate
-        else:
-            rate = BETA * self._first_estimate(now, wallet_sent)
+        else:  # an estimate that already leaves the burst out: no cut on top of it
+            rate = self._first_estimate(now, wallet_sent)
         self._set_cut(rate, now)
         self.peak_rate = max(self.peak_rate, self.rate)
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from x402lab.session import Session
 
 #: Seconds between two exchanges through the ledger.
-PERIOD_S = 0.5
+PERIOD_S = 0.25
 #: How long a learned rate is remembered for the next run (and rows are kept).
 REMEMBER_S = 600.0
 
