@@ -13,6 +13,7 @@ from x402lab.batch.rate import (
     GROWTH,
     HOLD_S,
     MAX_PAUSE_S,
+    SLOW_START_ROUND_S,
     START_WINDOW,
     Peer,
     RateController,
@@ -49,12 +50,17 @@ def test_with_no_limit_known_the_window_grows_one_request_per_round_trip_to_the_
     clock = Clock()
     controller = RateController(ceiling=10, clock=clock)
     assert controller.window_limit == START_WINDOW and math.isinf(controller.rate)
-    for _ in range(START_WINDOW + 1):  # a round trip's answers
-        _answer(controller, clock)
+    for _ in range(START_WINDOW + 1):  # a round trip's answers, at 250 ms each
+        _answer(controller, clock, latency=0.25)
     assert controller.window_limit == START_WINDOW + 1
     for _ in range(200):
-        _answer(controller, clock)
+        _answer(controller, clock, latency=0.25)
     assert controller.window_limit == 10  # never above the ceiling
+    # Fast answers grow it no faster than one request per SLOW_START_ROUND_S.
+    fast = RateController(ceiling=64, clock=clock)
+    for _ in range(100):  # 100 answers of 50 ms: 5 s
+        _answer(fast, clock, latency=0.05)
+    assert fast.window_limit <= START_WINDOW + 5 / SLOW_START_ROUND_S
     assert controller.delay() == 0  # no rate: nothing waits but for the window
 
 
