@@ -212,6 +212,17 @@ def plot(log: str, out: str, rpm: int) -> None:
                 lw=1,
                 label=f"process {worker}: its rate" if len(workers) > 1 else "learned rate",
             )
+        if len(workers) > 1:  # the wallet's rate: the processes' rates added up
+            latest_rate: dict[int, float] = {}
+            ended = {w: max(p["t"] for p in points if p["worker"] == w) for w in workers}
+            summed = []
+            for p in sorted(points, key=lambda p: p["t"]):
+                for gone in [w for w in latest_rate if ended[w] < p["t"]]:
+                    del latest_rate[gone]  # a process that finished sends nothing more
+                if p["rate"] is not None:
+                    latest_rate[p["worker"]] = p["rate"]
+                    summed.append((p["t"] - t0, sum(latest_rate.values())))
+            ax.step(*zip(*summed, strict=True), where="post", lw=1.5, label="their sum")
         # rows answered a second, all processes together, over a sliding second
         done = sorted((p["t"] - t0, p["worker"], p["done"]) for p in points)
         latest: dict[int, int] = {}
