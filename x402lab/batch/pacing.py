@@ -102,6 +102,7 @@ class FixedLimit:
     def __init__(self, ceiling: int) -> None:
         self.ceiling = ceiling
         self._sem = asyncio.Semaphore(ceiling)
+        self._in_flight = 0
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -110,10 +111,14 @@ class FixedLimit:
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         async with self._sem:
-            yield
+            self._in_flight += 1
+            try:
+                yield
+            finally:
+                self._in_flight -= 1
 
     def pace(self) -> Pace:
-        return Pace(in_flight=self.ceiling - self._sem._value)  # noqa: SLF001
+        return Pace(in_flight=self._in_flight)
 
 
 class _Slot:
