@@ -5,7 +5,8 @@ and ``batch.rate_share`` shares it through the ledger. The rules:
 
 - **No limit known** (no 429 met yet, none learned from other processes): no rate limit, and
   the in-flight window starts at ``START_WINDOW`` and grows by one request per round trip (at
-  most one per ``SLOW_START_ROUND_S``) up to the ceiling (divided among the processes of the wallet looking for the limit together).
+  most one per ``SLOW_START_ROUND_S``) up to the ceiling (divided among the processes of the
+  wallet looking for the limit together).
 - **A 429**: the first one of a congestion event (from a request started after the last cut)
   cuts the rate multiplicatively, to ``BETA`` times the rate (the first time, when no rate was
   set, to the wallet's rate over the last second, less a burst). Later
