@@ -154,7 +154,7 @@ def resolve_progress(progress: Any) -> ProgressCallback | None:
 
 
 def pace_text(pace: Pace) -> str:
-    """", 19.4 req/s, 3 in flight": the learned rate (when a limit was met) and the
+    """ ", 19.4 req/s, 3 in flight": the learned rate (when a limit was met) and the
     requests in flight."""
     rate = f", {pace.rate:.1f} req/s" if pace.rate is not None else ""
     return f"{rate}, {pace.in_flight} in flight"

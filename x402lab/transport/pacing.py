@@ -24,6 +24,4 @@ class Pacer(Protocol):
 
 
 #: The pacer of the request this task sends (None outside a paced batch).
-pacer: contextvars.ContextVar[Pacer | None] = contextvars.ContextVar(
-    "x402lab_pacer", default=None
-)
+pacer: contextvars.ContextVar[Pacer | None] = contextvars.ContextVar("x402lab_pacer", default=None)
