@@ -1,7 +1,8 @@
 """Paid calls per second at concurrency 32: x402lab batch_chat, the x402 SDK, bare aiohttp.
 
 Run with ``python benchmarks/batch_throughput.py`` (``--calls N``, ``--rounds R``,
-``--concurrency C``, ``--latency S``, ``--in-process``). The emulator runs as a subprocess
+``--concurrency C``, ``--latency S``, ``--in-process``, ``--fresh``: x402lab's timed batch is
+a fresh lab's first, with no warm-up batch before it). The emulator runs as a subprocess
 (``python -m x402lab serve``) so the server does not share the clients' GIL; on a 2-core
 machine it gets one core and the client the other. ``--latency S`` makes the emulator wait
 S seconds before every answer (both trips of a two-trip call pay it), as a real network
@@ -48,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 MODEL = "zai-org-glm-4.7-flash"
+#: ``--fresh``: x402lab's timed batch is a fresh lab's first (no warm-up batch before it).
+FRESH = False
 PATH = "/api/v1/chat/completions"
 
 
@@ -114,15 +117,17 @@ async def run_x402lab(
         db.transaction = lambda **kw: commit(**{**kw, "durable": False})  # type: ignore[method-assign]
         lab.ledger.write_ahead._wal = None  # no fsync of the write-ahead rows either
     try:
-        await lab.batch_chat(  # warm-up: connections, catalog check
-            [f"warm {i}" for i in range(concurrency)],
-            model=MODEL,
-            max_tokens=16,
-            concurrency=concurrency,
-            progress=None,
-        )
+        clock = Clock()  # --fresh: the lab's first batch, its catalog and price unknown
+        if not FRESH:
+            await lab.batch_chat(  # warm-up: connections, catalog check
+                [f"warm {i}" for i in range(concurrency)],
+                model=MODEL,
+                max_tokens=16,
+                concurrency=concurrency,
+                progress=None,
+            )
+            clock = Clock()
         prompts = [f"x402lab round {round_} question {i}" for i in range(calls)]
-        clock = Clock()
         frame = await lab.batch_chat(
             prompts, model=MODEL, max_tokens=16, concurrency=concurrency, progress=None
         )
@@ -271,7 +276,14 @@ def main() -> None:
         action="store_true",
         help="also run x402lab with the ledger's fsync off (a measurement, not a setting)",
     )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="time x402lab's first batch on a fresh lab (catalog, schema and price unknown)",
+    )
     args = parser.parse_args()
+    global FRESH
+    FRESH = args.fresh
     gateway, stop = start_server(args.in_process, args.latency)
     where = "in this process" if args.in_process else "in a subprocess"
     print(

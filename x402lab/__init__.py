@@ -38,7 +38,7 @@ _IMPORT_NOW = False
 
 if _IMPORT_NOW:
     from x402lab._loop import run
-    from x402lab.batch import BatchSummary
+    from x402lab.batch import AutoConcurrency, BatchSummary
     from x402lab.budget import Budget
     from x402lab.lab import AsyncLab, Lab, Settings, connect, connect_async
     from x402lab.ledger import Ledger
@@ -48,6 +48,7 @@ if _IMPORT_NOW:
 #: The names imported on first use, and their modules.
 _LAZY = {
     "AsyncLab": "x402lab.lab",
+    "AutoConcurrency": "x402lab.batch",
     "BatchSummary": "x402lab.batch",
     "Budget": "x402lab.budget",
     "Lab": "x402lab.lab",
@@ -82,6 +83,7 @@ __all__ = [
     "AnswerLost",
     "ApiError",
     "AsyncLab",
+    "AutoConcurrency",
     "BatchInterrupted",
     "BatchSummary",
     "Budget",

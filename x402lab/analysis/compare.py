@@ -111,7 +111,7 @@ class Comparisons:
         total_rows: int | None = None,
         column: str | None = None,
         system: str | None = None,
-        concurrency: int = 8,
+        concurrency: int | str = "auto",
         progress: Any = None,
         dry_run: bool = False,
         max_usd: float | None = None,

@@ -15,14 +15,15 @@ from x402lab.batch.arguments import (
     all_texts,
     body_params,
     check_clash,
-    concurrency_of,
     index_frame,
+    quote_concurrency,
 )
 from x402lab.batch.distributed import on_cluster
 from x402lab.batch.estimate import quote_plan
 from x402lab.batch.inputs import chat_frame, embed_source, with_prompt
 from x402lab.batch.items import Tally
 from x402lab.batch.lazy_embed import embed_chunks
+from x402lab.batch.pacing import Concurrency, limit_for
 from x402lab.batch.packing import (
     TypedCodec,
     TypedRequests,
@@ -124,7 +125,7 @@ class Batches:
         prompt: str | None = None,
         system: str | None = None,
         max_tokens: int | None = None,
-        concurrency: int = 8,
+        concurrency: Concurrency | str = "auto",
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
@@ -145,7 +146,7 @@ class Batches:
         prompt: str | None = None,
         system: str | None = None,
         max_tokens: int | None = None,
-        concurrency: int = 8,
+        concurrency: Concurrency | str = "auto",
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
@@ -166,7 +167,7 @@ class Batches:
         prompt: str | None = None,
         system: str | None = None,
         max_tokens: int | None = None,
-        concurrency: int = 8,
+        concurrency: Concurrency | str = "auto",
         max_usd: float | None = None,
         rebuy: bool = False,
         progress: Any = "auto",
@@ -242,7 +243,7 @@ class Batches:
         prompt: str | None,
         system: str | None,
         max_tokens: int | None,
-        concurrency: int,
+        concurrency: Concurrency | str,
         max_usd: float | None,
         rebuy: bool,
         progress: Any,
@@ -359,7 +360,7 @@ class Batches:
         texts: dd.DataFrame | dd.Series | db.Bag,
         *,
         model: str,
-        concurrency: int = 8,
+        concurrency: Concurrency | str = "auto",
         out: None = None,
         per_request: int | str = "auto",
         column: str | None = None,
@@ -377,7 +378,7 @@ class Batches:
         texts: Any,
         *,
         model: str,
-        concurrency: int = 8,
+        concurrency: Concurrency | str = "auto",
         out: PathLike,
         per_request: int | str = "auto",
         column: str | None = None,
@@ -395,7 +396,7 @@ class Batches:
         texts: Any,
         *,
         model: str,
-        concurrency: int = 8,
+        concurrency: Concurrency | str = "auto",
         out: None = None,
         per_request: int | str = "auto",
         column: str | None = None,
@@ -413,7 +414,7 @@ class Batches:
         texts: Any,
         *,
         model: str,
-        concurrency: int = 8,
+        concurrency: Concurrency | str = "auto",
         out: PathLike | None = None,
         per_request: int | str = "auto",
         column: str | None = None,
@@ -521,7 +522,7 @@ class Batches:
         plan: Plan,
         codec: Any,
         sink: Any,
-        concurrency: int,
+        concurrency: Concurrency | str,
         max_usd: float | None,
         rebuy: bool,
         progress: Any,
@@ -540,7 +541,7 @@ class Batches:
         plan: Plan,
         codec: Any,
         sink: Any,
-        concurrency: int,
+        concurrency: Concurrency | str,
         max_usd: float | None,
         rebuy: bool,
         throttle: Throttle,
@@ -552,7 +553,7 @@ class Batches:
             plan,
             codec,
             self._store(plan.kind, rebuy),
-            concurrency=concurrency_of(concurrency),
+            concurrency=limit_for(concurrency, self._session),
             progress=throttle,
             max_usd=max_usd,
         )
@@ -572,7 +573,7 @@ class Batches:
         schema: Any = None,
         rows_per_request: int | str = 1,
         column: str | None = None,
-        concurrency: int = 8,
+        concurrency: Concurrency | str = "auto",
         max_usd: float | None = None,
         rebuy: bool = False,
         out: PathLike | None = None,
@@ -615,10 +616,10 @@ class Batches:
         return await self.quote(plan, inputs, rebuy, concurrency)
 
     async def quote(
-        self, plan: Plan, inputs: pd.DataFrame, rebuy: bool, concurrency: int
+        self, plan: Plan, inputs: pd.DataFrame, rebuy: bool, concurrency: Concurrency | str
     ) -> BatchEstimate:
         """Free: the exact price of a checked ``plan`` (``estimate``'s, and ``lab.compare``'s)."""
         store = self._store(plan.kind, rebuy)
         return await quote_plan(
-            plan, inputs, self._generic, store, concurrency_of(concurrency), self.budget_left()
+            plan, inputs, self._generic, store, quote_concurrency(concurrency), self.budget_left()
         )

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from x402lab.batch.pacing import concurrency_of
+from x402lab.batch.rate import START_WINDOW
 from x402lab.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -14,11 +16,11 @@ if TYPE_CHECKING:
     from x402lab.batch.inputs import Texts
 
 
-def concurrency_of(value: Any) -> int:
-    """``value`` as the number of requests a batch keeps in flight; ConfigError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
-        raise ConfigError(f"concurrency must be an int in 1..1024, got {value!r}")
-    return value
+def quote_concurrency(value: Any) -> int:
+    """The free requests a quote keeps in flight for a batch's ``concurrency``: the number
+    given, or ``START_WINDOW`` for "auto" (a quote learns no rate); ConfigError otherwise."""
+    checked = concurrency_of(value)
+    return checked if isinstance(checked, int) else min(checked.ceiling, START_WINDOW)
 
 
 def body_params(

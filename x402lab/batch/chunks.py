@@ -24,6 +24,8 @@ def add_tallies(total: Tally, part: Tally) -> Tally:
             for status, n in part.counts.items():
                 counts[status] = counts.get(status, 0) + n
             merged.counts = counts
+        elif f.name == "rate_reached":
+            merged.rate_reached = max(total.rate_reached, part.rate_reached)
         else:
             setattr(merged, f.name, getattr(total, f.name) + getattr(part, f.name))
     return merged

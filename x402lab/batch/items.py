@@ -54,6 +54,10 @@ class Tally:
     prepay_hits: int = 0
     prepay_misses: int = 0
     extra_signatures: int = 0
+    # ``concurrency="auto"``: the highest request rate the batch reached (requests a
+    # second; 0 while no limit was met) and the 429s it met.
+    rate_reached: float = 0.0
+    rate_limited: int = 0
 
     def add(self, result: ItemResult, duplicate: bool) -> str:
         """Count one emitted row; returns the status the row shows."""

@@ -34,7 +34,7 @@ async def embed_chunks(
     per_request: int,
     params: dict[str, Any],
     unchecked: dict[str, Any],
-    run: tuple[int, float | None, bool, Any],
+    run: tuple[Any, float | None, bool, Any],
     out: PathLike | None,
     row_group_size: int,
     dim: int | None,

@@ -3,8 +3,9 @@
 A progress callback is any ``callable(BatchProgress)``. The batch calls it from the thread
 its event loop runs on (the helper loop thread for the sync ``Lab``), at most ``rate_hz`` times
 a second and once more with ``finished=True``. ``TqdmProgress`` shows it as a tqdm bar: rows
-done, rate, elapsed, ETA, and "spent X of Y USD" as its postfix; ``tqdm.auto`` draws the
-notebook widget inside Jupyter and one terminal line updated in place elsewhere.
+done, rate, elapsed, ETA, and "spent X of Y USD" with the request rate and the requests in
+flight as its postfix; ``tqdm.auto`` draws the notebook widget inside Jupyter and one
+terminal line updated in place elsewhere.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from x402lab.batch.pacing import Pace
 from x402lab.errors import ConfigError
 from x402lab.money import format_usd
 
@@ -32,6 +34,7 @@ class BatchProgress:
     cap_atomic: int | None = None
     finished: bool = False
     waiting: int = 0  # rows waiting for another run that is buying them now
+    pace: Pace | None = None  # the request rate and the requests in flight
 
     @property
     def spent_atomic(self) -> int:
@@ -102,6 +105,8 @@ class TqdmProgress:
         postfix = spent_text(progress)
         if progress.waiting:
             postfix += f", {progress.waiting} waiting for another run"
+        if progress.pace is not None:
+            postfix += pace_text(progress.pace)
         bar.set_postfix_str(postfix, refresh=progress.finished)
         if progress.finished:
             if self._owned:
@@ -146,6 +151,13 @@ def resolve_progress(progress: Any) -> ProgressCallback | None:
     raise ConfigError(
         f"progress must be 'auto', 'text', a tqdm bar, a callable or None, got {progress!r}"
     )
+
+
+def pace_text(pace: Pace) -> str:
+    """ ", 19.4 req/s, 3 in flight": the learned rate (when a limit was met) and the
+    requests in flight."""
+    rate = f", {pace.rate:.1f} req/s" if pace.rate is not None else ""
+    return f"{rate}, {pace.in_flight} in flight"
 
 
 class Throttle:

@@ -34,7 +34,10 @@ class BatchSummary:
     ``prepay_hits``: payments sent with the first request (a predicted challenge) that the
     server took, one round trip each; ``prepay_misses``: those it refused with a 402 (a stale
     prediction; nothing settled, the row ``rejected``/``prepay_refused``); ``extra_signatures``:
-    the fresh challenges then signed (at most one per miss).
+    the fresh challenges then signed (at most one per miss). ``rate_reached``: the highest
+    request rate (requests a second) a ``concurrency="auto"`` batch reached once it met the
+    service's limit (0: it met none); ``rate_limited``: the 429s it met (nothing was paid
+    for them, and nothing signed again).
 
     A batch's DataFrame carries its summary as plain data in ``frame.attrs["batch"]``
     (``to_dict()``: these fields plus ``paid_usd`` and ``saved_usd``), so the frame can be
@@ -64,6 +67,8 @@ class BatchSummary:
     #: cost at one row per request (one row's exact quote times those rows).
     rows_per_request: int = 1
     one_per_request_atomic: int | None = None
+    rate_reached: float = 0.0
+    rate_limited: int = 0
 
     @property
     def packing_saved_atomic(self) -> int | None:
@@ -156,6 +161,8 @@ class BatchSummary:
         packing = self._packing_text()
         if packing is not None:
             parts.append(packing)
+        if self.rate_limited or self.rate_reached:
+            parts.append(self._rate_text())
         if self.budget_left_atomic is not None:
             parts.append(f"budget left {format_usd(self.budget_left_atomic)}")
         return "; ".join(parts)
@@ -165,6 +172,10 @@ class BatchSummary:
             f"paid with the first request: {self.prepay_hits} (stale: {self.prepay_misses},"
             f" extra signatures: {self.extra_signatures})"
         )
+
+    def _rate_text(self) -> str:
+        reached = f"{self.rate_reached:.1f} requests/s reached"
+        return f"rate limit: {self.rate_limited} 429s met, {reached}"
 
     def __repr__(self) -> str:
         where = f" -> {self.out}" if self.out else ""
@@ -195,6 +206,7 @@ class BatchSummary:
                 self._prepay_text() if self.prepay_hits or self.prepay_misses else None,
             ),
             ("packing", self._packing_text()),
+            ("rate limit", self._rate_text() if self.rate_limited or self.rate_reached else None),
             ("budget left", format_usd(left) if left is not None else "no cap"),
             ("written to", self.out),
         ]

@@ -3,7 +3,8 @@
 Spends money. Every paid request goes through the gateway's one paid path (``PaidRequests.send``),
 so each reserves in the budget before it is signed and is written to the ledger before it leaves.
 At most ``concurrency`` requests are between "reserve" and "answer" at any moment (one
-semaphore around each request's whole call). Rows come out in input order, through a window
+``batch.pacing`` slot around each request's whole call: a fixed number, or a learned rate and
+window under a ceiling). Rows come out in input order, through a window
 of at most ``window`` requests in flight or waiting to be emitted, so memory stays bounded
 however long the input is.
 
@@ -44,6 +45,7 @@ from x402lab.batch.items import (
     shares,
     split_atomic,
 )
+from x402lab.batch.pacing import Limit
 from x402lab.batch.packing import REASKS, Reasked
 from x402lab.batch.plan import Plan
 from x402lab.batch.progress import BatchProgress, Throttle
@@ -80,7 +82,7 @@ class Runner:
         codec: Any,
         store: BatchStore,
         *,
-        concurrency: int,
+        concurrency: Limit,
         progress: Throttle,
         max_usd: float | None = None,
         window_items: int = 4096,
@@ -93,8 +95,8 @@ class Runner:
         self.progress = progress
         self.max_usd = max_usd
         self.tally = Tally()
-        self._sem = asyncio.Semaphore(concurrency)
-        window = max(2 * concurrency, -(-window_items // plan.per_request))
+        self._limit = concurrency
+        window = max(2 * concurrency.ceiling, -(-window_items // plan.per_request))
         self._window = asyncio.Semaphore(window)
         self._claim_units = max(1, min(_CLAIM_ITEMS // plan.per_request, window // 4))
         self._results: dict[int, ItemResult] = {}
@@ -123,13 +125,17 @@ class Runner:
         # (``grouped_writes``; the last group is committed before this returns).
         with prepay_tally() as prepay, grouped_writes():
             try:
-                await self._drive()
+                async with self._limit.running():
+                    await self._drive()
             except asyncio.CancelledError:
                 raise asyncio.CancelledError(self._interrupted()) from None
             finally:
                 self.tally.prepay_hits += prepay.hits
                 self.tally.prepay_misses += prepay.misses
                 self.tally.extra_signatures += prepay.extra_signatures
+                pace = self._limit.pace()
+                self.tally.rate_reached = pace.peak_rate or 0.0
+                self.tally.rate_limited = pace.limited
         # Interrupted, the next ungrouped write (the claims released) commits the group.
         self.ledger.db.end_group()  # StoreError if a group could not be committed
         return self.tally
@@ -302,7 +308,7 @@ class Runner:
         # The payment's settlement is committed with the answers it bought (``put``), or
         # alone when this block ends without them.
         with hold_settlements(self.ledger) as held:
-            async with self._sem:
+            async with self._limit.slot():
                 if self._fatal is not None:
                     self.store.release(keys, _NOT_STARTED)
                     results.update(
@@ -510,6 +516,7 @@ class Runner:
             cap_atomic=self._cap,
             finished=self._next_row >= self.plan.rows,
             waiting=self.store.waiting,
+            pace=self._limit.pace(),
         )
 
 

@@ -49,6 +49,13 @@ def _port(text: str) -> int:
     return value
 
 
+def _per_minute(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a rate limit must be >= 1 a minute, got {value}")
+    return value
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the serve flags (operator settings come from the environment: docs/services.md)."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -63,6 +70,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated upstream")
     parser.add_argument(
         "--balance-usd", type=float, default=100.0, help="starting balance of every test payer"
+    )
+    limits = parser.add_argument_group("rate limits (token buckets per payer, as a real service)")
+    limits.add_argument("--rpm", type=_per_minute, default=None, help="requests a minute")
+    limits.add_argument(
+        "--tpm", type=_per_minute, default=None, help="tokens a minute (prompt + max_tokens)"
     )
     faults = parser.add_argument_group("faults (probabilities in 0..1, delays in seconds)")
     for flag, _, default, text in FAULT_FLAGS:
@@ -93,7 +105,12 @@ def run(args: argparse.Namespace) -> int:
     given = {field: getattr(args, flag[2:].replace("-", "_")) for flag, field, _, _ in FAULT_FLAGS}
     faults = Faults(**given)
     settings = EmulatorSettings.from_env(
-        job_seconds=args.job_seconds, seed=args.seed, balance_usd=args.balance_usd, faults=faults
+        job_seconds=args.job_seconds,
+        seed=args.seed,
+        balance_usd=args.balance_usd,
+        rate_limit_rpm=args.rpm,
+        rate_limit_tpm=args.tpm,
+        faults=faults,
     )
     # The handler only records the signal: one that took a lock (``threading.Event.set``)
     # could deadlock when the signal lands while the main thread holds that same lock.

@@ -13,10 +13,11 @@ How a service uses it (one gate per service, built once with the app)::
             return charge.response
         return gate.finish(JSONResponse(result), charge)   # adds PAYMENT-RESPONSE
 
-``charge`` applies the 429/5xx faults first (before any payment is looked at), then runs the
-handshake: no payment header gives the 402 challenge; a payment is decoded, verified against
-the requirements this request would be challenged with now (locally, or through the
-facilitator at ``settings.facilitator_url``), and settled before the handler runs.
+``charge`` applies the 429/5xx faults first, then the rate limits (``emulator.limits``; both
+before any payment is verified), then runs the handshake: no payment header gives the 402
+challenge; a payment is decoded, verified against the requirements this request would be
+challenged with now (locally, or through the facilitator at ``settings.facilitator_url``),
+and settled before the handler runs.
 ``finish`` applies the paid-then-500 fault. ``stats()`` gives the counters for /api/x402/stats.
 """
 
@@ -37,6 +38,7 @@ from starlette.responses import JSONResponse, Response
 from x402lab.emulator.chain import NONCE_ALREADY_USED, Chain, ChainRejected
 from x402lab.emulator.facilitator import FacilitatorClient
 from x402lab.emulator.faults import FaultDice
+from x402lab.emulator.limits import RateLimits, limited_response
 from x402lab.emulator.settings import EmulatorSettings
 from x402lab.errors import ProtocolError
 from x402lab.x402.codec import decode_header, encode_header
@@ -144,6 +146,7 @@ class PaymentGate:
         self.required_error = required_error
         self._clock = clock
         self._dice = FaultDice(settings.faults, seed=settings.seed, service=service)
+        self.limits = RateLimits(settings.rate_limit_rpm, settings.rate_limit_tpm)
         self._lock = threading.Lock()
         self._stats = GateStats()
         # (payer, nonce) of payments settling or settled here: catches concurrent replays and,
@@ -238,6 +241,7 @@ class PaymentGate:
         extensions: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
         challenge_body: ChallengeBody | None = None,
         on_refused: RefusalHandler | None = None,
+        tokens: int = 0,
     ) -> Charge:
         """Spends the payer's money: challenge, verify and settle ``amount_atomic``.
 
@@ -245,12 +249,18 @@ class PaymentGate:
         challenge or refusal, 400 malformed payment), or a settled Charge. ``extensions`` (or
         a function building them, called only when a challenge is sent) go into challenges.
         ``on_refused`` may answer a refusal its own way (return None for the default 402).
+        ``tokens``: what the request counts against a tokens-per-minute limit.
         Never raises for bad client input.
         """
         self._count("requests")
         fault = self.request_fault()
         if fault is not None:
             return Charge(response=fault)
+        header = self._payment_header(request)
+        if self.limits.active:
+            wait = self.limits.admit(self._limit_key(request, header), tokens)
+            if wait is not None:
+                return Charge(response=limited_response(wait))
         resource_url = str(request.url)
 
         def fresh(error: str | None = None) -> dict[str, Any]:
@@ -262,7 +272,6 @@ class PaymentGate:
                 error=error,
             )
 
-        header = self._payment_header(request)
         if header is None:
             self._count("challenges")
             return Charge(response=self.challenge_response(fresh(), challenge_body))
@@ -316,6 +325,18 @@ class PaymentGate:
         if self.settings.faults.paid_latency_s > 0:
             await asyncio.sleep(self.settings.faults.paid_latency_s)
         return Charge(settlement=receipt, payer=payer, amount_atomic=value)
+
+    def _limit_key(self, request: Request, header: str | None) -> str:
+        """Whose buckets a request draws on: the payment's ``from`` address when it carries
+        a readable one (nothing is verified here), else the client's address."""
+        if header is not None:
+            try:
+                payer = decode_header(header)["payload"]["authorization"]["from"]
+            except (ProtocolError, LookupError, TypeError):
+                payer = None
+            if isinstance(payer, str):
+                return payer.lower()
+        return request.client.host if request.client else "unknown"
 
     def _requirements_for(
         self, payload: PaymentPayload, amount_atomic: int, body_entry: Mapping[str, Any] | None

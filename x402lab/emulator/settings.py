@@ -87,6 +87,9 @@ class EmulatorSettings:
     balance_usd: float = 100.0
     kv_configured: bool = True
     settlement_configured: bool = True
+    #: Rate limits per payer (``emulator.limits``): requests and tokens a minute; None is off.
+    rate_limit_rpm: int | None = None
+    rate_limit_tpm: int | None = None
     faults: Faults = field(default_factory=Faults)
 
     def __post_init__(self) -> None:
@@ -102,6 +105,12 @@ class EmulatorSettings:
             raise ConfigError(f"pay_to is not a 0x address: {self.pay_to!r}")
         if self.test_wallet is not None and not _ADDRESS.fullmatch(self.test_wallet):
             raise ConfigError(f"test_wallet is not a 0x address: {self.test_wallet!r}")
+        for name in ("rate_limit_rpm", "rate_limit_tpm"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ConfigError(f"{name} must be a positive int or None, got {value!r}")
         if not isinstance(self.faults, Faults):
             raise ConfigError("faults must be a Faults instance")
 

@@ -11,6 +11,7 @@ can run them once, on its first request's body, before its rows.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Collection, Mapping
@@ -175,12 +176,26 @@ class PaidRequests:
         checked a body of the same shape against the schema (a batch checks its template
         once); the model and the prompt size are still checked.
         """
-        if model is not None:
-            await self._catalog.check_model(model, path)
-        if body is None or not self._catalog.validate_models:
+        checked = body is not None and self._catalog.validate_models
+        # The catalog and the request schema are two documents: fetched together, a fresh
+        # lab waits one round trip for both instead of two.
+        fetching = (
+            asyncio.ensure_future(self._catalog.request_schema(method, path))
+            if checked and not schema_checked
+            else None
+        )
+        try:
+            if model is not None:
+                await self._catalog.check_model(model, path)
+        except BaseException:
+            if fetching is not None:
+                fetching.cancel()
+                await asyncio.gather(fetching, return_exceptions=True)
+            raise
+        if not checked:
             return
         name = caller or caller_of(method, path)
-        schema = None if schema_checked else await self._catalog.request_schema(method, path)
+        schema = await fetching if fetching is not None else None
         if schema is not None:
             schema.check(body, caller=name, own=own)
         if path in CONTEXT_PATHS and isinstance(body, Mapping):

@@ -17,6 +17,8 @@
    any 402 of that request (``payments.prediction``); 0 for every earlier row.
 6. ``payments.user_label``: who made each payment (``Ledger(user=...)``, by default
    ``X402LAB_USER`` or ``login@host``), so a ledger a team shares says who spent what.
+7. ``rate_limits``: what each process paying from a wallet has learned of a service's rate
+   limit (``batch.rate_share``), one row per process and service, so they share it.
 
 A new step is appended with the next number; a released step is never edited (its DDL is
 written once, in SQLite's words, and ``portable_ddl`` says it in PostgreSQL's).
@@ -404,6 +406,20 @@ def _user_label(tx: Tx) -> None:
         _add_column(tx, "payments", "user_label", "TEXT")
 
 
+RATE_LIMITS = """
+CREATE TABLE IF NOT EXISTS rate_limits (
+    payer TEXT NOT NULL,
+    service TEXT NOT NULL,
+    member TEXT NOT NULL,
+    rate REAL,
+    wallet_rate REAL,
+    cut_at REAL NOT NULL DEFAULT 0,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (payer, service, member)
+)
+"""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "payments and budgets", _ledger),
     Migration(2, "claims", lambda tx: _run(tx, CLAIMS)),
@@ -411,6 +427,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "payment outcomes: owner, signed payload, re-sends", _outcomes),
     Migration(5, "prepaid payments: sent with the first request", _prepaid),
     Migration(6, "who made each payment: user_label", _user_label),
+    Migration(7, "rate limits shared by a wallet's processes", lambda tx: _run(tx, RATE_LIMITS)),
 )
 #: The schema version this code writes.
 SCHEMA_VERSION = MIGRATIONS[-1].version

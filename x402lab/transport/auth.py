@@ -29,6 +29,7 @@ from x402lab.errors import ProtocolError
 from x402lab.payments import CallInfo, Cost, Kind, Outcome, Payer, Ticket, read_challenge
 from x402lab.payments.payer import is_prepay_refusal
 from x402lab.payments.prediction import Predicted, fingerprint
+from x402lab.transport.retry import retry_after_of
 
 
 @dataclass
@@ -73,7 +74,7 @@ def outcome_of(payer: Payer, response: httpx.Response) -> Outcome:
         status,
         response.headers.get("payment-response"),
         json_or_none(response) if status >= 300 else None,
-        response.headers.get("retry-after"),
+        retry_after_of(response.headers),
     )
 
 

@@ -27,8 +27,15 @@ from x402lab.errors import (
 )
 from x402lab.payments import CallInfo, Cost, Payer, read_challenge
 from x402lab.transport.auth import CallState, PaymentAuth, request_id
+from x402lab.transport.pacing import pacer
 from x402lab.transport.resend import Resender, no_answer
-from x402lab.transport.retry import DEFAULT_RETRY, RetryPolicy, retry_delay
+from x402lab.transport.retry import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    retry_after_of,
+    retry_delay,
+    seconds_of,
+)
 from x402lab.transport.wire import Wire
 from x402lab.x402.models import PaymentRequired
 
@@ -172,10 +179,13 @@ class ServiceClient:
             status = response.status_code
             if not state.signed and status in self.retry.retry_statuses and attempt < last:
                 await response.aclose()
-                delay = retry_delay(
-                    self.retry, attempt, response.headers.get("retry-after"), time.time()
-                )
-                await self._sleep(delay)
+                retry_after = retry_after_of(response.headers)
+                paced = pacer.get() if status == 429 else None
+                if paced is not None:  # a batch paces its requests: it says how long
+                    await self._sleep(paced.limited(seconds_of(retry_after, time.time())))
+                    paced.resending()
+                else:
+                    await self._sleep(retry_delay(self.retry, attempt, retry_after, time.time()))
                 continue
             if expect_402 and status == 402:
                 return Reply(response, None)

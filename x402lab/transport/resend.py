@@ -36,7 +36,8 @@ from x402lab.errors import X402LabError
 from x402lab.payments import Kind, Outcome, Payer, Ticket
 from x402lab.payments.payer import is_prepay_refusal
 from x402lab.transport.auth import CallState, outcome_of
-from x402lab.transport.retry import RetryPolicy, retry_delay
+from x402lab.transport.pacing import pacer
+from x402lab.transport.retry import RetryPolicy, retry_delay, seconds_of
 from x402lab.transport.wire import Wire
 
 if TYPE_CHECKING:
@@ -81,7 +82,11 @@ class Resender:
             while True:
                 if outcome.kind is Kind.NONCE_USED:
                     await self._answer_lost(ticket, state, outcome)
-                delay = retry_delay(self.retry, attempt, outcome.retry_after, time.time())
+                paced = pacer.get() if outcome.status_code == 429 else None
+                if paced is not None:  # a batch paces its requests: it says how long
+                    delay = paced.limited(seconds_of(outcome.retry_after, time.time()))
+                else:
+                    delay = retry_delay(self.retry, attempt, outcome.retry_after, time.time())
                 if payer.now() + delay >= payer.resend_deadline(ticket):
                     state.pending = None
                     payer.give_up(
@@ -90,6 +95,8 @@ class Resender:
                         outcome.status_code,
                     )
                 await self._sleep(delay)
+                if paced is not None:
+                    paced.resending()
                 attempt += 1
                 payer.record_resend(ticket)
                 try:

@@ -61,6 +61,7 @@ class Gateway:
             request,
             amount_atomic=price.agent_atomic,
             description=description,
+            tokens=_tokens(price),
             # Built only for a challenge: a paid request that settles never shows them.
             extensions=lambda: {
                 **self.pricer.extensions(price),
@@ -82,8 +83,17 @@ class Gateway:
         return {
             "service": "gateway",
             "payments": self.gate.stats(),
+            "limits": self.gate.limits.stats(),
             "paidCallsByRoute": by_route,
             "jobs": self.jobs.count(),
             "voices": len(self.voices),
             "priceMult": float(self.settings.price_mult),
         }
+
+
+def _tokens(price: Price) -> int:
+    """What a request counts against a tokens-per-minute limit: its estimated prompt plus
+    the output it asks for, as the price estimate counts them (0 for routes not priced by
+    tokens)."""
+    basis = price.basis
+    return int(basis.get("inputTokens", 0)) + int(basis.get("outputTokens", 0))

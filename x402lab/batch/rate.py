@@ -1,0 +1,259 @@
+"""The adaptive limit of a batch (``concurrency="auto"``): request rate and requests in flight.
+
+A pure state machine with an injected clock; ``batch.pacing`` drives it from the event loop
+and ``batch.rate_share`` shares it through the ledger. The rules:
+
+- **No limit known** (no 429 met yet, none learned from other processes): no rate limit, and
+  the in-flight window starts at ``START_WINDOW`` and grows by one request per round trip (at
+  most one per ``SLOW_START_ROUND_S``) up to the ceiling (divided among the processes of the
+  wallet looking for the limit together).
+- **A 429**: the first one of a congestion event (from a request started after the last cut)
+  cuts the rate multiplicatively, to ``BETA`` times the rate (the first time, when no rate was
+  set, to the wallet's rate over the last second, less a burst). Later
+  429s of requests sent before that cut are the same event and cut nothing. New requests
+  wait for ``Retry-After`` (at most ``MAX_PAUSE_S``: a long one pauses the batch once, it
+  never sets its rate).
+- **Answers** raise the rate additively, ``GROWTH`` times the rate of the last cut per second
+  (so the saw-tooth below the server's limit has the same shape at any scale). With a rate
+  known, the window follows it: enough requests in flight to keep that rate at the observed
+  latency, with headroom.
+- **Processes of one wallet** control one rate, the wallet's, and each sends its share of it
+  (``merge``; ``batch.rate_share`` carries it through the ledger).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+#: Requests in flight when no limit is known.
+START_WINDOW = 2
+#: While no limit is known, the window grows by one request per round trip, but no faster
+#: than one per this many seconds.
+SLOW_START_ROUND_S = 0.25
+#: Default ceiling of requests in flight for ``concurrency="auto"``.
+DEFAULT_CEILING = 64
+#: The multiplicative cut on a 429.
+BETA = 0.85
+#: Additive increase per second, as a share of the rate at the last cut.
+GROWTH = 0.01
+#: The longest pause one Retry-After imposes on new requests.
+MAX_PAUSE_S = 30.0
+#: Seconds of history behind "the rate requests were sent at".
+MEASURE_S = 1.0
+#: The burst a service's bucket is assumed to let through before its first 429, in seconds
+#: of its rate (what a token bucket commonly holds).
+BURST_S = 1.0
+#: Cuts this close together are one event, whichever processes met it.
+HOLD_S = 1.0
+#: Another process counts as sharing the limit while its last word is this recent.
+ACTIVE_S = 3.0
+#: How late a paced start may be made up for (an event loop's sleeps overshoot).
+CATCH_UP_S = 0.02
+
+
+@dataclass(frozen=True)
+class Peer:
+    """What another process paying from the same wallet last said of the limit."""
+
+    rate: float | None  # its own request rate, None while it knows no limit
+    wallet_rate: float | None  # the rate of all the wallet's processes together
+    cut_at: float  # the clock time of its last cut (0: none)
+    seen_at: float
+
+
+class RateController:
+    """Request rate and in-flight window, increased on answers and cut on 429s.
+
+    The controlled value is the wallet's rate (``wallet_rate``: what every process paying
+    from it may send together, inf while no limit is known); this process sends its share,
+    ``rate`` = wallet_rate / members. Every process grows its copy of the wallet's rate at the
+    same pace (per second, not per answer), so the copies agree without being sent around;
+    a cut is sent around (``merge``).
+    """
+
+    def __init__(
+        self,
+        *,
+        ceiling: int = DEFAULT_CEILING,
+        clock: Callable[[], float],
+        start_window: int = START_WINDOW,
+    ) -> None:
+        if ceiling < 1:
+            raise ValueError("ceiling must be >= 1")
+        self.ceiling = ceiling
+        self._clock = clock
+        self.wallet_rate = math.inf
+        self.window = float(min(start_window, ceiling))
+        self.in_flight = 0
+        self.limited = 0  # 429s met
+        self.peak_rate = 0.0  # the highest finite rate this process reached
+        self.members = 1  # processes sharing the limit, this one included
+        self.cut_at = 0.0
+        self._cut_base = 0.0  # the wallet's rate right after the last cut
+        self._next_at = 0.0
+        self._paused_until = 0.0
+        self._grown_at: float | None = None
+        self._latency = 0.0  # seconds, a moving average of answered requests
+        self._accepted: deque[float] = deque()
+        self._first_start: float | None = None
+
+    @property
+    def rate(self) -> float:
+        """This process's request rate (requests a second; inf while no limit is known)."""
+        return self.wallet_rate / self.members
+
+    # -- what may start --------------------------------------------------------------------
+
+    def delay(self) -> float | None:
+        """Seconds until one more request may start (0: now), or None while the window is
+        full (wait for an answer)."""
+        if self.in_flight >= self.window_limit:
+            return None
+        now = self._clock()
+        return max(0.0, self._paused_until - now, self._next_at - now)
+
+    @property
+    def window_limit(self) -> int:
+        window = self.window
+        if math.isinf(self.rate):  # processes looking for the limit together share the window
+            window /= self.members
+        return max(1, min(self.ceiling, math.floor(window)))
+
+    def start(self) -> float:
+        """A request starts now; returns its start time (give it back to ``answered`` or
+        ``limited_429``)."""
+        now = self._clock()
+        self.in_flight += 1
+        if self._first_start is None:
+            self._first_start = now
+        if math.isfinite(self.rate):
+            self._next_at = max(self._next_at, now - CATCH_UP_S) + 1.0 / self.rate
+        return now
+
+    def retry_in(self, retry_after_s: float) -> float:
+        """Seconds the request that met a 429 should wait before it is sent again: the
+        server's ``Retry-After``, or longer if the rate asks for it. Its paced place is
+        taken now, so requests sent again after one 429 go out spread, not together."""
+        now = self._clock()
+        at = max(now + max(retry_after_s, 0.0), self._paused_until, self._next_at)
+        if math.isfinite(self.rate):
+            self._next_at = at + 1.0 / self.rate
+        return at - now
+
+    def resend(self) -> float:
+        """A request that met a 429 is sent again now (its paced place was taken by
+        ``retry_in``); returns its new start time."""
+        return self._clock()
+
+    # -- what came back --------------------------------------------------------------------
+
+    def answered(self, started: float) -> None:
+        """A request started at ``started`` got its answer (not a 429)."""
+        now = self._clock()
+        self.in_flight = max(0, self.in_flight - 1)
+        latency = max(0.0, now - started)
+        self._latency = latency if self._latency == 0 else 0.8 * self._latency + 0.2 * latency
+        self._accepted.append(now)
+        _trim(self._accepted, now - MEASURE_S)
+        if math.isinf(self.wallet_rate):
+            # One more request in flight per round trip, and per SLOW_START_ROUND_S at most:
+            # with fast answers the window would otherwise outgrow a bucket's burst before
+            # the first 429 comes back, and every request then in flight meets one.
+            pace = min(1.0, self._latency / SLOW_START_ROUND_S)
+            self.window = min(float(self.ceiling), self.window + pace / self.window)
+            return
+        since = now - (self._grown_at if self._grown_at is not None else now)
+        self._grown_at = now
+        self.wallet_rate += GROWTH * self._cut_base * min(since, 1.0)
+        self.peak_rate = max(self.peak_rate, self.rate)
+        self._follow_rate()
+
+    def released(self) -> None:
+        """A request ended without an answer worth learning from (a failure)."""
+        self.in_flight = max(0, self.in_flight - 1)
+
+    def limited_429(
+        self, started: float, retry_after_s: float | None, *, wallet_sent: int | None = None
+    ) -> None:
+        """A request started at ``started`` met a 429 (``Retry-After`` in seconds, if sent).
+        ``wallet_sent``: the requests every process of the wallet sent over the last
+        ``MEASURE_S`` (from the ledger), for the first estimate of the limit."""
+        now = self._clock()
+        self.limited += 1
+        if retry_after_s is not None:
+            self._paused_until = max(
+                self._paused_until, now + min(max(retry_after_s, 0.0), MAX_PAUSE_S)
+            )
+        if started < self.cut_at:
+            return  # sent before the last cut: the same congestion event
+        if math.isfinite(self.wallet_rate):
+            rate = BETA * self.wallet_rate
+        else:  # an estimate that already leaves the burst out: no cut on top of it
+            rate = self._first_estimate(now, wallet_sent)
+        self._set_cut(rate, now)
+        self.peak_rate = max(self.peak_rate, self.rate)
+
+    def _first_estimate(self, now: float, wallet_sent: int | None) -> float:
+        """The wallet's limit, at its first 429: what was sent over the last second,
+        less a burst of one second's worth (what a service's bucket commonly holds, and
+        what let those requests through before it ran dry)."""
+        _trim(self._accepted, now - MEASURE_S)
+        sent = (len(self._accepted) + self.in_flight) * self.members
+        if wallet_sent is not None:
+            sent = wallet_sent
+        sending = min(MEASURE_S, max(now - (self._first_start or now), 0.05))
+        return max(sent / (sending + BURST_S), 1.0)
+
+    def _set_cut(self, wallet_rate: float, at: float) -> None:
+        self.wallet_rate = self._cut_base = max(wallet_rate, 0.1)
+        self.cut_at = at
+        self._grown_at = self._clock()
+        self._next_at = max(self._next_at, self._clock())
+        self._follow_rate()
+
+    def _follow_rate(self) -> None:
+        # Little's law: rate x latency requests are in flight; half again as headroom.
+        needed = self.rate * max(self._latency, 0.001) * 1.5 + 1
+        self.window = max(1.0, min(float(self.ceiling), needed))
+
+    # -- sharing with other processes ------------------------------------------------------
+
+    def merge(self, peers: Iterable[Peer]) -> None:
+        """Take in what the other processes paying from this wallet said: how many they
+        are (each sends its share of the wallet's rate), their cuts, and, while this one
+        knows no limit, the rate they learned (or, when none runs now, the last one did)."""
+        now = self._clock()
+        peers = list(peers)
+        active = [p for p in peers if now - p.seen_at <= ACTIVE_S]
+        self.members = len(active) + 1
+        known = [p for p in active if p.wallet_rate is not None]
+        if math.isinf(self.wallet_rate):
+            source = max(known, key=lambda p: p.cut_at, default=None)
+            if source is None:
+                remembered = [p for p in peers if p.wallet_rate is not None]
+                source = max(remembered, key=lambda p: p.seen_at, default=None)
+            if source is not None and source.wallet_rate is not None:
+                self._set_cut(source.wallet_rate, source.cut_at)
+        elif known:
+            newest = max(known, key=lambda p: p.cut_at)
+            assert newest.wallet_rate is not None
+            if newest.cut_at > self.cut_at + HOLD_S:
+                # Another process met the limit since this one did: a cut for all.
+                self._set_cut(BETA * self.wallet_rate, newest.cut_at)
+        if math.isfinite(self.wallet_rate):  # the share changes with the members
+            self._follow_rate()
+            self.peak_rate = max(self.peak_rate, self.rate)
+
+    def shared(self) -> Peer:
+        """What this process tells the others (see ``merge``)."""
+        finite = math.isfinite(self.wallet_rate)
+        rate = self.rate if finite else None
+        return Peer(rate, self.wallet_rate if finite else None, self.cut_at, self._clock())
+
+
+def _trim(times: deque[float], before: float) -> None:
+    while times and times[0] < before:
+        times.popleft()
