@@ -31,6 +31,7 @@ import pandas as pd
 from x402lab.analysis.comparison import Comparison, ComparisonQuote, usd_column
 from x402lab.analysis.gold import gold_labels
 from x402lab.analysis.intervals import wilson
+from x402lab.batch.pacing import Concurrency
 from x402lab.batch.packing import rows_per_request_of
 from x402lab.batch.typed import OutputSpec, output_spec
 from x402lab.errors import BudgetExceeded, ConfigError, ModelNotFound
@@ -70,7 +71,7 @@ class Comparisons:
         total_rows: int | None = None,
         column: str | None = None,
         system: str | None = None,
-        concurrency: int = 8,
+        concurrency: Concurrency | str = "auto",
         progress: Any = None,
         dry_run: Literal[False] = False,
         max_usd: float | None = None,
@@ -91,7 +92,7 @@ class Comparisons:
         total_rows: int | None = None,
         column: str | None = None,
         system: str | None = None,
-        concurrency: int = 8,
+        concurrency: Concurrency | str = "auto",
         progress: Any = None,
         dry_run: Literal[True],
         max_usd: float | None = None,
@@ -111,7 +112,7 @@ class Comparisons:
         total_rows: int | None = None,
         column: str | None = None,
         system: str | None = None,
-        concurrency: int | str = "auto",
+        concurrency: Concurrency | str = "auto",
         progress: Any = None,
         dry_run: bool = False,
         max_usd: float | None = None,
@@ -189,7 +190,11 @@ class Comparisons:
         )  # fmt: skip
 
     async def _quote(
-        self, frame: pd.DataFrame, configs: list[Config], common: dict[str, Any], concurrency: int
+        self,
+        frame: pd.DataFrame,
+        configs: list[Config],
+        common: dict[str, Any],
+        concurrency: Concurrency | str,
     ) -> ComparisonQuote:
         """Free: every configuration's exact price (its checked plan's 402s), nothing signed."""
         records = []

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from x402lab.batch.rate import ACTIVE_S, Peer, RateController
 
 if TYPE_CHECKING:
-    from x402lab.ledger.database import Database
+    from x402lab.ledger import Database
     from x402lab.session import Session
 
 #: Seconds between two exchanges through the ledger.
