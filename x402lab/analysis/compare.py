@@ -118,8 +118,7 @@ class Comparisons:
         max_usd: float | None = None,
         target: float | None = None,
     ) -> Comparison | ComparisonQuote:
-        """Spends money (unless ``dry_run``): the sample answered under every model × pack
-        size, measured.
+        """Spends money (unless ``dry_run``): every model × pack size measured on the sample.
 
         ``labels=`` or ``schema=`` as in ``batch_chat``. ``reference``: the true answers of
         the sample (a list in its order, a Series aligned with its index, the name of one of
