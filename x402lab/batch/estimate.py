@@ -3,7 +3,8 @@
 Rows a run would not buy are read from the same claims a run makes (``Claims.get``: a read,
 nothing written): ``cached`` (an answer is stored), ``paid_not_stored`` or ``unknown`` (a
 payment may have settled with no stored answer), ``pending`` (another run holds it). With
-``rebuy=True`` every row is quoted, as a run with that override would buy it.
+``rebuy=True`` every row is quoted, as a run with that override would buy it; with
+``rebuy="lost"`` the ``paid_not_stored`` rows are quoted too.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def not_bought(plan: Plan, store: BatchStore, chunk_items: int = 2048) -> dict[i
     back): a run waits for it instead of paying. Read a few thousand items at a time, so the
     stored answers of a large batch are never all in memory.
     """
-    if store.rebuy:
+    if store.rebuy is True:
         return {}
     out: dict[int, Item] = {}
     step = max(1, chunk_items // plan.per_request) * plan.per_request  # whole units
@@ -54,6 +55,8 @@ def not_bought(plan: Plan, store: BatchStore, chunk_items: int = 2048) -> dict[i
                 status = "pending"
             else:
                 status = "paid_not_stored" if record.payment_status == "settled" else "unknown"
+                if status == "paid_not_stored" and store.rebuy == "lost":
+                    continue  # bought again
             out[item] = (status, share.get(key), None, None, None, None, record.payment_key)
     return out
 
