@@ -125,7 +125,8 @@ class TqdmProgress:
             bar.colour = STOPPED_COLOUR
         elif progress.finished and not progress.answered:
             bar.colour = INCOMPLETE_COLOUR
-            bar.set_description(f"batch_{progress.kind} (incomplete)", refresh=False)
+            name = str(bar.desc or f"batch_{progress.kind}").removesuffix(": ")
+            bar.set_description(f"{name} (incomplete)", refresh=False)
         bar.set_postfix_str(postfix, refresh=progress.finished or progress.stopping is not None)
         if progress.finished:
             if self._owned:
