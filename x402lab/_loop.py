@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import threading
+import time
 import warnings
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -22,6 +23,8 @@ T = TypeVar("T")
 _deferred: contextvars.ContextVar[list[tuple[str, type[Warning]]] | None] = contextvars.ContextVar(
     "x402lab_deferred_warnings", default=None
 )
+#: How often a wait for the helper loop wakes to see a Ctrl+C (``_wait``).
+POLL_S = 0.1
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
@@ -117,9 +120,23 @@ def warn(message: str, category: type[Warning]) -> None:
         warnings.warn(message, category, stacklevel=3)
 
 
+def _wait(future: concurrent.futures.Future[Any], timeout: float | None = None) -> None:
+    """Wait for ``future`` (at most ``timeout``), waking every ``POLL_S``: a Ctrl+C that the
+    kernel delivers to another thread of the process (any thread may take it) is acted on
+    only when the main thread runs Python code, and a wait without a timeout does not."""
+    __tracebackhide__ = True
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not future.done():
+        step = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
+        if step <= 0:
+            return
+        concurrent.futures.wait([future], timeout=step)
+
+
 def _result(future: concurrent.futures.Future[T]) -> T:
     __tracebackhide__ = True
     try:
+        _wait(future)
         return future.result()
     except X402LabError as exc:
         # The helper loop's frames (the library's plumbing) say nothing to the caller.
@@ -137,7 +154,7 @@ def _stop(
     else:
         future.cancel()
     try:
-        concurrent.futures.wait([future], timeout=timeout)
+        _wait(future, timeout)
     except KeyboardInterrupt:
         if timeout is None:
             _stop(future, started, timeout=5.0)
