@@ -29,7 +29,9 @@ def test_workers_share_one_postgresql_ledger_and_budget(cluster, emulator, team_
     words = texts(120, "pg")
     series = dd.from_pandas(pd.Series(words, name="text"), npartitions=4)
 
-    frame = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None).compute()
+    # partial=True: each partition spends what the shared budget has left, then skips.
+    frame = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None, partial=True)
+    frame = frame.compute()
     assert frame["text"].tolist() == words
     spent = sum(t.amount_atomic for t in emulator.chain.transfers())
     assert spent <= 800_000 and (frame["status"] == "ok").sum() == len(emulator.chain.transfers())
@@ -38,7 +40,8 @@ def test_workers_share_one_postgresql_ledger_and_budget(cluster, emulator, team_
     assert set(per_key.values()) == {1}
     assert lab.budget.state().committed_atomic == spent
 
-    again = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None).compute()
+    again = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None, partial=True)
+    again = again.compute()
     assert set(again["status"]) == {"cached", "skipped_budget"}
     assert transfers_per_key(lab, emulator) == per_key  # a re-run pays nothing again
 
