@@ -105,7 +105,8 @@ class Drain:
             )
         elif self.in_flight:
             how = ", ".join(f"{n} {_HOW.get(s, s)}" for s, n in sorted(self.ended.items()))
-            message += f"; {self.in_flight} requests in flight at the stop: {how or 'none ended'}"
+            noun = "request" if self.in_flight == 1 else "requests"
+            message += f"; {self.in_flight} {noun} in flight at the stop: {how or 'none ended'}"
         message += (
             ". To resume, run the same call again: settled rows are reused, nothing is paid twice."
         )
