@@ -5,8 +5,8 @@ each paid answer back after its receipt (``answer_delay_s``) so requests are in 
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import secrets
 import signal
 import subprocess
