@@ -43,7 +43,7 @@ from x402lab.batch.plan import (
     embed_plan,
     grouped_plan,
 )
-from x402lab.batch.preflight import refuse_unfit
+from x402lab.batch.preflight import LastQuote, refuse_unfit
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.recipe import Connection
 from x402lab.batch.results import BatchEstimate, BatchSummary, summary_of
@@ -72,8 +72,8 @@ if TYPE_CHECKING:
     from x402lab.session import Session
 
 PathLike = str | os.PathLike[str]
-#: How a batch runs: concurrency, max_usd, rebuy, partial.
-Run = tuple[int, float | None, bool | str, bool]
+#: How a batch runs: concurrency, max_usd, rebuy, partial, and the body fields sent unchecked.
+Run = tuple[int, float | None, bool | str, bool, Mapping[str, Any]]
 
 _EXTRA_TYPES = {"pack_size": pa.int64(), "invalid": pa.string()}
 _RESULT_NAMES = (*batch_chat_schema().names, "pack_size", "prompt")
@@ -100,6 +100,8 @@ class Batches:
         self.claims = Claims(session.ledger.db, stale_after_s=STALE_AFTER_S)
         #: How connect() made this lab: what Dask workers need to connect the same way.
         self.connection: Connection | None = None
+        #: The last exact price of a batch: a run right after ``estimate`` does not ask again.
+        self.quoted = LastQuote()
 
     async def check_batch(self, plan: Plan, caller: str, unchecked: Mapping[str, Any]) -> None:
         # Checked once for the whole batch before anything is sent (the model id, the request
@@ -272,7 +274,7 @@ class Batches:
         await self.check_batch(plan, "batch_chat()", unchecked)
         sink = ColumnSink(codec)
         summary = await self._run(
-            plan, codec, sink, (concurrency, max_usd, rebuy, partial), progress
+            plan, codec, sink, (concurrency, max_usd, rebuy, partial, unchecked), progress
         )
         if spec is None:
             frame = join_inputs(inputs, chat_table(sink.columns))
@@ -478,7 +480,7 @@ class Batches:
         if not isinstance(row_group_size, int) or row_group_size < 1:
             raise ConfigError(f"row_group_size must be a positive int, got {row_group_size!r}")
         dim = params.get("dimensions") if isinstance(params.get("dimensions"), int) else None
-        run: Run = (concurrency, max_usd, rebuy, partial)
+        run: Run = (concurrency, max_usd, rebuy, partial, unchecked)
         if source.values is None:
             return await embed_chunks(
                 self,
@@ -533,9 +535,11 @@ class Batches:
     ) -> Tally:
         """Spends money: ``plan`` run with ``run`` (concurrency, max_usd, rebuy, partial),
         refused first when it cannot finish (``batch.preflight``)."""
-        concurrency, max_usd, rebuy, partial = run
+        concurrency, max_usd, rebuy, partial, unchecked = run
         await refuse_unfit(
-            plan, lambda: self.quote(plan, index_frame(None, plan.rows), rebuy, concurrency),
+            plan,
+            lambda: self.quoted.fresh(plan, rebuy)
+            or self.quote(plan, index_frame(None, plan.rows), rebuy, concurrency, unchecked),
             budget=self._session.budget, prices=await self._catalog.price_list(),
             max_usd=max_usd, partial=partial, call=f"batch_{plan.kind}()",
         )  # fmt: skip
@@ -608,13 +612,21 @@ class Batches:
         else:
             raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
         await self.check_batch(plan, "estimate()", unchecked)
-        return await self.quote(plan, inputs, rebuy, concurrency)
+        return await self.quote(plan, inputs, rebuy, concurrency, unchecked)
 
     async def quote(
-        self, plan: Plan, inputs: pd.DataFrame, rebuy: bool | str, concurrency: int
+        self,
+        plan: Plan,
+        inputs: pd.DataFrame,
+        rebuy: bool | str,
+        concurrency: int,
+        unchecked: Mapping[str, Any] = {},  # noqa: B006 (read only)
     ) -> BatchEstimate:
         """Free: the exact price of a checked ``plan`` (``estimate``'s, and ``lab.compare``'s)."""
         store = self._store(plan.kind, rebuy)
-        return await quote_plan(
-            plan, inputs, self._generic, store, concurrency_of(concurrency), self.budget_left()
-        )
+        found = await quote_plan(
+            plan, inputs, self._generic, store, concurrency_of(concurrency), self.budget_left(),
+            unchecked=unchecked,
+        )  # fmt: skip
+        self.quoted.keep(plan, rebuy, found)
+        return found

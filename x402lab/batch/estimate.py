@@ -10,6 +10,7 @@ payment may have settled with no stored answer), ``pending`` (another run holds 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from x402lab.batch.items import shares, split_atomic
@@ -68,8 +69,10 @@ async def quote_plan(
     store: BatchStore,
     concurrency: int,
     budget_left_atomic: int | None,
+    unchecked: Collection[str] = (),
 ) -> BatchEstimate:
-    """Quote every request a run of ``plan`` would pay for, ``concurrency`` at a time."""
+    """Quote every request a run of ``plan`` would pay for, ``concurrency`` at a time
+    (the body fields named in ``unchecked``, a call's ``extra_body``, go through unchecked)."""
     semaphore = asyncio.Semaphore(concurrency)
     known = not_bought(plan, store)
     items: list[Item] = [("quoted", None, None, None, None, None, None)] * len(plan.item_keys)
@@ -88,7 +91,9 @@ async def quote_plan(
         key, body = plan.request_for(unit, todo)
         async with semaphore:
             try:
-                found = await generic.quote("POST", plan.path, body)
+                checked = {k: v for k, v in body.items() if k not in unchecked}
+                extra = {k: v for k, v in body.items() if k in unchecked}
+                found = await generic.quote("POST", plan.path, checked, extra_body=extra)
             except X402LabError as exc:
                 failed += len(todo)
                 reason = f"{type(exc).__name__}: {exc}"

@@ -74,7 +74,8 @@ class Tally:
         self.paid_atomic += paid or 0
         self.counts[status] = self.counts.get(status, 0) + 1
         if not duplicate:
-            money = result.quoted_atomic if status == "unknown" else result.paid_atomic
+            cost = result.paid_atomic  # None when unknown: the quote is what is at stake
+            money = result.quoted_atomic if status == "unknown" or cost is None else cost
             self.status_atomic[status] = self.status_atomic.get(status, 0) + (money or 0)
         return status
 

@@ -12,21 +12,52 @@ refused with BudgetExceeded, nothing signed, when:
   explicit choice to spend what is left and skip the rest (those rows ``skipped_budget``).
 
 Nothing is quoted when the budget has no caps, nor when the batch fits for sure: the gateway's
-published maximum charge times the requests within what is left, and within the cap.
+published maximum charge times the requests within what is left, and within the cap; nor
+right after ``estimate`` priced the same batch (``LastQuote``, as fresh as a reused quote).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded
 from x402lab.money import format_usd, usd_to_atomic
+from x402lab.payments.prediction import QUOTE_TTL_S
 
 if TYPE_CHECKING:
     from x402lab.batch.plan import Plan
     from x402lab.batch.results import BatchEstimate
     from x402lab.budget import Budget
+
+
+class LastQuote:
+    """The last exact price of a batch (``estimate``'s), kept ``QUOTE_TTL_S`` for the run
+    that follows it."""
+
+    def __init__(self, ttl_s: float = QUOTE_TTL_S) -> None:
+        self.ttl_s = ttl_s
+        self._kept: tuple[tuple[Any, ...], float, BatchEstimate] | None = None
+
+    @staticmethod
+    def _key(plan: Plan, rebuy: bool | str) -> tuple[Any, ...]:
+        return (plan.kind, plan.per_request, rebuy, tuple(plan.unit_keys))
+
+    def keep(self, plan: Plan, rebuy: bool | str, estimate: BatchEstimate) -> None:
+        self._kept = (self._key(plan, rebuy), time.monotonic(), estimate)
+
+    def fresh(self, plan: Plan, rebuy: bool | str) -> Awaitable[BatchEstimate] | None:
+        """The kept price of this very batch while fresh (as an awaitable), else None."""
+        if self._kept is None:
+            return None
+        key, at, estimate = self._kept
+        if key != self._key(plan, rebuy) or time.monotonic() - at > self.ttl_s:
+            return None
+        done: asyncio.Future[BatchEstimate] = asyncio.get_running_loop().create_future()
+        done.set_result(estimate)
+        return done
 
 
 def per_call_cap(budget: Budget, max_usd: float | None) -> int | None:

@@ -85,9 +85,7 @@ def spent_text(progress: BatchProgress) -> str:
     paid = f"paid {format_usd(progress.paid_atomic)}"
     if progress.cap_atomic is None:
         return f"{paid}; budget {format_usd(progress.spent_atomic)} (no cap)"
-    return (
-        f"{paid}; budget {_amount(progress.spent_atomic)} of {_amount(progress.cap_atomic)} USD"
-    )
+    return f"{paid}; budget {_amount(progress.spent_atomic)} of {_amount(progress.cap_atomic)} USD"
 
 
 #: Bar colours of a batch that did not end answered (tqdm's ``colour``: a terminal bar's

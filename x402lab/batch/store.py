@@ -77,9 +77,7 @@ class BatchStore:
         """Claim ``keys`` (one transaction); the ``PAY`` ones are this run's until stored or
         released."""
         keys = list(keys)
-        got = self.claims.claim(
-            self.scope, keys, payment_key=payment_key, rebuy=self.rebuy is True
-        )
+        got = self.claims.claim(self.scope, keys, payment_key=payment_key, rebuy=self.rebuy is True)
         if self.rebuy == "lost":
             lost = [key for key, claimed in got.items() if is_lost(claimed)]
             if lost:
