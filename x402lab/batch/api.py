@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 
 from x402lab.batch.arguments import (
+    Run,
     all_texts,
     body_params,
     check_clash,
@@ -72,8 +73,6 @@ if TYPE_CHECKING:
     from x402lab.session import Session
 
 PathLike = str | os.PathLike[str]
-#: How a batch runs: concurrency, max_usd, rebuy, partial, and the body fields sent unchecked.
-Run = tuple[int, float | None, bool | str, bool, Mapping[str, Any]]
 
 _EXTRA_TYPES = {"pack_size": pa.int64(), "invalid": pa.string()}
 _RESULT_NAMES = (*batch_chat_schema().names, "pack_size", "prompt")

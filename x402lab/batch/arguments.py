@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 #: of 256 one-line texts is still under the minimum, yet its body stays small (tens of kB)
 #: and one failed request holds back few rows.
 EMBED_AUTO_TEXTS = 256
+#: How a batch runs: concurrency, max_usd, rebuy, partial, and the body fields sent unchecked.
+Run = tuple[int, float | None, bool | str, bool, Mapping[str, Any]]
 
 
 def concurrency_of(value: Any) -> int:

@@ -23,7 +23,8 @@ from x402lab.tables.batch import embed_table, join_inputs
 if TYPE_CHECKING:
     import pandas as pd
 
-    from x402lab.batch.api import Batches, PathLike, Run
+    from x402lab.batch.api import Batches, PathLike
+    from x402lab.batch.arguments import Run
     from x402lab.batch.inputs import Texts
 
 
