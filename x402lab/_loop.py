@@ -149,11 +149,13 @@ def _stop(
     """Cancel the coroutine of ``future`` and wait ``timeout`` for it to unwind; a second
     Ctrl+C meanwhile cancels it again and waits at most 5 s."""
     __tracebackhide__ = True
-    if started:
-        helper_loop().call_soon_threadsafe(started[0].cancel)
-    else:
-        future.cancel()
     try:
+        # Inside the try: the loop may cancel, drain and report "stopping" (and the person
+        # press Ctrl+C again) before this thread returns from scheduling the cancel.
+        if started:
+            helper_loop().call_soon_threadsafe(started[0].cancel)
+        else:
+            future.cancel()
         _wait(future, timeout)
     except KeyboardInterrupt:
         if timeout is None:
