@@ -21,6 +21,9 @@
     KeyboardInterrupt
     └── BatchInterrupted            a batch stopped by Ctrl+C: rows done, paid, how to resume
 
+    UserWarning
+    └── IncompleteBatchWarning      a batch ended with rows not answered (each status's count)
+
 Every money error says what was refused and why in ``reason``. ``BatchInterrupted`` is a
 KeyboardInterrupt, not an X402LabError, so an interrupted script still stops.
 """
@@ -152,21 +155,50 @@ class StoreError(X402LabError):
 class BatchInterrupted(KeyboardInterrupt):
     """A batch stopped by Ctrl+C (the sync ``Lab``) or a cancelled task (``AsyncLab``).
 
-    The message says how many rows were done, what this run paid and how to resume: run the
-    same call again (settled rows are reused, nothing is paid twice). A KeyboardInterrupt, so a
+    The first interrupt drains: no request starts any more, the ones already sent finish and
+    their answers are stored. The message says how many rows were done, what this run paid,
+    how many requests were in flight at the stop and how each ended, and how to resume: run
+    the same call again (stored rows are reused, nothing is paid twice). ``in_flight``: the
+    requests in flight at the stop; ``ended``: how they ended (status: requests);
+    ``stopped_at_once``: a second interrupt did not wait for them. A KeyboardInterrupt, so a
     script still stops. In ``AsyncLab`` the batch task ends with an ``asyncio.CancelledError``
     whose argument is this exception (a cancelled task must stay cancelled).
     """
 
     def __init__(
-        self, message: str, *, rows: int = 0, rows_done: int = 0, paid_atomic: int = 0
+        self,
+        message: str,
+        *,
+        rows: int = 0,
+        rows_done: int = 0,
+        paid_atomic: int = 0,
+        in_flight: int = 0,
+        ended: dict[str, int] | None = None,
+        stopped_at_once: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.rows = rows
         self.rows_done = rows_done
         self.paid_atomic = paid_atomic
+        self.in_flight = in_flight
+        self.ended = dict(ended or {})
+        self.stopped_at_once = stopped_at_once
 
     def __reduce__(self) -> tuple[Any, ...]:
-        keywords = {"rows": self.rows, "rows_done": self.rows_done, "paid_atomic": self.paid_atomic}
+        keywords = {
+            "rows": self.rows,
+            "rows_done": self.rows_done,
+            "paid_atomic": self.paid_atomic,
+            "in_flight": self.in_flight,
+            "ended": self.ended,
+            "stopped_at_once": self.stopped_at_once,
+        }
         return (_rebuild, (type(self), self.message, keywords))
+
+
+class IncompleteBatchWarning(UserWarning):
+    """A batch ended with rows not answered (``skipped_budget``, ``refused``, ``invalid``,
+    ``paid_not_stored``, ``unknown``, ``failed``): the message names each status with its
+    count and USD, and what to do next. Filter it as any warning
+    (``warnings.simplefilter("error", xl.IncompleteBatchWarning)`` makes it an error)."""

@@ -98,6 +98,7 @@ def blocking(method: Async[P, Any], wrap: Callable[[Any], Any] | None = None) ->
 
     @functools.wraps(method)
     def sync(self: Twin[Any], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        __tracebackhide__ = True  # the caller's line and the error, not this plumbing
         result = run(method(self._async, *args, **kwargs))
         return wrap(result) if wrap is not None else result
 
@@ -115,6 +116,7 @@ def direct(method: Callable[..., Any], wrap: Callable[[Any], Any] | None = None)
 
     @functools.wraps(method)
     def sync(self: Twin[Any], /, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         result = method(self._async, *args, **kwargs)
         return wrap(result) if wrap is not None else result
 

@@ -39,7 +39,13 @@ def test_budget_holds_with_random_prices_at_concurrency_16(emulator_factory, lab
     quotes = lab.estimate(rows, **args).rows["quoted_atomic"]
     assert quotes.nunique() > 40 and quotes.min() >= 10_000 and quotes.sum() > 500_000
 
-    frame = lab.batch_chat(rows, concurrency=16, progress=None, **args)
+    # The exact quote is above the budget: refused before anything is signed, unless the
+    # caller chooses to spend what is left (partial=True).
+    with pytest.raises(xl.BudgetExceeded, match=r"exact quote is .* 0\.50 USD left.*partial=True"):
+        lab.batch_chat(rows, concurrency=16, progress=None, **args)
+    assert lab.ledger.rows() == [] and emulator.chain.transfers() == []
+    with pytest.warns(xl.IncompleteBatchWarning, match=r"\d+ skipped_budget \(0\.00 USD paid"):
+        frame = lab.batch_chat(rows, concurrency=16, progress=None, partial=True, **args)
     cap = usd_to_atomic(0.5)
     assert settled_atomic(lab) <= cap
     assert chain_atomic(emulator) == settled_atomic(lab)
@@ -133,16 +139,24 @@ def test_failed_rows_never_fail_the_batch(emulator_factory, lab_factory):
     emulator = emulator_factory(settle_fail_rate=0.5, seed=5)
     lab = lab_factory(emulator, per_call_usd=0.05)
     prompts = [f"row {i}" for i in range(20)]
-    frame = lab.batch_chat(prompts, model=CHEAP, concurrency=8, progress=None)
+    with pytest.warns(xl.IncompleteBatchWarning, match=r"\d+ failed \(0\.00 USD paid"):
+        frame = lab.batch_chat(prompts, model=CHEAP, concurrency=8, progress=None)
     assert set(frame["status"]) == {"ok", "failed"}
     failed = frame[frame["status"] == "failed"]
     assert failed["paid_usd"].eq(0).all()
     assert failed["error"].str.contains("PaymentRejected").all()
     assert usd_to_atomic(frame["paid_usd"].sum()) == chain_atomic(emulator)
     # A row above the per-call cap is refused (nothing signed); the rest still run.
-    pricey = lab.batch_chat(["short", "another"], model=PRICEY, max_tokens=4000, progress=None)
-    assert set(pricey["status"]) == {"refused"}
-    assert pricey["error"].str.contains("cap").all()
+    mixed = ["short", "word " * 6000]
+    with pytest.warns(xl.IncompleteBatchWarning, match=r"1 refused \(0\.00 USD paid; above"):
+        pricey = lab.batch_chat(mixed, model=PRICEY, max_tokens=100, progress=None)
+    assert pricey["status"].iloc[0] in ("ok", "failed") and pricey["status"].iloc[1] == "refused"
+    assert "cap" in pricey["error"].iloc[1]
+    transfers = len(emulator.chain.transfers())
+    # When every request is above the cap, the batch is refused before anything is signed.
+    with pytest.raises(xl.BudgetExceeded, match="every one of its 2 requests is above"):
+        lab.batch_chat(["short", "another"], model=PRICEY, max_tokens=4000, progress=None)
+    assert len(emulator.chain.transfers()) == transfers
 
 
 def test_empty_and_full_results_have_the_same_dtypes(emulator_factory, lab_factory):
@@ -180,9 +194,11 @@ def test_prompt_template_and_input_columns(emulator_factory, lab_factory):
 def test_progress_reports_rows_and_spend(emulator_factory, lab_factory):
     lab = lab_factory(emulator_factory(), usd=0.05)
     updates: list[BatchProgress] = []
-    frame = lab.batch_chat(
-        [f"p{i}" for i in range(8)], model=CHEAP, concurrency=2, progress=updates.append
-    )
+    with pytest.warns(xl.IncompleteBatchWarning, match="3 skipped_budget"):
+        frame = lab.batch_chat(
+            [f"p{i}" for i in range(8)], model=CHEAP, concurrency=2, progress=updates.append,
+            partial=True,
+        )  # fmt: skip
     assert updates[-1].finished and updates[-1].done == 8
     assert [u.done for u in updates] == sorted(u.done for u in updates)
     assert updates[-1].paid_atomic == 50_000 == updates[-1].cap_atomic

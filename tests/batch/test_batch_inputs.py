@@ -20,6 +20,7 @@ from tqdm import tqdm
 import x402lab as xl
 from x402lab.batch import inputs
 from x402lab.batch.inputs import chat_frame, embed_source
+from x402lab.batch.progress import INCOMPLETE_COLOUR
 from x402lab.money import usd_to_atomic
 
 TEXTS = ["alpha text", "beta text", "gamma text"]
@@ -129,7 +130,7 @@ def test_a_generator_streams_in_chunks_and_repeats_are_not_paid_again(
     )
     assert summary.counts.get("ok") == 20  # each distinct text paid once
     assert bar.n == 45 and bar.total == 45  # the generator's count is known at the end
-    assert "spent" in str(bar.postfix) and "USD" in str(bar.postfix)
+    assert "paid 0.0" in str(bar.postfix) and "; budget 0.0" in str(bar.postfix)
     # In memory too, with the same answers (now all from the store).
     again = lab.batch_embed(iter(texts), model=EMBED, dimensions=8, progress=None)
     assert again["text"].tolist() == texts and set(again["status"]) == {"cached"}
@@ -143,7 +144,8 @@ def test_progress_is_a_tqdm_bar_with_spend_as_its_postfix(emulator_factory, lab_
     assert bar.n == bar.total == 6
     text = stream.getvalue()
     assert "mine" in text and "6/6" in text
-    assert "of 2.00 USD" in text and "spent 0.0" in text
+    # This run's payments apart from the budget's spend of its cap.
+    assert "paid 0.06 USD; budget 0.06 of 2.00 USD" in text
     bar.close()
     # "text": one terminal line updated in place (carriage returns, not new lines).
     import contextlib
@@ -152,8 +154,38 @@ def test_progress_is_a_tqdm_bar_with_spend_as_its_postfix(emulator_factory, lab_
     with contextlib.redirect_stderr(err):
         lab.batch_chat([f"t{i}" for i in range(4)], model=CHEAP, max_tokens=8, progress="text")
     line = err.getvalue()
-    assert "4/4" in line and "row/s" in line and "spent" in line
+    assert "4/4" in line and "row/s" in line and "budget 0.10 of 2.00 USD" in line
     assert line.count("\n") <= 1
+    # A re-run that pays nothing says so: this run paid 0, the budget has spent 0.10.
+    again = tqdm(file=io.StringIO(), mininterval=0)
+    lab.batch_chat([f"q{i}" for i in range(6)], model=CHEAP, max_tokens=8, progress=again)
+    assert again.postfix == "paid 0.00 USD; budget 0.10 of 2.00 USD"
+    assert again.colour is None  # every row answered: the bar's own colour
+
+
+def test_a_bar_of_rows_not_answered_ends_in_another_colour(emulator_factory, lab_factory):
+    lab = lab_factory(emulator_factory(), usd=0.03)
+    bar = tqdm(file=io.StringIO(), mininterval=0, desc="mine")
+    with pytest.warns(xl.IncompleteBatchWarning, match="2 skipped_budget"):
+        lab.batch_chat([f"c{i}" for i in range(5)], model=CHEAP, progress=bar, partial=True)
+    assert bar.n == bar.total == 5
+    assert bar.colour == INCOMPLETE_COLOUR and bar.desc == "mine (incomplete): "
+
+
+def test_a_series_of_any_name_is_the_texts_and_keeps_its_index(emulator_factory, lab_factory):
+    lab = lab_factory(emulator_factory())
+    reviews = pd.DataFrame({"text": ["good tea", "bad coffee"]}, index=["r1", "r7"])
+    frame = lab.batch_chat(reviews["text"], model=CHEAP, max_tokens=8, progress=None)
+    assert list(frame.index) == ["r1", "r7"] and frame["prompt"].tolist() == [
+        "good tea",
+        "bad coffee",
+    ]
+    assert set(frame["status"]) == {"ok"}
+    # A template may name the Series: its column keeps the name, the prompt shows what was sent.
+    named = lab.estimate(reviews["text"], model=CHEAP, prompt="Rate: {text}", max_tokens=8)
+    assert named.rows["text"].tolist() == ["good tea", "bad coffee"]
+    assert named.rows["prompt"].tolist() == ["Rate: good tea", "Rate: bad coffee"]
+    assert list(named.rows.index) == ["r1", "r7"]
 
 
 def test_a_list_of_prompts_does_not_load_pyarrow_dataset():

@@ -218,7 +218,8 @@ def test_an_unknown_payment_is_reported_and_never_signed_again(emulator_factory,
     emulator = emulator_factory(paid_then_500_rate=0.5, seed=11)
     lab = lab_factory(emulator)
     prompts = [f"maybe paid {i}" for i in range(12)]
-    first = lab.batch_chat(prompts, model=CHEAP, progress=None)
+    with pytest.warns(xl.IncompleteBatchWarning, match="unknown"):
+        first = lab.batch_chat(prompts, model=CHEAP, progress=None)
     unknown = first.loc[first["status"] == "unknown", "request_key"].tolist()
     assert unknown and set(first["status"]) == {"ok", "unknown"}
     signed = _signed_per_key(lab)
@@ -229,7 +230,8 @@ def test_an_unknown_payment_is_reported_and_never_signed_again(emulator_factory,
     by_key = estimate.rows.set_index("request_key")["status"]
     assert (by_key[unknown] == "unknown").all() and estimate.requests == 0
     for _ in range(2):
-        frame = lab.batch_chat(prompts, model=CHEAP, progress=None)
+        with pytest.warns(xl.IncompleteBatchWarning, match="unknown|paid_not_stored"):
+            frame = lab.batch_chat(prompts, model=CHEAP, progress=None)
         shown = frame.set_index("request_key")
         # Reported (unknown, or paid_not_stored once the ledger knows it settled), with why.
         assert shown.loc[unknown, "status"].isin(["unknown", "paid_not_stored"]).all()

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from batch_testdata import EMBED, texts_per_transfer
 
+import x402lab as xl
 from x402lab.emulator.chain import Chain
 from x402lab.errors import StoreError
 
@@ -131,7 +132,8 @@ def test_a_smaller_request_killed_unanswered_is_not_bought_again(
     assert estimate.rows["status"].tolist() == ["cached", "pending", "pending"]
     assert estimate.total_atomic == 0 and estimate.requests == 0
     for per_request in (3, 1, 2):
-        again = lab.batch_embed(texts, model=EMBED, per_request=per_request, progress=None)
+        with pytest.warns(xl.IncompleteBatchWarning, match="2 unknown"):
+            again = lab.batch_embed(texts, model=EMBED, per_request=per_request, progress=None)
         assert again["status"].tolist() == ["cached", "unknown", "unknown"]
         assert again["paid_usd"].eq(0).all()
         assert again.attrs["batch"]["requests"] == 0
@@ -156,12 +158,14 @@ def test_a_changed_per_request_after_a_kill_buys_no_text_twice(
 
     lab = _resuming(lab_factory(quick, key=key))
     more = [*texts, "text 4"]
-    frame = lab.batch_embed(more, model=EMBED, per_request=1, progress=None)
+    with pytest.warns(xl.IncompleteBatchWarning, match="4 unknown"):
+        frame = lab.batch_embed(more, model=EMBED, per_request=1, progress=None)
     assert frame["status"].tolist() == ["unknown"] * 4 + ["ok"]
     assert frame.attrs["batch"]["requests"] == 1
     assert len(chain.transfers()) == 3
     # Regrouped once more: still nothing bought twice, and the new text is cached.
-    again = lab.batch_embed(more, model=EMBED, per_request=3, progress=None)
+    with pytest.warns(xl.IncompleteBatchWarning, match="4 unknown"):
+        again = lab.batch_embed(more, model=EMBED, per_request=3, progress=None)
     assert again["status"].tolist() == ["unknown"] * 4 + ["cached"]
     assert len(chain.transfers()) == 3
     assert _texts_paid(lab, quick, more) == Counter(more)
@@ -176,14 +180,16 @@ def test_settled_but_not_stored_shows_its_status_under_any_grouping(
     lab.batch_embed(["zero"], model=EMBED, progress=None)
     paid = _pay_then_fail_to_store(lab, emulator, tmp_path / "ledger.sqlite", texts)
 
-    frame = lab.batch_embed(texts, model=EMBED, per_request=1, progress=None)
+    with pytest.warns(xl.IncompleteBatchWarning, match='paid_not_stored .*rebuy="lost"'):
+        frame = lab.batch_embed(texts, model=EMBED, per_request=1, progress=None)
     lost = frame[frame["status"] == "paid_not_stored"]
     assert len(lost) == 2 * paid
     assert set(frame["status"]) <= {"paid_not_stored", "ok"}
     assert lost["paid_usd"].eq(0).all() and lost["quoted_usd"].eq(0.005).all()
     assert frame.attrs["batch"]["lost_atomic"] == 10_000 * paid
     assert lost["error"].str.contains("not bought again").all()
-    again = lab.batch_embed(texts, model=EMBED, per_request=4, progress=None)
+    with pytest.warns(xl.IncompleteBatchWarning, match="paid_not_stored"):
+        again = lab.batch_embed(texts, model=EMBED, per_request=4, progress=None)
     assert set(again["status"]) <= {"paid_not_stored", "cached"}
     assert (again["status"] == "paid_not_stored").sum() == 2 * paid
     assert _texts_paid(lab, emulator, ["zero", *texts]) == Counter(["zero", *texts])
@@ -210,3 +216,37 @@ def test_rebuy_buys_paid_not_stored_texts_again_in_any_grouping(
     )
     # Bought again, their answers are stored now.
     assert lab.batch_embed(texts, model=EMBED, progress=None)["status"].tolist() == ["cached"] * 4
+
+
+def test_rebuy_lost_buys_exactly_the_paid_not_stored_rows_again(
+    emulator_factory, lab_factory, tmp_path
+):
+    emulator = emulator_factory()
+    lab = lab_factory(emulator)
+    texts = ["one", "two", "three", "four", "five", "six"]
+    lab.batch_embed(texts[4:], model=EMBED, progress=None)  # stored: never bought again
+    paid = _pay_then_fail_to_store(lab, emulator, tmp_path / "ledger.sqlite", texts[:4])
+    lost_texts = texts[: 2 * paid]
+    # The summary and the warning name the lost rows, what they cost and the keyword.
+    with pytest.warns(
+        xl.IncompleteBatchWarning, match=f'{2 * paid} paid_not_stored .*rebuy="lost"'
+    ):
+        frame = lab.batch_embed(texts, model=EMBED, per_request=1, progress=None)
+    summary = xl.BatchSummary.of(frame)
+    assert f"{2 * paid} rows paid earlier but not stored" in summary.describe()
+    assert 'rebuy="lost"' in summary.describe()
+    assert summary.status_atomic["paid_not_stored"] == summary.lost_atomic == 10_000 * paid
+    # The estimate with the keyword prices exactly those rows.
+    estimate = lab.estimate(texts, model=EMBED, kind="embed", per_request=1, rebuy="lost")
+    assert estimate.rows.loc[estimate.rows["status"] == "quoted", "text"].tolist() == lost_texts
+    before = len(emulator.chain.transfers())
+    again = lab.batch_embed(texts, model=EMBED, per_request=1, rebuy="lost", progress=None)
+    assert again["status"].tolist() == ["ok" if t in lost_texts else "cached" for t in texts]
+    assert len(emulator.chain.transfers()) - before == len(lost_texts)  # one each, no more
+    assert again.attrs["batch"]["paid_atomic"] == estimate.total_atomic
+    # Stored now: a further run (with the keyword or not) buys nothing.
+    third = lab.batch_embed(texts, model=EMBED, rebuy="lost", progress=None)
+    assert set(third["status"]) == {"cached"}
+    assert len(emulator.chain.transfers()) - before == len(lost_texts)
+    with pytest.raises(xl.ConfigError, match='rebuy must be True, False or "lost"'):
+        lab.batch_embed(texts, model=EMBED, rebuy="all", progress=None)

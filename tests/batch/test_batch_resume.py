@@ -75,7 +75,8 @@ def test_killed_run_resumed_pays_nothing_twice(emulator_factory, lab_factory, tm
     # stale (a second here, a minute by default), then taken over.
     lab.async_.batches.claims.stale_after_s = 1.0
     prompts = [f"question number {i}" for i in range(200)]
-    frame = lab.batch_chat(prompts, model=CHEAP, concurrency=8, progress=None)
+    with pytest.warns(xl.IncompleteBatchWarning, match="unknown|paid_not_stored"):
+        frame = lab.batch_chat(prompts, model=CHEAP, concurrency=8, progress=None)
     counts = frame["status"].value_counts().to_dict()
     assert set(counts) <= {"ok", "cached", "paid_not_stored", "unknown"}
     # Every row the killed run had emitted was paid: its answer stored, or (if the kill came
@@ -94,7 +95,8 @@ def test_killed_run_resumed_pays_nothing_twice(emulator_factory, lab_factory, tm
     assert frame.attrs["batch"]["paid_atomic"] == 10_000 * counts["ok"]
 
     # A third run buys nothing at all.
-    again = lab.batch_chat(prompts, model=CHEAP, concurrency=8, progress=None)
+    with pytest.warns(xl.IncompleteBatchWarning, match="unknown|paid_not_stored"):
+        again = lab.batch_chat(prompts, model=CHEAP, concurrency=8, progress=None)
     assert "ok" not in set(again["status"])
     assert len(emulator.chain.transfers()) == sum(per_key.values())
     assert (again["response"].fillna("") == frame["response"].fillna("")).all()
@@ -104,7 +106,8 @@ def test_paid_then_500_row_is_not_paid_again(emulator_factory, lab_factory, tmp_
     emulator = emulator_factory(paid_then_500_rate=0.5, seed=3)
     lab = lab_factory(emulator)
     prompts = [f"item {i}" for i in range(16)]
-    first = lab.batch_chat(prompts, model=CHEAP, progress=None)
+    with pytest.warns(xl.IncompleteBatchWarning, match=r"\d+ unknown \(0\.\d\d USD at risk"):
+        first = lab.batch_chat(prompts, model=CHEAP, progress=None)
     unknown = first[first["status"] == "unknown"]
     assert set(first["status"]) == {"ok", "unknown"} and len(unknown) >= 1
     assert unknown["paid_usd"].isna().all() and unknown["quoted_usd"].eq(0.01).all()
@@ -113,7 +116,8 @@ def test_paid_then_500_row_is_not_paid_again(emulator_factory, lab_factory, tmp_
     assert first.attrs["batch"]["unknown_atomic"] == 10_000 * len(unknown)
     signed_before = {(r["id"], r["request_key"], r["nonce"]) for r in lab.ledger.rows()}
 
-    second = lab.batch_chat(prompts, model=CHEAP, progress=None)
+    with pytest.warns(xl.IncompleteBatchWarning, match="unknown|paid_not_stored"):
+        second = lab.batch_chat(prompts, model=CHEAP, progress=None)
     # Nothing new was signed or settled: the same ledger rows and nonces (a row's status may
     # move once its outcome is known), and the same transfers on the chain.
     assert {(r["id"], r["request_key"], r["nonce"]) for r in lab.ledger.rows()} == signed_before
@@ -132,7 +136,11 @@ def test_rerun_with_a_bigger_budget_buys_only_what_is_missing(
     ledger = tmp_path / "ledger.sqlite"
     prompts = [f"fact {i}" for i in range(12)]
     small = lab_factory(emulator, usd=0.05, ledger=ledger)
-    first = small.batch_chat(prompts, model=CHEAP, concurrency=1, progress=None)
+    with pytest.raises(xl.BudgetExceeded, match="0.12 USD .* 0.05 USD left"):
+        small.batch_chat(prompts, model=CHEAP, concurrency=1, progress=None)
+    assert chain_atomic(emulator) == 0  # refused before anything was signed
+    with pytest.warns(xl.IncompleteBatchWarning, match="7 skipped_budget"):
+        first = small.batch_chat(prompts, model=CHEAP, concurrency=1, progress=None, partial=True)
     assert first["status"].value_counts().to_dict() == {"ok": 5, "skipped_budget": 7}
     estimate = small.estimate(prompts, model=CHEAP)
     assert (

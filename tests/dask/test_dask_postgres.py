@@ -29,8 +29,9 @@ def test_workers_share_one_postgresql_ledger_and_budget(cluster, emulator, team_
     words = texts(120, "pg")
     series = dd.from_pandas(pd.Series(words, name="text"), npartitions=4)
 
+    # partial=True: each partition spends what the shared budget has left, then skips.
     frame = lab.batch_embed(
-        series, model=EMBED, dimensions=8, per_request=1, progress=None
+        series, model=EMBED, dimensions=8, per_request=1, progress=None, partial=True
     ).compute()
     assert frame["text"].tolist() == words
     spent = sum(t.amount_atomic for t in emulator.chain.transfers())
@@ -41,7 +42,7 @@ def test_workers_share_one_postgresql_ledger_and_budget(cluster, emulator, team_
     assert lab.budget.state().committed_atomic == spent
 
     again = lab.batch_embed(
-        series, model=EMBED, dimensions=8, per_request=1, progress=None
+        series, model=EMBED, dimensions=8, per_request=1, progress=None, partial=True
     ).compute()
     assert set(again["status"]) == {"cached", "skipped_budget"}
     assert transfers_per_key(lab, emulator) == per_key  # a re-run pays nothing again

@@ -6,23 +6,35 @@ settles twice, every transfer is a ledger row, and a miss costs at most one extr
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 
 from prepay_support import CHAT_MODEL, check_money, gate, restart
 
+import x402lab as xl
 from x402lab.batch import BatchSummary
 
 FAULTS = {"rate_429": 0.15, "rate_5xx": 0.1, "settle_fail_rate": 0.05, "paid_then_500_rate": 0.05}
 
 
 def _batch(lab, prompts):
-    frame = lab.batch_chat(prompts, model=CHAT_MODEL, max_tokens=8, concurrency=4, progress=None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", xl.IncompleteBatchWarning)
+        frame = lab.batch_chat(
+            prompts, model=CHAT_MODEL, max_tokens=8, concurrency=4, progress=None
+        )
+    # Rows the faults left unanswered are named in one IncompleteBatchWarning, and only then.
+    ends = sorted(set(frame["status"]) - {"ok", "cached"})
+    assert [w.category for w in caught] == ([xl.IncompleteBatchWarning] if ends else [])
+    assert all(f" {status} (" in str(caught[0].message) for status in ends)
     return frame, BatchSummary.of(frame)
 
 
 def test_prepaid_batches_under_faults_and_a_price_change_never_settle_twice(start, lab_on):
     emulator = start(seed=3, **FAULTS)
-    lab = lab_on(emulator)
+    # A budget without a cap: no exact price is asked before the run (nothing to refuse), so
+    # payments go by price class, and the price change below makes them stale.
+    lab = lab_on(emulator, budget=xl.Budget(name="prepay-faults"))
     prompts = [f"short question {i}" for i in range(40)]
     frame, summary = _batch(lab, prompts)
     assert summary.prepay_hits > 10  # most rows went with one request

@@ -12,14 +12,18 @@ import pandas as pd
 import pyarrow as pa
 
 from x402lab.batch.arguments import (
+    Run,
     all_texts,
     body_params,
     check_clash,
+    embed_pack_size,
     index_frame,
     quote_concurrency,
+    rebuy_of,
 )
 from x402lab.batch.distributed import on_cluster
 from x402lab.batch.estimate import quote_plan
+from x402lab.batch.incomplete import warn_incomplete
 from x402lab.batch.inputs import chat_frame, embed_source, with_prompt
 from x402lab.batch.items import Tally
 from x402lab.batch.lazy_embed import embed_chunks
@@ -41,6 +45,7 @@ from x402lab.batch.plan import (
     embed_plan,
     grouped_plan,
 )
+from x402lab.batch.preflight import LastQuote, refuse_unfit
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.recipe import Connection
 from x402lab.batch.results import BatchEstimate, BatchSummary, summary_of
@@ -52,7 +57,6 @@ from x402lab.errors import ConfigError
 from x402lab.gateway.params import positive_int
 from x402lab.ledger import Claims
 from x402lab.routes import CHAT as CHAT_PATH
-from x402lab.routes import EMBEDDINGS as EMBED_PATH
 from x402lab.tables.batch import (
     batch_chat_schema,
     chat_table,
@@ -70,12 +74,6 @@ if TYPE_CHECKING:
     from x402lab.session import Session
 
 PathLike = str | os.PathLike[str]
-
-#: Texts per request of ``batch_embed(per_request="auto")`` where the gateway takes a list: at
-#: the minimum charge of 0.01 USD and embedding prices of cents per million tokens, a request
-#: of 256 one-line texts is still under the minimum, yet its body stays small (tens of kB)
-#: and one failed request holds back few rows.
-EMBED_AUTO_TEXTS = 256
 
 _EXTRA_TYPES = {"pack_size": pa.int64(), "invalid": pa.string()}
 _RESULT_NAMES = (*batch_chat_schema().names, "pack_size", "prompt")
@@ -102,6 +100,8 @@ class Batches:
         self.claims = Claims(session.ledger.db, stale_after_s=STALE_AFTER_S)
         #: How connect() made this lab: what Dask workers need to connect the same way.
         self.connection: Connection | None = None
+        #: The last exact price of a batch: a run right after ``estimate`` does not ask again.
+        self.quoted = LastQuote()
 
     async def check_batch(self, plan: Plan, caller: str, unchecked: Mapping[str, Any]) -> None:
         # Checked once for the whole batch before anything is sent (the model id, the request
@@ -127,7 +127,8 @@ class Batches:
         max_tokens: int | None = None,
         concurrency: Concurrency | str = "auto",
         max_usd: float | None = None,
-        rebuy: bool = False,
+        rebuy: bool | str = False,
+        partial: bool = False,
         progress: Any = "auto",
         labels: Sequence[str] | None = None,
         schema: Any = None,
@@ -148,7 +149,8 @@ class Batches:
         max_tokens: int | None = None,
         concurrency: Concurrency | str = "auto",
         max_usd: float | None = None,
-        rebuy: bool = False,
+        rebuy: bool | str = False,
+        partial: bool = False,
         progress: Any = "auto",
         labels: Sequence[str] | None = None,
         schema: Any = None,
@@ -169,7 +171,8 @@ class Batches:
         max_tokens: int | None = None,
         concurrency: Concurrency | str = "auto",
         max_usd: float | None = None,
-        rebuy: bool = False,
+        rebuy: bool | str = False,
+        partial: bool = False,
         progress: Any = "auto",
         labels: Sequence[str] | None = None,
         schema: Any = None,
@@ -200,10 +203,14 @@ class Batches:
         what is missing: stored rows come back ``cached``; a row whose payment may have
         settled without a stored answer shows ``paid_not_stored`` or ``unknown`` and is never
         bought again on its own; rows another run is buying now are waited for. ``rebuy=True``
-        buys every row again. When the budget cannot cover a row, it and every row not yet
-        started are ``skipped_budget``. ``max_usd`` caps each request; ``progress``: "auto" (a
-        ``tqdm.auto`` bar: rows, rate, elapsed, ETA, "spent X of Y USD"), "text", a tqdm
-        instance, a callable taking BatchProgress, or None.
+        buys every row again, ``rebuy="lost"`` exactly the ``paid_not_stored`` rows. Before
+        anything is signed the batch is priced exactly (as ``estimate``) and refused with
+        BudgetExceeded when it costs more than the budget has left, or when no request fits
+        the per-call cap (``batch.preflight``); ``partial=True`` spends what is left instead,
+        the rows it cannot cover ``skipped_budget``. ``max_usd`` caps each request;
+        ``progress``: "auto" (a ``tqdm.auto`` bar: rows, rate, elapsed, ETA, "paid X; budget
+        Y of Z USD"), "text", a tqdm instance, a callable taking BatchProgress, or None. Rows
+        that end other than ``ok``/``cached`` make it warn with IncompleteBatchWarning.
 
         Typed answers: ``labels=[...]`` adds a ``label`` column holding only those values;
         ``schema=`` (a mapping of name to ``str``, ``int``, ``float``, ``bool``,
@@ -222,8 +229,9 @@ class Batches:
         Raises ConfigError or
         ModelNotFound before anything is paid, TypeError for an unknown keyword (fields the
         gateway's schema does not list go through ``extra_body=``) and for ``checkpoint=``
-        (removed), BatchInterrupted on Ctrl+C (its message says how to resume); a failing
-        row never raises.
+        (removed), BudgetExceeded before anything is paid (above), BatchInterrupted on Ctrl+C
+        (the first lets the requests sent finish and stores them, a second stops at once; its
+        message says what ended how and how to resume); a failing row never raises.
         """
         params, unchecked = body_params("batch_chat", params, extra_body)
         return await self.run_chat(
@@ -231,6 +239,7 @@ class Batches:
             rows_per_request=rows_per_request_of(rows_per_request), prompt=prompt,
             system=system, max_tokens=max_tokens, concurrency=concurrency, max_usd=max_usd,
             rebuy=rebuy, progress=progress, column=column, params=params, unchecked=unchecked,
+            partial=partial,
         )  # fmt: skip
 
     async def run_chat(
@@ -245,12 +254,13 @@ class Batches:
         max_tokens: int | None,
         concurrency: Concurrency | str,
         max_usd: float | None,
-        rebuy: bool,
+        rebuy: bool | str,
         progress: Any,
         column: str | None,
         params: Mapping[str, Any],
         unchecked: Mapping[str, Any],
         namespace: str | None = None,
+        partial: bool = False,
     ) -> pd.DataFrame:
         """Spends money: ``batch_chat`` on a local input, checked arguments in hand.
         ``namespace`` (``lab.compare``): the rows are keyed and stored as this plan's own
@@ -263,7 +273,9 @@ class Batches:
         codec: ChatCodec | TypedCodec = ChatCodec() if spec is None else TypedCodec(spec)
         await self.check_batch(plan, "batch_chat()", unchecked)
         sink = ColumnSink(codec)
-        summary = await self._run(plan, codec, sink, concurrency, max_usd, rebuy, progress)
+        summary = await self._run(
+            plan, codec, sink, (concurrency, max_usd, rebuy, partial, unchecked), progress
+        )
         if spec is None:
             frame = join_inputs(inputs, chat_table(sink.columns))
         else:
@@ -309,7 +321,7 @@ class Batches:
         (``spec``): the model must say ``supportsResponseSchema``, the typed columns must not
         clash with the input's or the result's, and ``response_format`` is the batch's own
         (schema= sets it)."""
-        inputs = chat_frame(rows, column)
+        inputs = chat_frame(rows, column, prompt)
         check_clash(inputs, result_names)
         messages = chat_messages(inputs, prompt)
         inputs = with_prompt(inputs, messages)
@@ -366,7 +378,8 @@ class Batches:
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
-        rebuy: bool = False,
+        rebuy: bool | str = False,
+        partial: bool = False,
         progress: Any = "auto",
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -384,7 +397,8 @@ class Batches:
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
-        rebuy: bool = False,
+        rebuy: bool | str = False,
+        partial: bool = False,
         progress: Any = "auto",
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -402,7 +416,8 @@ class Batches:
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
-        rebuy: bool = False,
+        rebuy: bool | str = False,
+        partial: bool = False,
         progress: Any = "auto",
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -420,7 +435,8 @@ class Batches:
         column: str | None = None,
         row_group_size: int = 8192,
         max_usd: float | None = None,
-        rebuy: bool = False,
+        rebuy: bool | str = False,
+        partial: bool = False,
         progress: Any = "auto",
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -447,8 +463,10 @@ class Batches:
         of the cost); the default ``"auto"`` packs 256 when the gateway's published request
         schema takes a list ``input`` (a vector does not depend on its neighbours), else one
         per request. ``per_request=1`` asks for one request per text.
-        Identical texts are paid once; stored answers and re-runs, budget, ``max_usd``,
-        ``rebuy`` and ``progress`` work as in ``batch_chat`` (a re-run reuses stored texts
+        Identical texts are paid once; stored answers and re-runs, budget (the refusal before
+        paying, ``partial``; a lazily read input is priced a chunk at a time), ``max_usd``,
+        ``rebuy``, ``progress``, Ctrl+C and IncompleteBatchWarning work as in ``batch_chat``
+        (a re-run reuses stored texts
         whatever ``per_request`` it uses); extra keyword arguments (``dimensions``,
         ``encoding_format``) go into each request body.
         A Dask collection runs on the current cluster (``x402lab.batch.distributed``): a Dask
@@ -456,10 +474,11 @@ class Batches:
         """
         params, unchecked = body_params("batch_embed", params, extra_body)
         source = embed_source(texts, column)
-        per_request = await self.embed_pack_size(per_request, model)
+        per_request = await embed_pack_size(self._catalog, per_request, model)
         if not isinstance(row_group_size, int) or row_group_size < 1:
             raise ConfigError(f"row_group_size must be a positive int, got {row_group_size!r}")
         dim = params.get("dimensions") if isinstance(params.get("dimensions"), int) else None
+        run: Run = (concurrency, max_usd, rebuy, partial, unchecked)
         if source.values is None:
             return await embed_chunks(
                 self,
@@ -468,7 +487,8 @@ class Batches:
                 per_request=per_request,
                 params=params,
                 unchecked=unchecked,
-                run=(concurrency, max_usd, rebuy, progress),
+                run=run,
+                progress=progress,
                 out=out,
                 row_group_size=row_group_size,
                 dim=dim,
@@ -481,71 +501,46 @@ class Batches:
             target = Path(out).expanduser()
             parquet = ParquetSink(target, plan, row_group_size=row_group_size, dim=dim)
             try:
-                summary = await self._run(
-                    plan, codec, parquet, concurrency, max_usd, rebuy, progress, out=target
-                )
+                summary = await self._run(plan, codec, parquet, run, progress, out=target)
             finally:
                 parquet.close()
             parquet.commit()
             return summary
         sink = ColumnSink(codec, plan=plan)
-        summary = await self._run(plan, codec, sink, concurrency, max_usd, rebuy, progress)
+        summary = await self._run(plan, codec, sink, run, progress)
         table = embed_table(sink.columns, sink.dim or dim or 0)
         frame = join_inputs(index_frame(index, len(values)), table)
         frame.attrs["batch"] = summary.to_dict()
         return frame
 
-    async def embed_pack_size(self, per_request: int | str, model: str) -> int:
-        """``per_request`` of ``batch_embed``; ``"auto"``: ``EMBED_AUTO_TEXTS`` texts per
-        request when the gateway's published request schema takes a list ``input`` (the
-        minimum charge then buys many texts), else one (the gateway's own shape)."""
-        if per_request != "auto":
-            if isinstance(per_request, str):
-                raise ConfigError(f"per_request must be an int or 'auto', got {per_request!r}")
-            return per_request
-        published = await self._catalog.request_schema("POST", EMBED_PATH)
-        if published is None:
-            return 1
-        try:
-            published.check({"model": model, "input": ["a", "b"]}, caller="batch_embed()")
-        except (TypeError, ConfigError):
-            return 1
-        return EMBED_AUTO_TEXTS
-
     def _store(self, kind: str, rebuy: Any) -> BatchStore:
-        if not isinstance(rebuy, bool):
-            raise ConfigError(f"rebuy must be True or False, got {rebuy!r}")
-        return BatchStore(self.claims, kind, rebuy=rebuy)
+        return BatchStore(self.claims, kind, rebuy=rebuy_of(rebuy))
 
     async def _run(
-        self,
-        plan: Plan,
-        codec: Any,
-        sink: Any,
-        concurrency: Concurrency | str,
-        max_usd: float | None,
-        rebuy: bool,
-        progress: Any,
-        *,
-        out: Path | None = None,
+        self, plan: Plan, codec: Any, sink: Any, run: Run, progress: Any, *, out: Path | None = None
     ) -> BatchSummary:
         throttle = Throttle(resolve_progress(progress))
-        tally = await self.run_plan(plan, codec, sink, concurrency, max_usd, rebuy, throttle)
-        return summary_of(plan.kind, plan.rows, tally, throttle, out, self.budget_left())
+        tally = await self.run_plan(plan, codec, sink, run, throttle)
+        summary = summary_of(plan.kind, plan.rows, tally, throttle, out, self.budget_left())
+        warn_incomplete(summary)
+        return summary
 
     def budget_left(self) -> int | None:
         return self._session.budget.remaining_atomic()
 
     async def run_plan(
-        self,
-        plan: Plan,
-        codec: Any,
-        sink: Any,
-        concurrency: Concurrency | str,
-        max_usd: float | None,
-        rebuy: bool,
-        throttle: Throttle,
+        self, plan: Plan, codec: Any, sink: Any, run: Run, throttle: Throttle
     ) -> Tally:
+        """Spends money: ``plan`` run with ``run`` (concurrency, max_usd, rebuy, partial),
+        refused first when it cannot finish (``batch.preflight``)."""
+        concurrency, max_usd, rebuy, partial, unchecked = run
+        await refuse_unfit(
+            plan,
+            lambda: self.quoted.fresh(plan, rebuy)
+            or self.quote(plan, index_frame(None, plan.rows), rebuy, concurrency, unchecked),
+            budget=self._session.budget, prices=await self._catalog.price_list(),
+            max_usd=max_usd, partial=partial, call=f"batch_{plan.kind}()",
+        )  # fmt: skip
         runner = Runner(
             self._paid,
             self._session.ledger,
@@ -575,7 +570,8 @@ class Batches:
         column: str | None = None,
         concurrency: Concurrency | str = "auto",
         max_usd: float | None = None,
-        rebuy: bool = False,
+        rebuy: bool | str = False,
+        partial: bool = False,
         out: PathLike | None = None,
         row_group_size: int | None = None,
         progress: Any = None,
@@ -587,15 +583,16 @@ class Batches:
         Takes the arguments of ``batch_chat`` (``kind="chat"``, with ``labels``, ``schema``
         and ``rows_per_request``: a packed batch also shows what one row per request would
         cost) or ``batch_embed`` (``kind="embed"``); ``out``, ``row_group_size`` and
-        ``progress`` are accepted and
-        ignored, so a call can be switched between the two. Rows a run would not buy (an
+        ``progress``, ``max_usd`` and ``partial`` are accepted and ignored, so a call can be
+        switched between the two. Rows a run would not buy (an
         answer stored, a payment that may have settled, a row another run holds) are marked
         and left out of the total, read from the ledger's claims without writing anything;
-        with ``rebuy=True`` every row is quoted. Returns a BatchEstimate: per-row quotes
+        with ``rebuy=True`` every row is quoted, with ``rebuy="lost"`` the ``paid_not_stored``
+        ones too. Returns a BatchEstimate: per-row quotes
         beside the published price list's estimate, the total, and whether it fits the
         budget. Raises ConfigError or ModelNotFound, TypeError for ``checkpoint=``.
         """
-        del out, row_group_size, progress, max_usd  # accepted for a drop-in call
+        del out, row_group_size, progress, max_usd, partial  # accepted for a drop-in call
         params, unchecked = body_params("estimate", params, extra_body)
         if kind == "chat":
             inputs, plan = await self.plan_chat(
@@ -605,7 +602,7 @@ class Batches:
                 result_names=estimate_schema().names,
             )  # fmt: skip
         elif kind == "embed":
-            per_request = await self.embed_pack_size(per_request, model)
+            per_request = await embed_pack_size(self._catalog, per_request, model)
             values, index = all_texts(embed_source(rows, column))
             inputs = index_frame(index, len(values))
             inputs["text"] = values
@@ -613,13 +610,21 @@ class Batches:
         else:
             raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
         await self.check_batch(plan, "estimate()", unchecked)
-        return await self.quote(plan, inputs, rebuy, concurrency)
+        return await self.quote(plan, inputs, rebuy, concurrency, unchecked)
 
     async def quote(
-        self, plan: Plan, inputs: pd.DataFrame, rebuy: bool, concurrency: Concurrency | str
+        self,
+        plan: Plan,
+        inputs: pd.DataFrame,
+        rebuy: bool | str,
+        concurrency: Concurrency | str,
+        unchecked: Mapping[str, Any] = {},  # noqa: B006 (read only)
     ) -> BatchEstimate:
         """Free: the exact price of a checked ``plan`` (``estimate``'s, and ``lab.compare``'s)."""
         store = self._store(plan.kind, rebuy)
-        return await quote_plan(
-            plan, inputs, self._generic, store, quote_concurrency(concurrency), self.budget_left()
-        )
+        found = await quote_plan(
+            plan, inputs, self._generic, store, quote_concurrency(concurrency),
+            self.budget_left(), unchecked=unchecked,
+        )  # fmt: skip
+        self.quoted.keep(plan, rebuy, found)
+        return found

@@ -9,11 +9,21 @@ from typing import TYPE_CHECKING, Any
 from x402lab.batch.pacing import concurrency_of
 from x402lab.batch.rate import START_WINDOW
 from x402lab.errors import ConfigError
+from x402lab.routes import EMBEDDINGS
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from x402lab.batch.inputs import Texts
+    from x402lab.gateway import Catalog
+
+#: Texts per request of ``batch_embed(per_request="auto")`` where the gateway takes a list: at
+#: the minimum charge of 0.01 USD and embedding prices of cents per million tokens, a request
+#: of 256 one-line texts is still under the minimum, yet its body stays small (tens of kB)
+#: and one failed request holds back few rows.
+EMBED_AUTO_TEXTS = 256
+#: How a batch runs: concurrency, max_usd, rebuy, partial, and the body fields sent unchecked.
+Run = tuple[Any, float | None, bool | str, bool, Mapping[str, Any]]
 
 
 def quote_concurrency(value: Any) -> int:
@@ -63,3 +73,29 @@ def index_frame(index: Any, n: int) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame(index=index if index is not None else pd.RangeIndex(n))
+
+
+def rebuy_of(value: Any) -> bool | str:
+    """``rebuy=``: False, True (buy every row again) or ``"lost"`` (buy again exactly the rows
+    paid without a stored answer); ConfigError otherwise."""
+    if isinstance(value, bool) or value == "lost":
+        return value  # type: ignore[no-any-return]
+    raise ConfigError(f'rebuy must be True, False or "lost", got {value!r}')
+
+
+async def embed_pack_size(catalog: Catalog, per_request: int | str, model: str) -> int:
+    """``per_request`` of ``batch_embed``; ``"auto"``: ``EMBED_AUTO_TEXTS`` texts per request
+    when the gateway's published request schema takes a list ``input`` (the minimum charge
+    then buys many texts), else one (the gateway's own shape)."""
+    if per_request != "auto":
+        if isinstance(per_request, str):
+            raise ConfigError(f"per_request must be an int or 'auto', got {per_request!r}")
+        return per_request
+    published = await catalog.request_schema("POST", EMBEDDINGS)
+    if published is None:
+        return 1
+    try:
+        published.check({"model": model, "input": ["a", "b"]}, caller="batch_embed()")
+    except (TypeError, ConfigError):
+        return 1
+    return EMBED_AUTO_TEXTS

@@ -19,15 +19,16 @@ def add_tallies(total: Tally, part: Tally) -> Tally:
     """``total`` with the counts and sums of ``part`` added."""
     merged = Tally()
     for f in fields(Tally):
-        if f.name == "counts":
-            counts = dict(total.counts)
-            for status, n in part.counts.items():
-                counts[status] = counts.get(status, 0) + n
-            merged.counts = counts
+        mine, theirs = getattr(total, f.name), getattr(part, f.name)
+        if isinstance(mine, dict):  # per status: counts, money
+            added = dict(mine)
+            for status, n in theirs.items():
+                added[status] = added.get(status, 0) + n
+            setattr(merged, f.name, added)
         elif f.name == "rate_reached":
-            merged.rate_reached = max(total.rate_reached, part.rate_reached)
+            merged.rate_reached = max(mine, theirs)
         else:
-            setattr(merged, f.name, getattr(total, f.name) + getattr(part, f.name))
+            setattr(merged, f.name, mine + theirs)
     return merged
 
 

@@ -3,12 +3,14 @@
 Rows a run would not buy are read from the same claims a run makes (``Claims.get``: a read,
 nothing written): ``cached`` (an answer is stored), ``paid_not_stored`` or ``unknown`` (a
 payment may have settled with no stored answer), ``pending`` (another run holds it). With
-``rebuy=True`` every row is quoted, as a run with that override would buy it.
+``rebuy=True`` every row is quoted, as a run with that override would buy it; with
+``rebuy="lost"`` the ``paid_not_stored`` rows are quoted too.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from x402lab.batch.items import shares, split_atomic
@@ -36,7 +38,7 @@ def not_bought(plan: Plan, store: BatchStore, chunk_items: int = 2048) -> dict[i
     back): a run waits for it instead of paying. Read a few thousand items at a time, so the
     stored answers of a large batch are never all in memory.
     """
-    if store.rebuy:
+    if store.rebuy is True:
         return {}
     out: dict[int, Item] = {}
     step = max(1, chunk_items // plan.per_request) * plan.per_request  # whole units
@@ -54,6 +56,8 @@ def not_bought(plan: Plan, store: BatchStore, chunk_items: int = 2048) -> dict[i
                 status = "pending"
             else:
                 status = "paid_not_stored" if record.payment_status == "settled" else "unknown"
+                if status == "paid_not_stored" and store.rebuy == "lost":
+                    continue  # bought again
             out[item] = (status, share.get(key), None, None, None, None, record.payment_key)
     return out
 
@@ -65,8 +69,10 @@ async def quote_plan(
     store: BatchStore,
     concurrency: int,
     budget_left_atomic: int | None,
+    unchecked: Collection[str] = (),
 ) -> BatchEstimate:
-    """Quote every request a run of ``plan`` would pay for, ``concurrency`` at a time."""
+    """Quote every request a run of ``plan`` would pay for, ``concurrency`` at a time
+    (the body fields named in ``unchecked``, a call's ``extra_body``, go through unchecked)."""
     semaphore = asyncio.Semaphore(concurrency)
     known = not_bought(plan, store)
     items: list[Item] = [("quoted", None, None, None, None, None, None)] * len(plan.item_keys)
@@ -85,7 +91,9 @@ async def quote_plan(
         key, body = plan.request_for(unit, todo)
         async with semaphore:
             try:
-                found = await generic.quote("POST", plan.path, body)
+                checked = {k: v for k, v in body.items() if k not in unchecked}
+                extra = {k: v for k, v in body.items() if k in unchecked}
+                found = await generic.quote("POST", plan.path, checked, extra_body=extra)
             except X402LabError as exc:
                 failed += len(todo)
                 reason = f"{type(exc).__name__}: {exc}"

@@ -137,10 +137,12 @@ def _list_frame(values: list[Any]) -> pd.DataFrame:
     return pd.DataFrame({"prompt": pd.Series(values, dtype=dtype)})
 
 
-def chat_frame(rows: Any, column: str | None = None) -> pd.DataFrame:
+def chat_frame(rows: Any, column: str | None = None, prompt: str | None = None) -> pd.DataFrame:
     """The input frame of ``batch_chat`` from any input (see the module docstring): a
     DataFrame as given; a list, Series or array as a ``prompt`` column; ``column=`` names
-    the column holding the prompts (renamed ``prompt``). Raises ConfigError."""
+    the column holding the prompts (renamed ``prompt``). A Series is the texts whatever its
+    name, its index kept; it keeps its name only where the ``prompt`` template names it
+    (``df["review"]`` with ``prompt="Classify: {review}"``). Raises ConfigError."""
     _refuse_dask(rows)
     path = as_path(rows)
     if path is not None:
@@ -162,7 +164,9 @@ def chat_frame(rows: Any, column: str | None = None) -> pd.DataFrame:
                 rows = rows.rename(columns={name: "prompt"})
         return rows
     if isinstance(rows, pd.Series):
-        return rows.to_frame(name="prompt" if column or rows.name is None else rows.name)
+        name = rows.name
+        named = isinstance(name, str) and prompt is not None and f"{{{name}}}" in prompt
+        return rows.to_frame(name=name if named else "prompt")
     if isinstance(rows, str | bytes | dict) or not isinstance(rows, Iterable):
         raise ConfigError(f"rows must be {_ACCEPTED}; got {type(rows).__name__}")
     return _list_frame(list(rows))

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from x402lab.errors import BatchInterrupted
 from x402lab.ledger import ClaimRecord
 from x402lab.money import format_usd
 
@@ -58,6 +57,9 @@ class Tally:
     # second; 0 while no limit was met) and the 429s it met.
     rate_reached: float = 0.0
     rate_limited: int = 0
+    #: The money on the distinct rows of each status: paid (this run or the earlier one that
+    #: stored or lost the answer), or at risk for ``unknown``.
+    status_atomic: dict[str, int] = field(default_factory=dict)
 
     def add(self, result: ItemResult, duplicate: bool) -> str:
         """Count one emitted row; returns the status the row shows."""
@@ -75,6 +77,10 @@ class Tally:
             self.unknown_atomic += result.quoted_atomic or 0
         self.paid_atomic += paid or 0
         self.counts[status] = self.counts.get(status, 0) + 1
+        if not duplicate:
+            cost = result.paid_atomic  # None when unknown: the quote is what is at stake
+            money = result.quoted_atomic if status == "unknown" or cost is None else cost
+            self.status_atomic[status] = self.status_atomic.get(status, 0) + (money or 0)
         return status
 
 
@@ -190,13 +196,3 @@ def released(
                         ledger_id=record.ledger_id)
             )  # fmt: skip
     return shown
-
-
-def interrupted(kind: str, rows: int, done: int, paid_atomic: int) -> BatchInterrupted:
-    """The short message of a batch stopped by Ctrl+C or a cancelled task."""
-    message = (
-        f"batch_{kind} interrupted: {done} of {rows} rows done, paid {format_usd(paid_atomic)}"
-        " in this run. To resume, run the same call again: settled rows are reused, nothing"
-        " is paid twice."
-    )
-    return BatchInterrupted(message, rows=rows, rows_done=done, paid_atomic=paid_atomic)

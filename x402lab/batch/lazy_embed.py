@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.batch.arguments import index_frame
 from x402lab.batch.chunks import ChunkProgress, add_tallies
+from x402lab.batch.incomplete import warn_incomplete
 from x402lab.batch.items import Tally
 from x402lab.batch.plan import EmbedCodec, embed_plan
 from x402lab.batch.progress import Throttle, resolve_progress
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from x402lab.batch.api import Batches, PathLike
+    from x402lab.batch.arguments import Run
     from x402lab.batch.inputs import Texts
 
 
@@ -34,13 +36,14 @@ async def embed_chunks(
     per_request: int,
     params: dict[str, Any],
     unchecked: dict[str, Any],
-    run: tuple[Any, float | None, bool, Any],
+    run: Run,
+    progress: Any,
     out: PathLike | None,
     row_group_size: int,
     dim: int | None,
 ) -> pd.DataFrame | BatchSummary:
-    """Spends money: ``batch_embed`` of a lazy source, one plan and run per chunk."""
-    concurrency, max_usd, rebuy, progress = run
+    """Spends money: ``batch_embed`` of a lazy source, one plan and run per chunk (each
+    priced and refused when it cannot finish before it is paid, ``batch.preflight``)."""
     progress_of = ChunkProgress(Throttle(resolve_progress(progress)), source.total)
     target = Path(out).expanduser() if out is not None else None
     codec = EmbedCodec()
@@ -60,9 +63,7 @@ async def embed_chunks(
                     else ColumnSink(codec, plan=plan)
                 )
             sink.use(plan)
-            part = await batches.run_plan(
-                plan, codec, sink, concurrency, max_usd, rebuy, progress_of
-            )
+            part = await batches.run_plan(plan, codec, sink, run, progress_of)
             progress_of.next_chunk(part, plan.rows)
             tally, rows = add_tallies(tally, part), rows + plan.rows
         progress_of.finish()
@@ -70,6 +71,7 @@ async def embed_chunks(
         if isinstance(sink, ParquetSink):
             sink.close()
     summary = summary_of("embed", rows, tally, progress_of.throttle, target, batches.budget_left())
+    warn_incomplete(summary)
     if isinstance(sink, ParquetSink):
         sink.commit()
         return summary

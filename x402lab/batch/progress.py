@@ -3,9 +3,11 @@
 A progress callback is any ``callable(BatchProgress)``. The batch calls it from the thread
 its event loop runs on (the helper loop thread for the sync ``Lab``), at most ``rate_hz`` times
 a second and once more with ``finished=True``. ``TqdmProgress`` shows it as a tqdm bar: rows
-done, rate, elapsed, ETA, and "spent X of Y USD" with the request rate and the requests in
-flight as its postfix; ``tqdm.auto`` draws the notebook widget inside Jupyter and one
-terminal line updated in place elsewhere.
+done, rate, elapsed, ETA, and "paid X; budget Y of Z USD" as its postfix (this run's payments
+apart from the budget's spend) with the request rate and the requests in flight; ``tqdm.auto``
+draws the notebook widget inside Jupyter and one terminal line updated in place elsewhere. A
+batch that ends with rows not answered ends its bar orange, a stopped one red with "stopping:
+N in flight" while its requests finish.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ class BatchProgress:
     finished: bool = False
     waiting: int = 0  # rows waiting for another run that is buying them now
     pace: Pace | None = None  # the request rate and the requests in flight
+    stopping: int | None = None  # interrupted: requests still in flight, being let finish
+
+    @property
+    def answered(self) -> bool:
+        """Whether every row done so far is answered (``ok`` or ``cached``)."""
+        return all(status in ("ok", "cached") for status, n in self.counts.items() if n)
 
     @property
     def spent_atomic(self) -> int:
@@ -75,10 +83,18 @@ def _amount(atomic: int) -> str:
 
 
 def spent_text(progress: BatchProgress) -> str:
-    """ "spent 0.12 of 5.00 USD": the budget's committed spend of its cap."""
+    """ "paid 0.02 USD; budget 0.12 of 5.00 USD": this run's payments, then the budget's
+    committed spend (earlier runs and other callers included) of its cap."""
+    paid = f"paid {format_usd(progress.paid_atomic)}"
     if progress.cap_atomic is None:
-        return f"spent {format_usd(progress.spent_atomic)} (no cap)"
-    return f"spent {_amount(progress.spent_atomic)} of {_amount(progress.cap_atomic)} USD"
+        return f"{paid}; budget {format_usd(progress.spent_atomic)} (no cap)"
+    return f"{paid}; budget {_amount(progress.spent_atomic)} of {_amount(progress.cap_atomic)} USD"
+
+
+#: Bar colours of a batch that did not end answered (tqdm's ``colour``: a terminal bar's
+#: colour, the notebook widget's bar colour instead of its green).
+INCOMPLETE_COLOUR = "#e08a1e"
+STOPPED_COLOUR = "#d9534f"
 
 
 class TqdmProgress:
@@ -107,12 +123,22 @@ class TqdmProgress:
             postfix += f", {progress.waiting} waiting for another run"
         if progress.pace is not None:
             postfix += pace_text(progress.pace)
-        bar.set_postfix_str(postfix, refresh=progress.finished)
+        if progress.stopping is not None:
+            postfix = f"stopping: {progress.stopping} in flight; {postfix}"
+            bar.colour = STOPPED_COLOUR
+        elif progress.finished and not progress.answered:
+            bar.colour = INCOMPLETE_COLOUR
+            name = str(bar.desc or f"batch_{progress.kind}").removesuffix(": ")
+            bar.set_description(f"{name} (incomplete)", refresh=False)
+        bar.set_postfix_str(postfix, refresh=progress.finished or progress.stopping is not None)
         if progress.finished:
             if self._owned:
                 bar.close()
             else:
                 bar.refresh()
+            if not progress.answered and hasattr(bar, "container"):
+                # tqdm.notebook styles a closed full bar "success" (green): not this one.
+                bar.disp(bar_style="warning", check_delay=False)
 
 
 def _in_kernel() -> bool:

@@ -69,6 +69,8 @@ class BatchSummary:
     one_per_request_atomic: int | None = None
     rate_reached: float = 0.0
     rate_limited: int = 0
+    #: The money on the distinct rows of each status (paid, or at risk for ``unknown``).
+    status_atomic: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def packing_saved_atomic(self) -> int | None:
@@ -120,6 +122,7 @@ class BatchSummary:
             raise ConfigError(f"not a batch summary (missing: {', '.join(missing)})")
         values = {name: source[name] for name in known if name in source}
         values["counts"] = dict(values["counts"])
+        values["status_atomic"] = dict(values.get("status_atomic") or {})
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,6 +130,7 @@ class BatchSummary:
         then ``paid_usd`` and ``saved_usd`` for reading (``of`` ignores them)."""
         plain = asdict(self)
         plain["counts"] = dict(self.counts)
+        plain["status_atomic"] = dict(self.status_atomic)
         return {**plain, "paid_usd": self.paid_usd, "saved_usd": self.saved_usd}
 
     @property
@@ -152,8 +156,8 @@ class BatchSummary:
                 f"{self.from_store} rows answered by an earlier run (paid then:"
                 f" {format_usd(self.cached_atomic)})"
             )
-        if self.lost_atomic:
-            parts.append(f"paid earlier but not stored: {format_usd(self.lost_atomic)}")
+        if self.lost_atomic or self.counts.get("paid_not_stored"):
+            parts.append(self._lost_text())
         if self.unknown_atomic:
             parts.append(f"settlement unknown: {format_usd(self.unknown_atomic)}")
         if self.prepay_hits or self.prepay_misses:
@@ -166,6 +170,13 @@ class BatchSummary:
         if self.budget_left_atomic is not None:
             parts.append(f"budget left {format_usd(self.budget_left_atomic)}")
         return "; ".join(parts)
+
+    def _lost_text(self) -> str:
+        n = self.counts.get("paid_not_stored", 0)
+        return (
+            f"{n} rows paid earlier but not stored ({format_usd(self.lost_atomic)}):"
+            f' rebuy="lost" buys exactly them again, for about what they cost then'
+        )
 
     def _prepay_text(self) -> str:
         return (
@@ -196,7 +207,7 @@ class BatchSummary:
                 if self.from_store
                 else None,
             ),
-            ("paid, not stored", format_usd(self.lost_atomic) if self.lost_atomic else None),
+            ("paid, not stored", self._lost_text() if self.counts.get("paid_not_stored") else None),
             (
                 "settlement unknown",
                 format_usd(self.unknown_atomic) if self.unknown_atomic else None,
@@ -240,7 +251,7 @@ def summary_of(
     return BatchSummary(
         kind=kind,
         rows=rows,
-        **{**totals, "counts": dict(tally.counts)},
+        **{**totals, "counts": dict(tally.counts), "status_atomic": dict(tally.status_atomic)},
         budget_left_atomic=left,
         out=str(out) if out is not None else None,
         progress_error=repr(throttle.error) if throttle.error is not None else None,

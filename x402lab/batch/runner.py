@@ -21,8 +21,9 @@ and every one not yet started are skipped); ``refused`` (a check failed, nothing
 payment left and no clear answer came; never retried). A failed request never fails the
 batch. A typed pack's rows whose answer did not validate are asked again in new requests
 (``batch.packing``: half-size packs, then singly, then ``invalid``), each row carrying the
-shares of every request it was in. Cancelled (Ctrl+C), the run stores what arrived,
-releases its claims and raises ``asyncio.CancelledError(BatchInterrupted(...))``.
+shares of every request it was in. Cancelled (Ctrl+C), the run drains (``batch.drain``:
+the requests on the wire finish and are stored, nothing new starts; a second cancellation
+stops at once), releases its claims and raises ``asyncio.CancelledError(BatchInterrupted)``.
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from x402lab.batch.drain import NOT_STARTED, Drain
 from x402lab.batch.items import (
     Emitted,
     ItemResult,
     Tally,
     from_answer,
     from_maybe_paid,
-    interrupted,
     released,
     shares,
     split_atomic,
@@ -105,6 +106,7 @@ class Runner:
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop_reason: str | None = None
         self._fatal: BaseException | None = None  # answers that cannot be stored end the batch
+        self._drain = Drain()  # a cancellation (Ctrl+C) lets the requests on the wire finish
         self._paid_atomic = 0  # settled by this run, emitted or not
         self._sink: Callable[[list[Emitted]], None] = lambda rows: None
         self._cap = budget.cap_atomic
@@ -147,15 +149,21 @@ class Runner:
         keeper.add_done_callback(self._ended)
         stopped = "the batch was interrupted before this request was answered"
         try:
-            while self._next_row < self.plan.rows:
-                await self._wake.wait()
-                self._wake.clear()
-                if self._fatal is not None:
-                    raise self._fatal
-                self._advance()
-                if feeder.done() and feeder.exception() is not None:
-                    await feeder
-            await feeder
+            try:
+                while self._next_row < self.plan.rows:
+                    await self._wake.wait()
+                    self._wake.clear()
+                    if self._fatal is not None:
+                        raise self._fatal
+                    self._advance()
+                    if feeder.done() and feeder.exception() is not None:
+                        await feeder
+                await feeder
+            except asyncio.CancelledError:
+                report = lambda: self.progress(self._progress, force=True)  # noqa: E731
+                await self._drain.drain((feeder, *self._tasks), report)  # a 2nd cancel: at once
+                self._advance()  # the rows the drained requests answered
+                raise
         finally:
             if self._fatal is not None:
                 stopped = f"the batch stopped: {self._fatal}"
@@ -168,7 +176,8 @@ class Runner:
                 self.progress(self._progress, force=True)
 
     def _interrupted(self) -> BatchInterrupted:
-        return interrupted(self.plan.kind, self.plan.rows, self._next_row, self._paid_atomic)
+        kind, rows = self.plan.kind, self.plan.rows
+        return self._drain.interrupted(kind, rows, self._next_row, self._paid_atomic)
 
     # -- feeding units -----------------------------------------------------------------------
 
@@ -259,7 +268,7 @@ class Runner:
             pay, wait = self._regroup(unit, pay, wait, results)
         if pay:
             wait += await self._pay(unit, pay, results, claimed_at)
-        while wait:
+        while wait and not self._drain.stopping:
             got = await self.store.wait([plan.item_keys[item] for item in wait])
             decided = {item: got[plan.item_keys[item]] for item in wait}
             pay, wait = self._classify(decided, _shares(decided.values()), results)
@@ -309,11 +318,10 @@ class Runner:
         # alone when this block ends without them.
         with hold_settlements(self.ledger) as held:
             async with self._limit.slot():
-                if self._fatal is not None:
-                    self.store.release(keys, _NOT_STARTED)
-                    results.update(
-                        (i, ItemResult("failed", key, error=_NOT_STARTED)) for i in items
-                    )
+                if self._fatal is not None or self._drain.stopping:
+                    why = _NOT_STARTED if self._fatal is not None else NOT_STARTED
+                    self.store.release(keys, why)
+                    results.update((i, ItemResult("failed", key, error=why)) for i in items)
                     return []
                 if not self.store.still_held(keys, claimed_at):
                     self.store.release(keys, "taken over by another run")
@@ -334,6 +342,7 @@ class Runner:
                     self._fatal = exc
                     self._wake.set()
                 results.update((items[j], outcome[j]) for j in done)
+        self._drain.ended_request(outcome[0].status)
         if answered:
             if again:
                 return await self._ask_again(unit, items, outcome, again, results, asked)
@@ -403,19 +412,21 @@ class Runner:
         self.tally.requests += 1
         started = time.perf_counter()
         try:
-            reply = await self._paid.send(
-                "POST",
-                self.plan.path,
-                json_body=body,
-                model=self.plan.model,
-                max_usd=self.max_usd,
-                key=key,
-                # The batch checked its first body against the schema once (extra_body fields
-                # on purpose not): rows differ only in their texts, which the batch's input
-                # checks refuse when empty or missing. The prompt size is checked per row.
-                own=body.keys(),
-                schema_checked=True,
-            )
+            with self._drain.sending():
+                reply = await self._paid.send(
+                    "POST",
+                    self.plan.path,
+                    json_body=body,
+                    model=self.plan.model,
+                    max_usd=self.max_usd,
+                    key=key,
+                    # The batch checked its first body against the schema once (extra_body
+                    # fields on purpose not): rows differ only in their texts, which the
+                    # batch's input checks refuse when empty or missing. The prompt size is
+                    # checked per row.
+                    own=body.keys(),
+                    schema_checked=True,
+                )
         except BudgetExceeded as exc:
             self._stop_reason = exc.reason
             quoted = split_atomic(exc.details.get("amount_atomic"), n)
@@ -517,6 +528,7 @@ class Runner:
             finished=self._next_row >= self.plan.rows,
             waiting=self.store.waiting,
             pace=self._limit.pace(),
+            stopping=self._drain.on_the_wire if self._drain.stopping else None,
         )
 
 

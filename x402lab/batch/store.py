@@ -7,7 +7,8 @@ stored its answer: ``cached``), ``MAYBE_PAID`` (a payment may have settled with 
 answer: reported, never bought again on its own), ``WAIT`` (another live run is buying it:
 polled until it is decided) or ``PAY`` (this run buys it, then stores the answer or releases
 the claim). ``rebuy=True`` is the store's one override: buy again what was stored or may
-have been paid.
+have been paid; ``rebuy="lost"`` buys again exactly the rows paid without a stored answer
+(``MAYBE_PAID`` whose payment settled: ``paid_not_stored``).
 
 Answers are stored as they arrive, in the transaction that commits the settlement of the
 paid request that carried them (``ledger.hold_settlements``: the runner holds that settlement
@@ -59,7 +60,7 @@ class BatchStore:
     stored.
     """
 
-    def __init__(self, claims: Claims, kind: str, *, rebuy: bool = False) -> None:
+    def __init__(self, claims: Claims, kind: str, *, rebuy: bool | str = False) -> None:
         self.claims = claims
         self.scope = f"batch:{kind}"
         self.rebuy = rebuy
@@ -73,7 +74,7 @@ class BatchStore:
         _LIVE.add(self)
 
     def __repr__(self) -> str:
-        return f"BatchStore({self.scope!r}, rebuy={self.rebuy})"
+        return f"BatchStore({self.scope!r}, rebuy={self.rebuy!r})"
 
     # -- claims (the event loop's thread) ----------------------------------------------------
 
@@ -82,7 +83,12 @@ class BatchStore:
     ) -> dict[str, Claimed]:
         """Claim ``keys`` (one transaction); the ``PAY`` ones are this run's until stored or
         released."""
-        got = self.claims.claim(self.scope, keys, payment_key=payment_key, rebuy=self.rebuy)
+        keys = list(keys)
+        got = self.claims.claim(self.scope, keys, payment_key=payment_key, rebuy=self.rebuy is True)
+        if self.rebuy == "lost":
+            lost = [key for key, claimed in got.items() if is_lost(claimed)]
+            if lost:
+                got.update(self.claims.claim(self.scope, lost, payment_key=payment_key, rebuy=True))
         self._hold(key for key, claimed in got.items() if claimed.action is ClaimAction.PAY)
         return got
 
@@ -233,3 +239,8 @@ class BatchStore:
             f"the ledger {self.claims.db.url} stopped storing batch answers: {self._error};"
             " what was paid is in the ledger and will not be bought again"
         )
+
+
+def is_lost(claimed: Claimed) -> bool:
+    """Whether a claim is of a row paid without a stored answer (``paid_not_stored``)."""
+    return claimed.action is ClaimAction.MAYBE_PAID and claimed.record.payment_status == "settled"
