@@ -15,6 +15,7 @@ from batch_testdata import CHEAP, chain_atomic
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+import x402lab as xl
 from x402lab.batch.typed import output_spec
 
 # Texts with a year, without any digit (20 characters or more), and short (under 20).
@@ -119,7 +120,8 @@ def test_the_whole_json_schema_is_enforced_under_constraint_violations(
     frame = pd.DataFrame(
         {"review": [f"Order ORD-{1000 + i} arrived, rated {i % 7} of 5" for i in range(120)]}
     )
-    out = extract(lab, frame, BOUNDED, rows_per_request=10)
+    with pytest.warns(xl.IncompleteBatchWarning, match="invalid"):
+        out = extract(lab, frame, BOUNDED, rows_per_request=10)
     assert set(out["status"]) == {"ok", "invalid"}
     check = Draft202012Validator(BOUNDED)
     ok = out[out["status"] == "ok"]
@@ -158,7 +160,8 @@ def test_a_pydantic_models_field_validator_is_enforced(emulator, lab_factory):
             return value
 
     lab = lab_factory(emulator)
-    frame = extract(lab, reviews(), Purchase)
+    with pytest.warns(xl.IncompleteBatchWarning, match="invalid"):
+        frame = extract(lab, reviews(), Purchase)
     too_old = [d and "2019" not in t for d, t in zip(HAS_DIGIT, TEXTS, strict=True)]
     assert (frame["status"] == "invalid").tolist() == too_old  # "paid 40": year 40
     assert frame.loc[too_old, "error"].str.contains("year must be 2000 or later").all()
@@ -167,7 +170,8 @@ def test_a_pydantic_models_field_validator_is_enforced(emulator, lab_factory):
     assert ok["year"].dropna().ge(2000).all() and ok["rating"].between(1, 5).all()
     # A re-run pays nothing and the validator still decides for stored answers.
     before = len(emulator.chain.transfers())
-    again = extract(lab, reviews(), Purchase)
+    with pytest.warns(xl.IncompleteBatchWarning, match="invalid"):
+        again = extract(lab, reviews(), Purchase)
     assert len(emulator.chain.transfers()) == before
     assert (again["status"] == "invalid").tolist() == too_old
 

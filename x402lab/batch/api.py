@@ -23,7 +23,7 @@ from x402lab.batch.arguments import (
 )
 from x402lab.batch.distributed import on_cluster
 from x402lab.batch.estimate import quote_plan
-from x402lab.batch.incomplete import warn_incomplete
+from x402lab.batch.incomplete import rechecked, warn_incomplete
 from x402lab.batch.inputs import chat_frame, embed_source, with_prompt
 from x402lab.batch.items import Tally
 from x402lab.batch.lazy_embed import embed_chunks
@@ -274,8 +274,9 @@ class Batches:
         await self.check_batch(plan, "batch_chat()", unchecked)
         sink = ColumnSink(codec)
         summary = await self._run(
-            plan, codec, sink, (concurrency, max_usd, rebuy, partial, unchecked), progress
-        )
+            plan, codec, sink, (concurrency, max_usd, rebuy, partial, unchecked), progress,
+            warn=False,
+        )  # fmt: skip
         if spec is None:
             frame = join_inputs(inputs, chat_table(sink.columns))
         else:
@@ -284,7 +285,8 @@ class Batches:
             for name, values in extra.items():
                 table = table.append_column(name, pa.array(values, type=_EXTRA_TYPES[name]))
             frame = with_typed_columns(join_inputs(inputs, table), spec, arrow_to_pandas)
-            summary = await self._with_packing(plan, summary)
+            summary = await self._with_packing(plan, rechecked(summary, frame))
+        warn_incomplete(summary)
         frame.attrs["batch"] = summary.to_dict()
         return frame
 
@@ -517,12 +519,21 @@ class Batches:
         return BatchStore(self.claims, kind, rebuy=rebuy_of(rebuy))
 
     async def _run(
-        self, plan: Plan, codec: Any, sink: Any, run: Run, progress: Any, *, out: Path | None = None
+        self,
+        plan: Plan,
+        codec: Any,
+        sink: Any,
+        run: Run,
+        progress: Any,
+        *,
+        out: Path | None = None,
+        warn: bool = True,
     ) -> BatchSummary:
         throttle = Throttle(resolve_progress(progress))
         tally = await self.run_plan(plan, codec, sink, run, throttle)
         summary = summary_of(plan.kind, plan.rows, tally, throttle, out, self.budget_left())
-        warn_incomplete(summary)
+        if warn:
+            warn_incomplete(summary)
         return summary
 
     def budget_left(self) -> int | None:

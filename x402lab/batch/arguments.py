@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from x402lab.batch.pacing import concurrency_of
-from x402lab.batch.rate import START_WINDOW
 from x402lab.errors import ConfigError
 from x402lab.routes import EMBEDDINGS
 
@@ -22,15 +21,18 @@ if TYPE_CHECKING:
 #: of 256 one-line texts is still under the minimum, yet its body stays small (tens of kB)
 #: and one failed request holds back few rows.
 EMBED_AUTO_TEXTS = 256
+#: Free quotes in flight under ``concurrency="auto"``: the fixed default batches had before.
+QUOTES_IN_FLIGHT = 8
 #: How a batch runs: concurrency, max_usd, rebuy, partial, and the body fields sent unchecked.
 Run = tuple[Any, float | None, bool | str, bool, Mapping[str, Any]]
 
 
 def quote_concurrency(value: Any) -> int:
     """The free requests a quote keeps in flight for a batch's ``concurrency``: the number
-    given, or ``START_WINDOW`` for "auto" (a quote learns no rate); ConfigError otherwise."""
+    given, or for "auto" ``QUOTES_IN_FLIGHT`` (a quote learns no rate; two at a time, a
+    400-request quote at 250 ms took 50 s); ConfigError otherwise."""
     checked = concurrency_of(value)
-    return checked if isinstance(checked, int) else min(checked.ceiling, START_WINDOW)
+    return checked if isinstance(checked, int) else min(checked.ceiling, QUOTES_IN_FLIGHT)
 
 
 def body_params(

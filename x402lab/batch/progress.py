@@ -122,7 +122,7 @@ class TqdmProgress:
         if progress.waiting:
             postfix += f", {progress.waiting} waiting for another run"
         if progress.pace is not None:
-            postfix += pace_text(progress.pace)
+            postfix += pace_text(progress.pace, finished=progress.finished)
         if progress.stopping is not None:
             postfix = f"stopping: {progress.stopping} in flight; {postfix}"
             bar.colour = STOPPED_COLOUR
@@ -179,11 +179,11 @@ def resolve_progress(progress: Any) -> ProgressCallback | None:
     )
 
 
-def pace_text(pace: Pace) -> str:
+def pace_text(pace: Pace, *, finished: bool = False) -> str:
     """ ", 19.4 req/s, 3 in flight": the learned rate (when a limit was met) and the
-    requests in flight."""
+    requests in flight (left out once the batch has finished: none are)."""
     rate = f", {pace.rate:.1f} req/s" if pace.rate is not None else ""
-    return f"{rate}, {pace.in_flight} in flight"
+    return rate if finished else f"{rate}, {pace.in_flight} in flight"
 
 
 class Throttle:
