@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -146,9 +147,11 @@ def killed_batch(kill_when: KillWhen) -> Callable[..., dict[str, int]]:
             budget=xl.Budget(usd=100),
         )  # fmt: skip
         try:
-            frame = lab.batch_chat(
-                prompts, model=model, max_tokens=8, concurrency=concurrency, progress=None
-            )
+            with warnings.catch_warnings(record=True) as warned:
+                warnings.simplefilter("always", xl.IncompleteBatchWarning)
+                frame = lab.batch_chat(
+                    prompts, model=model, max_tokens=8, concurrency=concurrency, progress=None
+                )
         finally:
             lab.close()
         counts: dict[str, int] = frame["status"].value_counts().to_dict()
@@ -157,6 +160,12 @@ def killed_batch(kill_when: KillWhen) -> Callable[..., dict[str, int]]:
         # requests in flight at the kill.
         lost = counts.get("paid_not_stored", 0) + counts.get("unknown", 0)
         assert lost <= concurrency, counts
+        # A re-run with such rows says so, naming each of their statuses with its count.
+        said = [str(w.message) for w in warned if w.category is xl.IncompleteBatchWarning]
+        assert len(said) == (1 if lost else 0), said
+        for status in ("paid_not_stored", "unknown"):
+            if counts.get(status):
+                assert f"{counts[status]} {status}" in said[0], said
         return counts
 
     return run
