@@ -13,7 +13,9 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium
 fi
 
-python -m pip install -q --root-user-action=ignore -c constraints.txt "jupyterlab>=4.2" "playwright>=1.45"
+# Already there when .ci/run installed them with the package; pip's resolver costs ~30 s otherwise.
+python -c "import jupyterlab, playwright.sync_api" 2>/dev/null ||
+  python -m pip install -q --root-user-action=ignore -c constraints.txt "jupyterlab>=4.2" "playwright>=1.45"
 
 /usr/bin/chromium --version
 python -c "import jupyterlab, playwright.sync_api; print('jupyterlab', jupyterlab.__version__)"
