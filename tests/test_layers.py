@@ -15,12 +15,15 @@ dependency. Reading of the layer list taken here:
   ``transport``, which asks it about a payment whose answer was lost;
   ``session`` (HTTP clients, payer, store) between ``transport`` and the resources
   (``gateway``, ``media``, ``reports``), which share one layer.
-- ``lab`` and the package ``__init__`` are the composition root and may
-  import any layer;
-  ``lab`` may import the emulator only inside ``_build`` (connect's embedded default) or
-  for type checking.
+- ``lab``, ``connection`` and the package ``__init__`` are the composition root and may
+  import any layer; ``connection`` may import the emulator only inside ``_build`` (connect's
+  embedded default), and either of them for type checking.
 - The emulator imports only ``errors``, ``money``, ``x402`` and itself; ``cli`` may import it
   because ``x402lab serve`` is how the emulator is started from a shell.
+
+Over the whole package, the imports that run when a module is imported (module level, type
+checking aside) make no circle, and no client module (any but the emulator's) is over 450
+lines: a longer one holds more than one idea.
 
 Inside the ledger (``x402lab/ledger/``) the same holds one level down: its modules import one
 another in one direction (``LEDGER_ORDER``), so there is no circle, type-only imports
@@ -62,7 +65,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("x402lab.batch", "x402lab.integrations"),
     ("x402lab.widgets", "x402lab.plots", "x402lab.analysis", "x402lab.planning", "x402lab.cli"),
 )
-ROOT = ("x402lab", "x402lab.lab", "x402lab.__main__")
+ROOT = ("x402lab", "x402lab.lab", "x402lab.connection", "x402lab.__main__")
 EMULATOR = "x402lab.emulator"
 EMULATOR_MAY_IMPORT = ("x402lab.errors", "x402lab.money", "x402lab.x402", EMULATOR)
 
@@ -96,10 +99,11 @@ class Import:
     function: str | None  # the enclosing function, if any
     type_checking: bool  # inside ``if TYPE_CHECKING:``
     line: int
+    names: tuple[str, ...] = ()  # what ``from target import ...`` takes
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -115,8 +119,8 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imports_of(path: Path) -> list[Import]:
-    module = module_name(path)
+def imports_of(path: Path, package: Path = PACKAGE) -> list[Import]:
+    module = module_name(path, package)
     is_package = path.name == "__init__.py"
     found: list[Import] = []
 
@@ -124,19 +128,23 @@ def imports_of(path: Path) -> list[Import]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 visit(child, child.name, type_checking)
-            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                for stmt in child.body:
+            elif isinstance(child, ast.If) and (checking := _type_checking_test(child.test)):
+                typed_only, run = child.body, child.orelse
+                if checking == "not":  # ``if not TYPE_CHECKING:`` runs its body
+                    typed_only, run = run, typed_only
+                for stmt in typed_only:
                     visit(ast.Module(body=[stmt], type_ignores=[]), function, True)
-                for stmt in child.orelse:
+                for stmt in run:
                     visit(ast.Module(body=[stmt], type_ignores=[]), function, type_checking)
             elif isinstance(child, ast.Import):
                 for alias in child.names:
                     found.append(Import(module, alias.name, function, type_checking, child.lineno))
             elif isinstance(child, ast.ImportFrom):
                 target = _resolve(module, is_package, child)
-                found.append(Import(module, target, function, type_checking, child.lineno))
+                names = tuple(alias.name for alias in child.names)
+                found.append(Import(module, target, function, type_checking, child.lineno, names))
                 # ``from x402lab import lab`` imports the submodule x402lab.lab
-                if target in ("x402lab",) or target.startswith("x402lab."):
+                if _matches(target, package.name):
                     for alias in child.names:
                         found.append(
                             Import(
@@ -152,6 +160,15 @@ def imports_of(path: Path) -> list[Import]:
 
     visit(ast.parse(path.read_text(encoding="utf-8"), str(path)), None, False)
     return found
+
+
+def _type_checking_test(test: ast.expr) -> str | None:
+    """``"is"`` for ``if TYPE_CHECKING:`` (``typing.TYPE_CHECKING`` too), ``"not"`` for
+    ``if not TYPE_CHECKING:``, None for any other test."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return "not" if _type_checking_test(test.operand) == "is" else None
+    named = test.id if isinstance(test, ast.Name) else getattr(test, "attr", None)
+    return "is" if named == "TYPE_CHECKING" else None
 
 
 def _matches(name: str, prefix: str) -> bool:
@@ -179,9 +196,12 @@ def _internal(target: str) -> bool:
     return _matches(target, "x402lab")
 
 
-def _is_module_or_package(target: str) -> bool:
+def _is_module_or_package(target: str, package: Path = PACKAGE) -> bool:
+    """Whether ``target`` is a module or package of ``package`` (not a name in one)."""
+    if not _matches(target, package.name):
+        return False
     relative = target.split(".")[1:]
-    base = PACKAGE.joinpath(*relative)
+    base = package.joinpath(*relative)
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
@@ -228,7 +248,9 @@ def test_client_imports_the_emulator_only_in_connects_builder():
     for found in all_imports():
         if not _matches(found.target, EMULATOR) or _matches(found.module, EMULATOR):
             continue
-        if found.module == "x402lab.lab" and (found.function == "_build" or found.type_checking):
+        if found.module == "x402lab.connection" and found.function == "_build":
+            continue
+        if found.module in ("x402lab.lab", "x402lab.connection") and found.type_checking:
             continue
         if _matches(found.module, "x402lab.cli"):
             continue  # ``x402lab serve`` starts the emulator
@@ -246,9 +268,9 @@ def test_layers_do_not_import_what_they_know_nothing_of():
 
 
 def test_the_checker_sees_lazy_and_relative_imports():
-    # A guard against a checker that cannot fail: it must see lab's lazy emulator import
+    # A guard against a checker that cannot fail: it must see connect's lazy emulator import
     # and classify it as inside _build.
-    lazy = [f for f in imports_of(PACKAGE / "lab.py") if _matches(f.target, EMULATOR)]
+    lazy = [f for f in imports_of(PACKAGE / "connection.py") if _matches(f.target, EMULATOR)]
     assert any(f.function == "_build" for f in lazy)
     assert layer_of("x402lab.gateway.generic") > layer_of("x402lab.transport.client")
     assert layer_of("x402lab.tables.catalog") < layer_of("x402lab.gateway.catalog")
@@ -340,15 +362,6 @@ def test_each_ledger_module_imports_only_those_before_it():
     assert bad == []
 
 
-def test_no_ledger_module_is_over_the_line_limit():
-    long = {
-        path.name: lines
-        for path in sorted((PACKAGE / "ledger").glob("*.py"))
-        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-    assert long == {}
-
-
 def _imports_past_the_ledgers_face(path: Path, name: str) -> list[str]:
     """``path:line imports x402lab.ledger.<module>`` for each import that reaches past the face
     (``name`` is the importing module's name, for relative imports)."""
@@ -399,3 +412,116 @@ def test_the_face_check_sees_a_reach_past_it(tmp_path):
         "x402lab.ledger.statuses",
         "x402lab.ledger.outcomes",
     ]
+
+
+# -- the whole package: no import circle, no long client module -----------------------------------
+
+
+def _enclosing(name: str) -> list[str]:
+    """``a.b.c`` -> ``["a", "a.b", "a.b.c"]``: what importing ``a.b.c`` runs, in order."""
+    parts = name.split(".")
+    return [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
+
+
+def runtime_import_graph(package: Path = PACKAGE) -> dict[str, dict[str, int]]:
+    """Each module of ``package`` -> the modules of ``package`` that importing it runs (and
+    the line of the first import that does).
+
+    Only the imports that run when the module is imported count: at module level (a class
+    body's too), not inside a function nor under ``if TYPE_CHECKING:``. Importing ``a.b.c``
+    runs the packages ``a`` and ``a.b`` first, so those count too, except the importer's own
+    enclosing packages (being initialised already when it runs), unless it takes a name from
+    one: ``from x402lab.batch import Batches`` in ``x402lab.batch.x`` needs
+    ``x402lab/batch/__init__.py`` to have bound ``Batches`` first.
+    """
+    graph: dict[str, dict[str, int]] = {}
+    for path in sorted(package.rglob("*.py")):
+        module = module_name(path, package)
+        targets = graph.setdefault(module, {})
+        for found in imports_of(path, package):
+            if found.function is not None or found.type_checking:
+                continue
+            if not _is_module_or_package(found.target, package):
+                continue
+            takes_a_name = any(
+                not _is_module_or_package(f"{found.target}.{name}", package) for name in found.names
+            )
+            for step in _enclosing(found.target):
+                own = _matches(module, step)
+                if step == module or (own and not (step == found.target and takes_a_name)):
+                    continue
+                targets.setdefault(step, found.line)
+    return graph
+
+
+def _described(circle: list[str], graph: dict[str, dict[str, int]]) -> str:
+    """A circle and the imports that close it (``module:line imports module``)."""
+    edges = [
+        f"{module}:{line} imports {target}"
+        for module in circle
+        for target, line in sorted(graph[module].items())
+        if target in circle
+    ]
+    return f"{' <-> '.join(circle)}\n    " + "\n    ".join(edges)
+
+
+def test_the_package_has_no_import_circle():
+    graph = runtime_import_graph()
+    found = [_described(circle, graph) for circle in circles(graph) if len(circle) > 1]
+    assert found == [], "import circles (cut an import in each):\n" + "\n".join(found)
+
+
+def test_the_circle_check_counts_what_runs_at_import(tmp_path):
+    # A guard against a check that cannot fail, or that finds what is not there.
+    files = {
+        "__init__.py": "",
+        # Type-only and function-level imports run nothing at import: no circle.
+        "a.py": "from pkg import b\n",
+        "b.py": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from pkg import a\n"
+            "def later():\n    from pkg.a import x\n"
+        ),
+        # Importing pkg.sub.inner runs pkg/sub/__init__.py first, which imports face, which
+        # imports c: a circle through a package's face.
+        "c.py": "from pkg.sub.inner import x\n",
+        "sub/__init__.py": "from pkg.sub.face import Thing\n",
+        "sub/face.py": "import pkg.c\nclass Thing: ...\n",
+        "sub/inner.py": "x = 1\n",
+        # A module taking a name from its own package's face, which imports it: a circle.
+        "two/__init__.py": "from pkg.two.user import Other\nfrom pkg.two.impl import Thing\n",
+        "two/impl.py": "class Thing: ...\n",
+        "two/user.py": "from pkg.two import Thing\nclass Other: ...\n",
+        # A module importing a sibling module through its package: no circle.
+        "three/__init__.py": "from pkg.three.user import y\n",
+        "three/impl.py": "",
+        "three/user.py": (
+            "from pkg.three import impl\nif not TYPE_CHECKING:\n    from pkg import a\ny = 1\n"
+        ),
+    }
+    package = tmp_path / "pkg"
+    for name, text in files.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    graph = runtime_import_graph(package)
+    assert graph["pkg.b"] == {}
+    assert graph["pkg.three.user"] == {"pkg.three.impl": 1, "pkg.a": 3}
+    assert [circle for circle in circles(graph) if len(circle) > 1] == [
+        ["pkg.c", "pkg.sub", "pkg.sub.face"],
+        ["pkg.two", "pkg.two.user"],
+    ]
+    assert _described(["pkg.two", "pkg.two.user"], graph) == (
+        "pkg.two <-> pkg.two.user\n"
+        "    pkg.two:1 imports pkg.two.user\n"
+        "    pkg.two.user:1 imports pkg.two"
+    )
+
+
+def test_no_client_module_is_over_the_line_limit():
+    long = {
+        str(path.relative_to(PACKAGE.parent)): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not _matches(module_name(path), EMULATOR)
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"client modules over {MAX_LINES} lines (split each by concept): {long}"

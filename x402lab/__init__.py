@@ -41,7 +41,8 @@ if _IMPORT_NOW:
     from x402lab._loop import run
     from x402lab.batch import AutoConcurrency, BatchSummary
     from x402lab.budget import Budget
-    from x402lab.lab import AsyncLab, Lab, Settings, connect, connect_async
+    from x402lab.connection import Settings, connect, connect_async
+    from x402lab.lab import AsyncLab, Lab
     from x402lab.ledger import Ledger
     from x402lab.planning import plan
     from x402lab.wallet import Wallet
@@ -54,10 +55,10 @@ _LAZY = {
     "Budget": "x402lab.budget",
     "Lab": "x402lab.lab",
     "Ledger": "x402lab.ledger",
-    "Settings": "x402lab.lab",
+    "Settings": "x402lab.connection",
     "Wallet": "x402lab.wallet",
-    "connect": "x402lab.lab",
-    "connect_async": "x402lab.lab",
+    "connect": "x402lab.connection",
+    "connect_async": "x402lab.connection",
     "plan": "x402lab.planning",
     "run": "x402lab._loop",
 }

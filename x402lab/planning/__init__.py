@@ -7,8 +7,8 @@ the notebook's wallet nor writes its ledger (``planning.rehearsal``). The execut
 (``planning.executor``) reads what each cell priced and builds the plan table
 (``planning.table``). docs/planning.md tells the whole story.
 
-This package stays light on import: ``x402lab.lab`` imports ``planning.rehearsal`` for its
-switch, and nbclient is imported only when a plan is made.
+This package stays light on import: ``x402lab.connection`` imports ``planning.rehearsal``
+for its switch, and nbclient is imported only when a plan is made.
 """
 
 from __future__ import annotations
