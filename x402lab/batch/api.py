@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 import pandas as pd
-import pyarrow as pa
 
-from x402lab.batch.chat_plan import TYPED_EXTRA, ChatTask, plan_chat
+from x402lab.batch.chat_plan import ChatTask, plan_chat
 from x402lab.batch.codec import request_fields
 from x402lab.batch.distributed import on_cluster
 from x402lab.batch.embed_codec import EmbedCodec, texts_per_request
@@ -33,10 +32,9 @@ from x402lab.batch.recipe import Connection
 from x402lab.batch.results import BatchEstimate, BatchSummary, summary_of
 from x402lab.batch.sinks import ColumnSink
 from x402lab.batch.typed import output_spec
-from x402lab.batch.typed_codec import with_typed_columns
+from x402lab.batch.typed_codec import typed_frame
 from x402lab.errors import ConfigError
 from x402lab.tables.batch import batch_chat_schema, chat_table, estimate_schema, join_inputs
-from x402lab.tables.ledger import arrow_to_pandas
 
 if TYPE_CHECKING:
     import dask.bag as db
@@ -46,8 +44,6 @@ if TYPE_CHECKING:
     from x402lab.session import Session
 
 PathLike = str | os.PathLike[str]
-
-_EXTRA_TYPES = {"pack_size": pa.int64(), "invalid": pa.string()}
 
 
 class Batches:
@@ -207,11 +203,7 @@ class Batches:
         if task.spec is None:
             frame = join_inputs(inputs, chat_table(sink.columns))
         else:
-            extra = {name: sink.columns.pop(name) for name in TYPED_EXTRA}
-            table = chat_table(sink.columns)
-            for name, values in extra.items():
-                table = table.append_column(name, pa.array(values, type=_EXTRA_TYPES[name]))
-            frame = with_typed_columns(join_inputs(inputs, table), task.spec, arrow_to_pandas)
+            frame = typed_frame(inputs, sink.columns, task.spec)
             summary = await self._with_packing(plan, rechecked(summary, frame))
         warn_incomplete(summary)
         frame.attrs["batch"] = summary.to_dict()

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
     from x402lab.gateway import Catalog
 
-#: Columns a typed batch adds to a chat result (``TypedCodec.columns``).
-TYPED_EXTRA = ("pack_size", "invalid")
 _RESULT_NAMES = (*batch_chat_schema().names, "pack_size", "prompt")
 
 

@@ -18,11 +18,12 @@ How many rows a pack holds is ``batch.packing``'s.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pandas as pd
+import pyarrow as pa
 
 from x402lab.batch.chat_codec import CHAT_COLUMNS, decode_json, encode_json
 from x402lab.batch.codec import Answer
@@ -30,6 +31,8 @@ from x402lab.batch.items import split_atomic
 from x402lab.batch.typed import ITEMS, OutputSpec
 from x402lab.gateway.results import ChatResult
 from x402lab.routes import CHAT
+from x402lab.tables.batch import chat_table, join_inputs
+from x402lab.tables.ledger import arrow_to_pandas
 
 #: Rounds of asking again for the rows of a pack whose answer did not hold them validly: the
 #: first in packs half the size of the pack that failed (its failed rows together), the
@@ -38,6 +41,9 @@ REASKS = 2
 #: What a request asking rows again adds to its system message (the planning router
 #: recognises such requests by it).
 ASKED_AGAIN = "(Asked again, round {round}.)"
+
+#: The columns a typed row adds to a chat row's, as stored and as shown.
+_EXTRA_TYPES = {"pack_size": pa.int64(), "invalid": pa.string()}
 
 _TASK = (
     "Answer each item of the JSON array below on its own, following the task. Reply with one"
@@ -150,13 +156,19 @@ def _entries(text: str, finish: str | None) -> tuple[list[Any] | None, str | Non
     return entries, None
 
 
-def with_typed_columns(
-    frame: pd.DataFrame, spec: OutputSpec, to_pandas: Callable[[Any], pd.DataFrame]
+def typed_frame(
+    inputs: pd.DataFrame, columns: dict[str, list[Any]], spec: OutputSpec
 ) -> pd.DataFrame:
-    """``frame`` (a batch_chat result with the codec's ``invalid`` column) with one typed
-    column per field after ``response``; an invalid row's status is ``invalid`` and its error
-    says why. A stored answer is checked again: a pydantic validator is not part of the
-    request, so one made stricter since the answer was bought still decides."""
+    """The result of a typed batch: the ``inputs`` joined to the rows' ``columns``
+    (``TypedCodec.columns`` and the cost columns, ``sinks.ColumnSink``), with one typed column
+    per field after ``response`` and ``pack_size``; an invalid row's status is ``invalid``
+    and its error says why. A stored answer is checked again: a pydantic validator is not
+    part of the request, so one made stricter since the answer was bought still decides."""
+    extra = {name: columns.pop(name) for name in _EXTRA_TYPES}
+    table = chat_table(columns)
+    for name, values in extra.items():
+        table = table.append_column(name, pa.array(values, type=_EXTRA_TYPES[name]))
+    frame = join_inputs(inputs, table)
     rows = zip(frame.pop("invalid"), frame["status"], frame["response"], strict=True)
     problems = [
         spec.check(json.loads(raw)) if status == "cached" and pd.isna(why) and isinstance(raw, str)
@@ -170,7 +182,7 @@ def with_typed_columns(
     frame.loc[bad, "status"] = "invalid"
     frame.loc[bad, "error"] = invalid[bad]
     valid = (answered & invalid.isna()).tolist()
-    typed = to_pandas(spec.table(frame["response"].tolist(), valid))
+    typed = arrow_to_pandas(spec.table(frame["response"].tolist(), valid))
     typed.index = frame.index
     at = frame.columns.get_loc("response")
     assert isinstance(at, int)
