@@ -25,7 +25,7 @@ from batch_testdata import CHEAP, transfers_per_key
 
 import x402lab as xl
 from x402lab._loop import run
-from x402lab.batch.plan import ChatCodec
+from x402lab.batch.chat_codec import decode_json
 from x402lab.errors import BatchInterrupted
 
 PROMPTS = [f"interrupt me {i}" for i in range(50)]
@@ -77,8 +77,7 @@ def _signed_per_key(lab: Any) -> Counter[str]:
 def _stored_answers(lab: Any, keys: list[str]) -> dict[str, str]:
     """The chat answers the ledger keeps for ``keys``."""
     records = lab.async_.batches.claims.get("batch:chat", keys)
-    codec = ChatCodec()
-    return {k: codec.decode(r.answer)[0] for k, r in records.items() if r.answer is not None}
+    return {k: decode_json(r.answer)[0] for k, r in records.items() if r.answer is not None}
 
 
 def _no_claim_left_pending(lab: Any) -> None:

@@ -1,7 +1,7 @@
 """``lab.compare``: choose a model and a pack size by cost and accuracy on a sample.
 
 Every configuration (model × rows per request) answers the same sample through the typed
-batch path (``batch.packing``), paid within the lab's budget. Its answers are measured
+batch path (``batch.typed_codec``), paid within the lab's budget. Its answers are measured
 against gold labels when the caller has them (``reference=`` a list, a Series, a column
 name, or a DataFrame of fields for ``schema=``): ``accuracy`` is the share of sample rows
 whose typed answer equals the true one (an invalid or missing answer is wrong), with its 95%
@@ -31,6 +31,8 @@ import pandas as pd
 from x402lab.analysis.comparison import Comparison, ComparisonQuote, usd_column
 from x402lab.analysis.gold import gold_labels
 from x402lab.analysis.intervals import wilson
+from x402lab.batch.chat_plan import ChatTask, plan_chat
+from x402lab.batch.options import RunOptions
 from x402lab.batch.pacing import Concurrency
 from x402lab.batch.packing import rows_per_request_of
 from x402lab.batch.typed import OutputSpec, output_spec
@@ -166,20 +168,21 @@ class Comparisons:
         configs = [(m, n) for m in models for n in sizes]
         if ref is not None and ref not in configs:
             configs.insert(0, ref)
-        common: dict[str, Any] = {
-            "spec": spec, "prompt": prompt, "column": column, "system": system,
-            "max_tokens": None, "params": {}, "namespace": NAMESPACE,
+        tasks = {
+            (model, n): ChatTask(
+                model, prompt, system, column=column, spec=spec, rows_per_request=n,
+                namespace=NAMESPACE,
+            )
+            for model, n in configs
         }  # fmt: skip
-        quote = await self._quote(frame, configs, common, concurrency)
+        options = RunOptions(concurrency=concurrency, progress=progress)
+        quote = await self._quote(frame, tasks, options)
         if dry_run:
             return quote
         self._check_price(quote, max_usd, len(configs), len(frame))
         answers = {}
-        for model, n in configs:
-            answers[(model, n)] = await self._batches.run_chat(
-                frame, model=model, rows_per_request=n, concurrency=concurrency,
-                max_usd=None, rebuy=False, progress=progress, unchecked={}, **common,
-            )  # fmt: skip
+        for config, task in tasks.items():
+            answers[config] = await self._batches.run_chat(frame, task, options)
         total = total_rows or len(frame)
         table = self._table(answers, quote, ref, gold, spec, total)
         return Comparison(
@@ -191,26 +194,24 @@ class Comparisons:
     async def _quote(
         self,
         frame: pd.DataFrame,
-        configs: list[Config],
-        common: dict[str, Any],
-        concurrency: Concurrency | str,
+        tasks: dict[Config, ChatTask],
+        options: RunOptions,
     ) -> ComparisonQuote:
         """Free: every configuration's exact price (its checked plan's 402s), nothing signed."""
         records = []
         total = 0
-        for model, n in configs:
-            inputs, plan = await self._batches.plan_chat(
-                frame, model=model, rows_per_request=n, result_names=[], **common
-            )
-            await self._batches.check_batch(plan, "compare()", {})
-            quote = await self._batches.quote(plan, inputs, False, concurrency)
+        pipeline = self._batches.pipeline
+        for (model, n), task in tasks.items():
+            inputs, plan = await plan_chat(frame, task, self._catalog, [])
+            await pipeline.check(plan, "compare()")
+            quote = await pipeline.quote(plan, inputs, options)
             records.append((model, n, len(frame), quote.requests, quote.total_atomic))
             total += quote.total_atomic
         table = pd.DataFrame.from_records(
             records, columns=["model", "rows_per_request", "rows", "requests", "quoted_atomic"]
         )
         table["quoted_usd"] = usd_column(table.pop("quoted_atomic").tolist())
-        return ComparisonQuote(table, total, self._batches.budget_left())
+        return ComparisonQuote(table, total, pipeline.budget_left())
 
     def _check_price(
         self, quote: ComparisonQuote, max_usd: float | None, configs: int, rows: int

@@ -1,4 +1,10 @@
-"""Batches: ``batch_chat``, ``batch_embed`` and ``estimate``, on the session they are given."""
+"""Batches: ``batch_chat``, ``batch_embed`` and ``estimate``, on the session they are given.
+
+Each call checks its arguments into what the batch asks (``chat_plan.ChatTask``, or an
+embedding codec, ``embed_codec``) and how it runs (``options.RunOptions``), plans it
+(``batch.plan``) and hands the plan to the lab's ``pipeline``, which prices and runs it. A
+Dask collection runs on the cluster instead (``distributed.on_cluster``).
+"""
 
 from __future__ import annotations
 
@@ -9,62 +15,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 import pandas as pd
-import pyarrow as pa
 
-from x402lab.batch.arguments import (
-    Run,
-    all_texts,
-    body_params,
-    check_clash,
-    embed_pack_size,
-    index_frame,
-    quote_concurrency,
-    rebuy_of,
-)
+from x402lab.batch.chat_plan import ChatTask, plan_chat
+from x402lab.batch.codec import request_fields
 from x402lab.batch.distributed import on_cluster
-from x402lab.batch.estimate import quote_plan
+from x402lab.batch.embed_codec import EmbedCodec, texts_per_request
+from x402lab.batch.embed_run import run_embed
 from x402lab.batch.incomplete import rechecked, warn_incomplete
-from x402lab.batch.inputs import chat_frame, embed_source, with_prompt
-from x402lab.batch.items import Tally
-from x402lab.batch.lazy_embed import embed_chunks
-from x402lab.batch.pacing import Concurrency, limit_for
-from x402lab.batch.packing import (
-    TypedCodec,
-    TypedRequests,
-    auto_rows_per_request,
-    rows_per_request_of,
-    typed_items,
-    with_typed_columns,
-)
-from x402lab.batch.plan import (
-    ChatCodec,
-    EmbedCodec,
-    Plan,
-    chat_messages,
-    chat_plan,
-    embed_plan,
-    grouped_plan,
-)
-from x402lab.batch.preflight import LastQuote, refuse_unfit
+from x402lab.batch.inputs import all_texts, embed_source, index_frame
+from x402lab.batch.options import RunOptions
+from x402lab.batch.pacing import Concurrency
+from x402lab.batch.pipeline import Pipeline
+from x402lab.batch.plan import Plan, plan_of
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.recipe import Connection
 from x402lab.batch.results import BatchEstimate, BatchSummary, summary_of
-from x402lab.batch.runner import Runner
-from x402lab.batch.sinks import ColumnSink, ParquetSink
-from x402lab.batch.store import STALE_AFTER_S, BatchStore
-from x402lab.batch.typed import OutputSpec, output_spec
+from x402lab.batch.sinks import ColumnSink
+from x402lab.batch.typed import output_spec
+from x402lab.batch.typed_codec import typed_frame
 from x402lab.errors import ConfigError
-from x402lab.gateway.params import positive_int
-from x402lab.ledger import Claims
-from x402lab.routes import CHAT as CHAT_PATH
-from x402lab.tables.batch import (
-    batch_chat_schema,
-    chat_table,
-    embed_table,
-    estimate_schema,
-    join_inputs,
-)
-from x402lab.tables.ledger import arrow_to_pandas
+from x402lab.tables.batch import batch_chat_schema, chat_table, estimate_schema, join_inputs
 
 if TYPE_CHECKING:
     import dask.bag as db
@@ -75,15 +45,6 @@ if TYPE_CHECKING:
 
 PathLike = str | os.PathLike[str]
 
-_EXTRA_TYPES = {"pack_size": pa.int64(), "invalid": pa.string()}
-_RESULT_NAMES = (*batch_chat_schema().names, "pack_size", "prompt")
-
-
-def _supports_schema(entry: Mapping[str, Any]) -> bool:
-    spec = entry.get("model_spec") if isinstance(entry.get("model_spec"), Mapping) else {}
-    capabilities = spec.get("capabilities") if isinstance(spec, Mapping) else None
-    return isinstance(capabilities, Mapping) and capabilities.get("supportsResponseSchema") is True
-
 
 class Batches:
     """``batch_chat``, ``batch_embed`` and ``estimate``: many paid requests in one budget."""
@@ -93,24 +54,13 @@ class Batches:
     ) -> None:
         self._session = session
         self._catalog = catalog
-        self._paid = paid
         self._generic = generic
-        #: The claims of batch rows in the lab's store (``stale_after_s``: when the pending
-        #: claims of a run that stopped without giving them back may be taken over).
-        self.claims = Claims(session.ledger.db, stale_after_s=STALE_AFTER_S)
+        #: Checks, prices and runs the plans of every call.
+        self.pipeline = Pipeline(session, catalog, paid, generic)
+        #: The claims of batch rows in the lab's store.
+        self.claims = self.pipeline.claims
         #: How connect() made this lab: what Dask workers need to connect the same way.
         self.connection: Connection | None = None
-        #: The last exact price of a batch: a run right after ``estimate`` does not ask again.
-        self.quoted = LastQuote()
-
-    async def check_batch(self, plan: Plan, caller: str, unchecked: Mapping[str, Any]) -> None:
-        # Checked once for the whole batch before anything is sent (the model id, the request
-        # body against the gateway's published schema, the prompt size), not row by row;
-        # ``extra_body`` fields go through unchecked, as in openai-python.
-        body = plan.unit_body(0) if plan.units else None
-        await self._paid.check(
-            "POST", plan.path, body, model=plan.model, caller=caller, own=tuple(unchecked)
-        )
 
     # What a call returns depends on its input (a Dask collection runs on the cluster and
     # comes back as a Dask DataFrame) and, for batch_embed, on ``out=``: the overloads tell
@@ -233,58 +183,27 @@ class Batches:
         (the first lets the requests sent finish and stores them, a second stops at once; its
         message says what ended how and how to resume); a failing row never raises.
         """
-        params, unchecked = body_params("batch_chat", params, extra_body)
-        return await self.run_chat(
-            rows, model=model, spec=output_spec(labels, schema),
-            rows_per_request=rows_per_request_of(rows_per_request), prompt=prompt,
-            system=system, max_tokens=max_tokens, concurrency=concurrency, max_usd=max_usd,
-            rebuy=rebuy, progress=progress, column=column, params=params, unchecked=unchecked,
-            partial=partial,
+        params, unchecked = request_fields("batch_chat", params, extra_body)
+        task = ChatTask(
+            model, prompt, system, max_tokens, column, output_spec(labels, schema),
+            rows_per_request, params, unchecked,
         )  # fmt: skip
+        options = RunOptions(concurrency, max_usd, rebuy, partial, progress)
+        return await self.run_chat(rows, task, options)
 
-    async def run_chat(
-        self,
-        rows: Any,
-        *,
-        model: str,
-        spec: OutputSpec | None,
-        rows_per_request: int | str,
-        prompt: str | None,
-        system: str | None,
-        max_tokens: int | None,
-        concurrency: Concurrency | str,
-        max_usd: float | None,
-        rebuy: bool | str,
-        progress: Any,
-        column: str | None,
-        params: Mapping[str, Any],
-        unchecked: Mapping[str, Any],
-        namespace: str | None = None,
-        partial: bool = False,
-    ) -> pd.DataFrame:
-        """Spends money: ``batch_chat`` on a local input, checked arguments in hand.
-        ``namespace`` (``lab.compare``): the rows are keyed and stored as this plan's own
-        (``batch.plan``), never shared with another batch's."""
-        inputs, plan = await self.plan_chat(
-            rows, model=model, spec=spec, rows_per_request=rows_per_request, prompt=prompt,
-            system=system, max_tokens=max_tokens, column=column, params=params,
-            result_names=batch_chat_schema().names, namespace=namespace,
-        )  # fmt: skip
-        codec: ChatCodec | TypedCodec = ChatCodec() if spec is None else TypedCodec(spec)
-        await self.check_batch(plan, "batch_chat()", unchecked)
-        sink = ColumnSink(codec)
-        summary = await self._run(
-            plan, codec, sink, (concurrency, max_usd, rebuy, partial, unchecked), progress,
-            warn=False,
-        )  # fmt: skip
-        if spec is None:
+    async def run_chat(self, rows: Any, task: ChatTask, options: RunOptions) -> pd.DataFrame:
+        """Spends money: ``batch_chat`` of a local input, its arguments checked."""
+        inputs, plan = await plan_chat(rows, task, self._catalog, batch_chat_schema().names)
+        await self.pipeline.check(plan, "batch_chat()")
+        sink = ColumnSink(plan.codec)
+        throttle = Throttle(resolve_progress(options.progress))
+        tally = await self.pipeline.run(plan, sink, options, throttle)
+        left = self.pipeline.budget_left()
+        summary = summary_of(plan.kind, plan.rows, tally, throttle, None, left)
+        if task.spec is None:
             frame = join_inputs(inputs, chat_table(sink.columns))
         else:
-            extra = {name: sink.columns.pop(name) for name in ("pack_size", "invalid")}
-            table = chat_table(sink.columns)
-            for name, values in extra.items():
-                table = table.append_column(name, pa.array(values, type=_EXTRA_TYPES[name]))
-            frame = with_typed_columns(join_inputs(inputs, table), spec, arrow_to_pandas)
+            frame = typed_frame(inputs, sink.columns, task.spec)
             summary = await self._with_packing(plan, rechecked(summary, frame))
         warn_incomplete(summary)
         frame.attrs["batch"] = summary.to_dict()
@@ -301,71 +220,6 @@ class Batches:
             summary,
             rows_per_request=plan.per_request,
             one_per_request_atomic=single.amount_atomic * paid_rows,
-        )
-
-    async def plan_chat(
-        self,
-        rows: Any,
-        *,
-        model: str,
-        spec: OutputSpec | None,
-        rows_per_request: int | str,
-        prompt: str | None,
-        system: str | None,
-        max_tokens: int | None,
-        column: str | None,
-        params: Mapping[str, Any],
-        result_names: list[str],
-        namespace: str | None = None,
-    ) -> tuple[pd.DataFrame, Plan]:
-        """The input frame and the plan of a chat batch, checked before anything is signed
-        (no input column may have one of the ``result_names``). A typed batch
-        (``spec``): the model must say ``supportsResponseSchema``, the typed columns must not
-        clash with the input's or the result's, and ``response_format`` is the batch's own
-        (schema= sets it)."""
-        inputs = chat_frame(rows, column, prompt)
-        check_clash(inputs, result_names)
-        messages = chat_messages(inputs, prompt)
-        inputs = with_prompt(inputs, messages)
-        if spec is None:
-            if rows_per_request != 1:
-                raise ConfigError(
-                    "rows_per_request packs typed rows: give labels=[...] or schema=... too"
-                )
-            return inputs, chat_plan(
-                messages, model=model, system=system, max_tokens=max_tokens, params=params
-            )
-        if "response_format" in params:
-            raise TypeError("response_format is set by labels= or schema=; do not pass it too")
-        clash = [n for n in spec.names if n in inputs.columns or n in _RESULT_NAMES]
-        if clash:
-            raise ConfigError(
-                f"typed column(s) {', '.join(clash)} clash with input or result columns:"
-                " rename the field or the input column"
-            )
-        await self._catalog.check_model(model, CHAT_PATH)
-        entries = await self._catalog.entries("text")
-        entry = entries.get(model)
-        if entry is not None and not _supports_schema(entry):
-            able = sorted(k for k, e in entries.items() if _supports_schema(e))
-            raise ConfigError(
-                f"model {model} does not support structured output (its catalog entry says"
-                f" supportsResponseSchema: false); models that do: {', '.join(able)}"
-            )
-        instruction, items = typed_items(inputs, prompt, messages)
-        per_row = (
-            positive_int("max_tokens", max_tokens, "the longest answer of one row, in tokens")
-            if max_tokens is not None
-            else spec.tokens_per_row()
-        )
-        requests = TypedRequests(model, spec, instruction, system, per_row, dict(params))
-        if rows_per_request == "auto":
-            rows_per_request = auto_rows_per_request(
-                requests, items, await self._catalog.price_list(), entry
-            )
-        assert isinstance(rows_per_request, int)
-        return inputs, grouped_plan(
-            "chat", CHAT_PATH, model, items, requests.body, rows_per_request, {}, namespace
         )
 
     @overload
@@ -474,96 +328,18 @@ class Batches:
         A Dask collection runs on the current cluster (``x402lab.batch.distributed``): a Dask
         DataFrame back, or with ``out=folder`` one Parquet file per partition and the summary.
         """
-        params, unchecked = body_params("batch_embed", params, extra_body)
+        params, unchecked = request_fields("batch_embed", params, extra_body)
+        options = RunOptions(concurrency, max_usd, rebuy, partial, progress)
         source = embed_source(texts, column)
-        per_request = await embed_pack_size(self._catalog, per_request, model)
+        codec = EmbedCodec(model, params, unchecked)
+        per_request = await texts_per_request(self._catalog, per_request, model)
         if not isinstance(row_group_size, int) or row_group_size < 1:
             raise ConfigError(f"row_group_size must be a positive int, got {row_group_size!r}")
-        dim = params.get("dimensions") if isinstance(params.get("dimensions"), int) else None
-        run: Run = (concurrency, max_usd, rebuy, partial, unchecked)
-        if source.values is None:
-            return await embed_chunks(
-                self,
-                source,
-                model=model,
-                per_request=per_request,
-                params=params,
-                unchecked=unchecked,
-                run=run,
-                progress=progress,
-                out=out,
-                row_group_size=row_group_size,
-                dim=dim,
-            )
-        values, index = source.values, source.index
-        plan = embed_plan(values, model=model, per_request=per_request, params=params)
-        await self.check_batch(plan, "batch_embed()", unchecked)
-        codec = EmbedCodec()
-        if out is not None:
-            target = Path(out).expanduser()
-            parquet = ParquetSink(target, plan, row_group_size=row_group_size, dim=dim)
-            try:
-                summary = await self._run(plan, codec, parquet, run, progress, out=target)
-            finally:
-                parquet.close()
-            parquet.commit()
-            return summary
-        sink = ColumnSink(codec, plan=plan)
-        summary = await self._run(plan, codec, sink, run, progress)
-        table = embed_table(sink.columns, sink.dim or dim or 0)
-        frame = join_inputs(index_frame(index, len(values)), table)
-        frame.attrs["batch"] = summary.to_dict()
-        return frame
-
-    def _store(self, kind: str, rebuy: Any) -> BatchStore:
-        return BatchStore(self.claims, kind, rebuy=rebuy_of(rebuy))
-
-    async def _run(
-        self,
-        plan: Plan,
-        codec: Any,
-        sink: Any,
-        run: Run,
-        progress: Any,
-        *,
-        out: Path | None = None,
-        warn: bool = True,
-    ) -> BatchSummary:
-        throttle = Throttle(resolve_progress(progress))
-        tally = await self.run_plan(plan, codec, sink, run, throttle)
-        summary = summary_of(plan.kind, plan.rows, tally, throttle, out, self.budget_left())
-        if warn:
-            warn_incomplete(summary)
-        return summary
-
-    def budget_left(self) -> int | None:
-        return self._session.budget.remaining_atomic()
-
-    async def run_plan(
-        self, plan: Plan, codec: Any, sink: Any, run: Run, throttle: Throttle
-    ) -> Tally:
-        """Spends money: ``plan`` run with ``run`` (concurrency, max_usd, rebuy, partial),
-        refused first when it cannot finish (``batch.preflight``)."""
-        concurrency, max_usd, rebuy, partial, unchecked = run
-        await refuse_unfit(
-            plan,
-            lambda: self.quoted.fresh(plan, rebuy)
-            or self.quote(plan, index_frame(None, plan.rows), rebuy, concurrency, unchecked),
-            budget=self._session.budget, prices=await self._catalog.price_list(),
-            max_usd=max_usd, partial=partial, call=f"batch_{plan.kind}()",
+        return await run_embed(
+            self.pipeline, source, codec, options, per_request=per_request,
+            out=Path(out).expanduser() if out is not None else None,
+            row_group_size=row_group_size,
         )  # fmt: skip
-        runner = Runner(
-            self._paid,
-            self._session.ledger,
-            self._session.budget,
-            plan,
-            codec,
-            self._store(plan.kind, rebuy),
-            concurrency=limit_for(concurrency, self._session),
-            progress=throttle,
-            max_usd=max_usd,
-        )
-        return await runner.run(sink)
 
     async def estimate(
         self,
@@ -603,39 +379,23 @@ class Batches:
         beside the published price list's estimate, the total, and whether it fits the
         budget. Raises ConfigError or ModelNotFound, TypeError for ``checkpoint=``.
         """
-        del out, row_group_size, progress, max_usd, partial  # accepted for a drop-in call
-        params, unchecked = body_params("estimate", params, extra_body)
+        del out, row_group_size  # accepted for a drop-in call
+        params, unchecked = request_fields("estimate", params, extra_body)
+        options = RunOptions(concurrency, max_usd, rebuy, partial, progress)
         if kind == "chat":
-            inputs, plan = await self.plan_chat(
-                rows, model=model, spec=output_spec(labels, schema),
-                rows_per_request=rows_per_request_of(rows_per_request), prompt=prompt,
-                system=system, max_tokens=max_tokens, column=column, params=params,
-                result_names=estimate_schema().names,
+            task = ChatTask(
+                model, prompt, system, max_tokens, column, output_spec(labels, schema),
+                rows_per_request, params, unchecked,
             )  # fmt: skip
+            inputs, plan = await plan_chat(rows, task, self._catalog, estimate_schema().names)
         elif kind == "embed":
-            per_request = await embed_pack_size(self._catalog, per_request, model)
+            codec = EmbedCodec(model, params, unchecked)
+            per_request = await texts_per_request(self._catalog, per_request, model)
             values, index = all_texts(embed_source(rows, column))
             inputs = index_frame(index, len(values))
             inputs["text"] = values
-            plan = embed_plan(values, model=model, per_request=per_request, params=params)
+            plan = plan_of(codec, values, per_request)
         else:
             raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
-        await self.check_batch(plan, "estimate()", unchecked)
-        return await self.quote(plan, inputs, rebuy, concurrency, unchecked)
-
-    async def quote(
-        self,
-        plan: Plan,
-        inputs: pd.DataFrame,
-        rebuy: bool | str,
-        concurrency: Concurrency | str,
-        unchecked: Mapping[str, Any] = {},  # noqa: B006 (read only)
-    ) -> BatchEstimate:
-        """Free: the exact price of a checked ``plan`` (``estimate``'s, and ``lab.compare``'s)."""
-        store = self._store(plan.kind, rebuy)
-        found = await quote_plan(
-            plan, inputs, self._generic, store, quote_concurrency(concurrency),
-            self.budget_left(), unchecked=unchecked,
-        )  # fmt: skip
-        self.quoted.keep(plan, rebuy, found)
-        return found
+        await self.pipeline.check(plan, "estimate()")
+        return await self.pipeline.quote(plan, inputs, options)

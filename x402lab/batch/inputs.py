@@ -296,3 +296,16 @@ def embed_source(texts: Any, column: str | None = None) -> Texts:
     if isinstance(texts, str | bytes | dict) or not isinstance(texts, Iterable):
         raise ConfigError(f"texts must be {_ACCEPTED}; got {type(texts).__name__}")
     return Texts(chunks=_chunked(texts, CHUNK_ROWS), total=None)
+
+
+def all_texts(source: Texts) -> tuple[list[str], pd.Index | None]:
+    """Every text of ``source`` in memory (``estimate`` quotes them all at once)."""
+    if source.values is not None:
+        return source.values, source.index
+    assert source.chunks is not None
+    return [text for chunk in source.chunks for text in chunk], None
+
+
+def index_frame(index: Any, n: int) -> pd.DataFrame:
+    """An empty frame with ``index`` (or 0..n-1): the rows results are joined to."""
+    return pd.DataFrame(index=index if index is not None else pd.RangeIndex(n))

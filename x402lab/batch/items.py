@@ -1,4 +1,5 @@
-"""The outcome of each item of a batch, the running tally, and rows read back from the store.
+"""The outcome of each item of a batch, the running tally, rows read back from the store, and
+rows asked again.
 
 An *item* is a distinct request of the batch (identical rows share one). Its ``ItemResult``
 says what happened to it in this run (``fresh``) or in an earlier one (taken from the store).
@@ -29,6 +30,12 @@ class ItemResult:
     latency_s: float | None = None
     ledger_id: int | None = None
     fresh: bool = False  # paid (or attempted) in this run
+
+    @property
+    def answer(self) -> tuple[Any, ...]:
+        """The parsed answer of an answered item (``data``; an ``ok`` item always has one)."""
+        assert self.data is not None, f"a {self.status} item has no answer"
+        return self.data
 
 
 Emitted = tuple[int, ItemResult, bool]  # row, its item's result, is the row a duplicate
@@ -196,3 +203,34 @@ def released(
                         ledger_id=record.ledger_id)
             )  # fmt: skip
     return shown
+
+
+@dataclass(frozen=True)
+class Reasked:
+    """Rows being asked again (their codec's ``reask``): the round (1, 2, ...) and each
+    row's result so far, whose quoted and paid shares the next request's shares are added to."""
+
+    round: int
+    before: dict[int, ItemResult] = field(default_factory=dict)
+
+    @classmethod
+    def after(cls, asked: Reasked | None, results: Mapping[int, ItemResult]) -> Reasked:
+        return cls(
+            (asked.round if asked else 0) + 1, {**(asked.before if asked else {}), **results}
+        )
+
+    def carry(self, item: int, result: ItemResult) -> ItemResult:
+        """``result`` with the shares the row paid before added (the shares of every request
+        a row was in add up to what those requests paid)."""
+        earlier = self.before.get(item)
+        if earlier is None:
+            return result
+        return replace(
+            result,
+            quoted_atomic=_add(result.quoted_atomic, earlier.quoted_atomic),
+            paid_atomic=_add(result.paid_atomic, earlier.paid_atomic),
+        )
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b

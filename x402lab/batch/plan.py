@@ -1,11 +1,13 @@
 """What a batch will send: its rows, their distinct requests, and the paid requests.
 
-A row's *item* is the request that row needs on its own; identical rows share one item, so
-they are paid once. Items are grouped into *units*, the requests actually paid: one item each
-for chat, ``per_request`` texts each for embeddings. Units are cut from the distinct items in
-first-seen order. A unit some of whose items need no buying pays for the rest in a smaller
-request. Each item is claimed in the store under its own key (with the key of the request
-that carries it), so a re-run finds earlier payments and answers whatever the grouping.
+A row's *item* is what that row asks on its own (a prompt, a text, a typed row's values);
+identical rows share one item, so they are paid once. Items are grouped into *units*, the
+requests actually paid: one item each for chat, ``per_request`` items each for embeddings and
+typed packs. Units are cut from the distinct items in first-seen order. A unit some of whose
+items need no buying pays for the rest in a smaller request. The plan's codec
+(``batch.codec``) builds the body of every request from its items. Each item is claimed in
+the store under its own key (the key of its request alone, with the key of the request that
+carries it), so a re-run finds earlier payments and answers whatever the grouping.
 
 A plan with a ``namespace`` (``lab.compare``'s configurations) keys every request by that name,
 its grouping and its whole list of items as well: the same requests are sent, but no other
@@ -15,45 +17,43 @@ stores are found only by the same plan run again.
 
 from __future__ import annotations
 
-import base64
-import functools
 import hashlib
-import json
-import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from x402lab.errors import ConfigError
+from x402lab.batch.codec import Codec
 from x402lab.gateway.paid import request_key
-from x402lab.gateway.results import ChatResult
-from x402lab.gateway.text import chat_body
-from x402lab.routes import CHAT as CHAT_PATH
-from x402lab.routes import EMBEDDINGS as EMBED_PATH
 
 
 @dataclass
 class Plan:
-    """Rows, distinct items and paid units of one batch."""
+    """Rows, distinct items and paid units of one batch, and the codec of its requests."""
 
-    kind: str
-    path: str
-    model: str
+    codec: Codec
     row_items: np.ndarray  # item index of every row
     item_keys: list[str]  # request key of each item's own request
-    item_payloads: list[Any]  # chat: the request body; embed: the text
+    item_payloads: list[Any]  # each distinct item, as its codec takes it
     first_row: np.ndarray  # first row of each item
     last_row: np.ndarray  # last row of each item
     per_request: int
     unit_keys: list[str]  # request key of each paid unit
-    params: Mapping[str, Any]
-    #: The body of a request carrying some items' payloads (``grouped_plan``).
-    build: Callable[[list[Any]], dict[str, Any]]
     #: Keys of this plan's own (see the module docstring); None: a request's plain key.
     namespace: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.codec.kind
+
+    @property
+    def path(self) -> str:
+        return self.codec.path
+
+    @property
+    def model(self) -> str:
+        return self.codec.model
 
     def key_of(self, body: Mapping[str, Any]) -> str:
         """The key of a request of this plan carrying ``body``."""
@@ -76,7 +76,7 @@ class Plan:
 
     def body_for(self, items: list[int]) -> dict[str, Any]:
         """The body of one request carrying ``items``."""
-        return self.build([self.item_payloads[i] for i in items])
+        return self.codec.body([self.item_payloads[i] for i in items])
 
     def request_for(self, unit: int, items: list[int]) -> tuple[str, dict[str, Any]]:
         """The key and body of the request that pays for ``items`` of ``unit``: the unit's own
@@ -87,10 +87,12 @@ class Plan:
         body = self.body_for(items)
         return self.key_of(body), body
 
-
-def _embed_body(model: str, texts: list[str], *, params: Mapping[str, Any]) -> dict[str, Any]:
-    # One text goes as a string (the gateway's shape); several as a list (OpenAI's shape).
-    return {"model": model, "input": texts[0] if len(texts) == 1 else texts, **params}
+    def asked_again(self, body: Mapping[str, Any], round: int) -> tuple[str, dict[str, Any]]:
+        """The key and body of the request asking ``body``'s rows again in ``round`` (the
+        codec's ``reask``)."""
+        assert self.codec.reask is not None, f"{self.kind} answers are never asked again"
+        again = self.codec.reask.again(body, round)
+        return self.key_of(again), again
 
 
 def _index(keys: Iterable[str]) -> tuple[np.ndarray, list[str], list[int]]:
@@ -113,88 +115,31 @@ def _last_rows(row_items: np.ndarray, items: int) -> np.ndarray:
     return last
 
 
-# -- chat ------------------------------------------------------------------------------------
-
-
-def chat_messages(inputs: pd.DataFrame, prompt: str | None) -> list[Any]:
-    """Each row's prompt text (or message list), checked once for the whole batch.
-
-    Raises ConfigError naming what is missing: a template field that names no column (or is
-    malformed), or rows whose used column is None, NaN or empty (``batch.templates``).
-    """
-    from x402lab.batch.templates import check_filled, fill_template
-
-    if prompt is not None:
-        return fill_template(prompt, inputs)
-    for column in ("prompt", "messages"):
-        if column in inputs.columns:
-            check_filled(inputs, column, what="the batch sends")
-            values = inputs[column].tolist()
-            bad = [i for i, v in enumerate(values) if not isinstance(v, str | list | tuple)]
-            if bad:
-                raise ConfigError(
-                    f"row {inputs.index[bad[0]]!r} has no {column}: {values[bad[0]]!r}"
-                )
-            return values
-    raise ConfigError(
-        "rows need a 'prompt' (or 'messages') column, or pass prompt='... {column} ...'"
-    )
-
-
-def chat_plan(
-    messages: list[Any],
-    *,
-    model: str,
-    system: str | None,
-    max_tokens: int | None,
-    params: Mapping[str, Any],
+def plan_of(
+    codec: Codec, payloads: Sequence[Any], per_request: int = 1, namespace: str | None = None
 ) -> Plan:
-    """The plan of a chat batch: one paid request per distinct body."""
-    bodies = [
-        chat_body(m, model=model, system=system, max_tokens=max_tokens, **params) for m in messages
-    ]
-    return grouped_plan("chat", CHAT_PATH, model, bodies, _own_body, 1, params)
-
-
-def _own_body(bodies: list[dict[str, Any]]) -> dict[str, Any]:
-    # A plain chat request carries one item: its own body.
-    (body,) = bodies
-    return dict(body)
-
-
-def grouped_plan(
-    kind: str,
-    path: str,
-    model: str,
-    payloads: list[Any],
-    build: Callable[[list[Any]], dict[str, Any]],
-    per_request: int,
-    params: Mapping[str, Any],
-    namespace: str | None = None,
-) -> Plan:
-    """The plan of ``payloads`` paid ``per_request`` distinct items at a time, each item keyed
-    by its request alone (so a re-run with any grouping finds it again); ``build`` makes the
-    body of a request carrying some items. ``namespace``: keys of the plan's own, derived
-    from it, the grouping and every item's plain key (the module docstring)."""
-    keys = [request_key("POST", path, build([p])) for p in payloads]
+    """The plan of ``payloads`` (one item a row) paid ``per_request`` distinct items at a
+    time, each item keyed by its request alone (so a re-run with any grouping finds it
+    again). ``namespace``: keys of the plan's own, derived from it, the grouping and every
+    item's plain key (the module docstring)."""
+    path = codec.path
+    keys = [request_key("POST", path, codec.body([p])) for p in payloads]
     row_items, item_keys, firsts = _index(keys)
     distinct = [payloads[row] for row in firsts]
     if namespace is not None:
         whole = hashlib.sha256("\n".join(item_keys).encode()).hexdigest()[:32]
         namespace = f"{namespace}:{per_request}:{whole}"
-        item_keys = [namespaced_key(path, build([p]), namespace) for p in distinct]
+        item_keys = [namespaced_key(path, codec.body([p]), namespace) for p in distinct]
     unit_keys = (
         item_keys
         if per_request == 1
         else [
-            namespaced_key(path, build(distinct[i : i + per_request]), namespace)
+            namespaced_key(path, codec.body(distinct[i : i + per_request]), namespace)
             for i in range(0, len(distinct), per_request)
         ]
     )
     return Plan(
-        kind=kind,
-        path=path,
-        model=model,
+        codec=codec,
         row_items=row_items,
         item_keys=item_keys,
         item_payloads=distinct,
@@ -202,8 +147,6 @@ def grouped_plan(
         last_row=_last_rows(row_items, len(item_keys)),
         per_request=per_request,
         unit_keys=unit_keys,
-        params=dict(params),
-        build=build,
         namespace=namespace,
     )
 
@@ -213,85 +156,3 @@ def namespaced_key(path: str, body: Mapping[str, Any], namespace: str | None) ->
     if namespace is None:
         return request_key("POST", path, body)
     return request_key("POST", path, {"namespace": namespace, "body": body})
-
-
-class ChatCodec:
-    """Chat answers: parsed fields per item, stored as JSON."""
-
-    kind = "chat"
-    columns: tuple[str, ...] = (
-        "response",
-        "reasoning",
-        "finish_reason",
-        "prompt_tokens",
-        "completion_tokens",
-    )
-
-    def split(self, body: Any, n: int) -> list[tuple[Any, ...]]:
-        result = ChatResult.from_response(CHAT_PATH, body, None)
-        return [
-            (
-                result.text,
-                result.reasoning,
-                result.finish_reason,
-                result.prompt_tokens,
-                result.completion_tokens,
-            )
-        ]
-
-    def encode(self, data: tuple[Any, ...]) -> bytes:
-        return json.dumps(data).encode()
-
-    def decode(self, blob: bytes) -> tuple[Any, ...]:
-        return tuple(json.loads(blob))
-
-    def empty(self) -> tuple[Any, ...]:
-        return (None,) * len(self.columns)
-
-
-# -- embeddings ------------------------------------------------------------------------------
-
-
-def embed_plan(
-    texts: list[str], *, model: str, per_request: int, params: Mapping[str, Any]
-) -> Plan:
-    """The plan of an embedding batch: ``per_request`` distinct texts per paid request."""
-    if not isinstance(model, str) or not model:
-        raise ConfigError("model is required: an embedding model id from lab.models('embedding')")
-    if not isinstance(per_request, int) or not 1 <= per_request <= 2048:
-        raise ConfigError(f"per_request must be an int in 1..2048, got {per_request!r}")
-    build = functools.partial(_embed_body, model, params=dict(params))
-    return grouped_plan("embed", EMBED_PATH, model, texts, build, per_request, params)
-
-
-class EmbedCodec:
-    """Embedding vectors: float32 per item, stored as raw little-endian bytes."""
-
-    kind = "embed"
-    columns = ("vector", "prompt_tokens")
-
-    def split(self, body: Any, n: int) -> list[tuple[Any, ...]]:
-        data = sorted(body["data"], key=lambda d: d.get("index", 0))
-        if len(data) != n:
-            raise ValueError(f"the answer holds {len(data)} embeddings for {n} texts")
-        tokens = (body.get("usage") or {}).get("prompt_tokens") if n == 1 else None
-        return [(_vector(entry["embedding"]), tokens) for entry in data]
-
-    def encode(self, data: tuple[Any, ...]) -> bytes:
-        vector, tokens = data
-        head = struct.pack("<q", -1 if tokens is None else int(tokens))
-        return head + np.asarray(vector, dtype="<f4").tobytes()
-
-    def decode(self, blob: bytes) -> tuple[Any, ...]:
-        (tokens,) = struct.unpack_from("<q", blob)
-        vector = np.frombuffer(blob, dtype="<f4", offset=8).astype(np.float32)
-        return vector, None if tokens < 0 else tokens
-
-    def empty(self) -> tuple[Any, ...]:
-        return (None, None)
-
-
-def _vector(value: Any) -> np.ndarray:
-    if isinstance(value, str):  # encoding_format="base64"
-        return np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
-    return np.asarray(value, dtype=np.float32)

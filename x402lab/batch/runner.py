@@ -20,7 +20,7 @@ and every one not yet started are skipped); ``refused`` (a check failed, nothing
 ``failed`` (nothing settled, or an unreadable answer to a settled payment); ``unknown`` (a
 payment left and no clear answer came; never retried). A failed request never fails the
 batch. A typed pack's rows whose answer did not validate are asked again in new requests
-(``batch.packing``: half-size packs, then singly, then ``invalid``), each row carrying the
+(the codec's ``reask``: half-size packs, then singly, then ``invalid``), each row carrying the
 shares of every request it was in. Cancelled (Ctrl+C), the run drains (``batch.drain``:
 the requests on the wire finish and are stored, nothing new starts; a second cancellation
 stops at once), releases its claims and raises ``asyncio.CancelledError(BatchInterrupted)``.
@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from x402lab.batch.drain import NOT_STARTED, Drain
 from x402lab.batch.items import (
     Emitted,
     ItemResult,
+    Reasked,
     Tally,
     from_answer,
     from_maybe_paid,
@@ -47,7 +48,6 @@ from x402lab.batch.items import (
     split_atomic,
 )
 from x402lab.batch.pacing import Limit
-from x402lab.batch.packing import REASKS, Reasked
 from x402lab.batch.plan import Plan
 from x402lab.batch.progress import BatchProgress, Throttle
 from x402lab.errors import (
@@ -61,6 +61,7 @@ from x402lab.ledger import ClaimAction, Claimed, ClaimStatus, grouped_writes, ho
 from x402lab.payments.prediction import prepay_tally
 
 if TYPE_CHECKING:
+    from x402lab.batch.options import RunOptions
     from x402lab.batch.store import BatchStore
     from x402lab.budget import Budget
     from x402lab.gateway import PaidRequests
@@ -80,24 +81,23 @@ class Runner:
         ledger: Ledger,
         budget: Budget,
         plan: Plan,
-        codec: Any,
         store: BatchStore,
+        options: RunOptions,
         *,
-        concurrency: Limit,
+        limit: Limit,
         progress: Throttle,
-        max_usd: float | None = None,
         window_items: int = 4096,
     ) -> None:
         self._paid = paid
         self.ledger = ledger
         self.plan = plan
-        self.codec = codec
+        self.codec = plan.codec
         self.store = store
         self.progress = progress
-        self.max_usd = max_usd
+        self.max_usd = options.max_usd
         self.tally = Tally()
-        self._limit = concurrency
-        window = max(2 * concurrency.ceiling, -(-window_items // plan.per_request))
+        self._limit = limit
+        window = max(2 * limit.ceiling, -(-window_items // plan.per_request))
         self._window = asyncio.Semaphore(window)
         self._claim_units = max(1, min(_CLAIM_ITEMS // plan.per_request, window // 4))
         self._results: dict[int, ItemResult] = {}
@@ -308,11 +308,11 @@ class Runner:
     ) -> list[int]:
         """Pay for ``items`` in one request and fill ``results``; returns items to wait for
         instead (their claims were taken over while this run held them). ``asked``: these
-        items are being asked again (``batch.packing``), with what they already paid."""
+        items are being asked again (the codec's ``reask``), with what they already paid."""
         plan = self.plan
         key, body = plan.request_for(unit, items)
         if asked is not None:
-            key, body = asked.request(body, plan.key_of)
+            key, body = plan.asked_again(body, asked.round)
         keys = [plan.item_keys[item] for item in items]
         # The payment's settlement is committed with the answers it bought (``put``), or
         # alone when this block ends without them.
@@ -335,7 +335,7 @@ class Runner:
             if answered:
                 again = self._to_ask_again(outcome, asked)
                 done = [j for j in range(len(items)) if j not in again]
-                answers = [(keys[j], self.codec.encode(outcome[j].data)) for j in done]
+                answers = [(keys[j], self.codec.encode(outcome[j].answer)) for j in done]
                 try:
                     self.store.put(answers, key, held)
                 except Exception as exc:  # noqa: BLE001 (answers that cannot be kept stop the run)
@@ -354,15 +354,15 @@ class Runner:
     def _to_ask_again(self, outcome: list[ItemResult], asked: Reasked | None) -> set[int]:
         """Positions of rows whose answer did not hold them validly and may be asked again;
         the others of them (no rounds left) become ``invalid``, their raw text kept."""
-        retry = getattr(self.codec, "retry", None)
-        if retry is None:
+        policy = self.codec.reask
+        if policy is None:
             return set()
         again = set()
         for j, result in enumerate(outcome):
-            why = retry(result.data)
+            why = policy.why(result.data)
             if why is None:
                 continue
-            if asked is None or asked.round < REASKS:
+            if asked is None or asked.round < policy.rounds:
                 again.add(j)
             else:
                 outcome[j] = replace(result, status="invalid", error=why)
@@ -388,7 +388,7 @@ class Runner:
         wait: list[int] = []
         for start in range(0, len(rows), size):
             chunk = rows[start : start + size]
-            key, _ = nxt.request(plan.request_for(unit, chunk)[1], plan.key_of)
+            key, _ = plan.asked_again(plan.request_for(unit, chunk)[1], nxt.round)
             got = self.store.claim([plan.item_keys[i] for i in chunk], key)
             decided = {i: got[plan.item_keys[i]] for i in chunk}
             pay, more = self._classify(decided, _shares(decided.values()), results)
@@ -463,7 +463,7 @@ class Runner:
             self._paid_atomic += cost.amount_atomic or 0
         status, failure = "ok", None
         try:
-            datas = self.codec.split(reply.json(), n)
+            datas: Sequence[tuple[Any, ...] | None] = self.codec.split(reply.json(), n)
         except Exception as exc:  # noqa: BLE001 (a settled payment's answer we cannot read)
             status, failure = "failed", f"unreadable answer: {type(exc).__name__}: {exc}"
             datas = [None] * n

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from x402lab.batch.codec import Codec
 from x402lab.batch.items import Emitted, shown
 from x402lab.batch.plan import Plan
 from x402lab.errors import ConfigError
@@ -28,7 +29,7 @@ COST_COLUMNS = (
 class ColumnSink:
     """Collects rows as column lists (``columns``), in input order."""
 
-    def __init__(self, codec: Any, plan: Plan | None = None) -> None:
+    def __init__(self, codec: Codec, plan: Plan | None = None) -> None:
         self.codec = codec
         self.plan = plan  # given for embeddings: rows carry their text
         names = (("text",) if plan is not None else ()) + codec.columns + COST_COLUMNS
@@ -81,15 +82,13 @@ class ParquetSink:
     """
 
     def __init__(self, path: Path, plan: Plan, *, row_group_size: int, dim: int | None) -> None:
-        from x402lab.batch.plan import EmbedCodec
-
         if path.suffix != ".parquet":
             raise ConfigError(f"out must be a .parquet path, got {str(path)!r}")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.partial = path.with_name(path.name + ".partial")
         self.row_group_size = row_group_size
-        self._buffer = ColumnSink(EmbedCodec(), plan=plan)
+        self._buffer = ColumnSink(plan.codec, plan=plan)
         self._dim: int | None = None
         self._fallback_dim = dim or 0
         self._pending: list[pa.Table] = []

@@ -13,7 +13,7 @@ enum (a list of allowed strings), each optionally nullable (``int | None``, a JS
 model class. A nullable field is null when the item does not say (the task text asks for
 that): extraction without nulls makes values up.
 
-Every typed request is a *pack* (``batch.packing``): one user message holding a JSON array
+Every typed request is a *pack* (``batch.typed_codec``): one user message holding a JSON array
 of items, each with an ``id``, and a response schema asking for ``{"items": [{"id": ...,
 <fields>}]}``. A single row is a pack of one, so a row's request is the same whatever pack
 size a later run uses, and its answer is stored under its own key.

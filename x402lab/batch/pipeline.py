@@ -1,0 +1,102 @@
+"""The steps every batch goes through on the lab's session, whatever its kind.
+
+A planned batch (``batch.plan``) has its first request checked against the gateway's
+published schema, is priced exactly when that is needed (free 402s, ``batch.estimate``),
+refused before paying when it cannot finish (``batch.preflight``) and run (``batch.runner``:
+the claims, the budget, the payments, rows out in order to a sink, ``batch.sinks``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from x402lab.batch.estimate import quote_plan
+from x402lab.batch.inputs import index_frame
+from x402lab.batch.pacing import limit_for
+from x402lab.batch.preflight import LastQuote, refuse_unfit
+from x402lab.batch.runner import Runner
+from x402lab.batch.store import STALE_AFTER_S, BatchStore
+from x402lab.ledger import Claims
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from x402lab.batch.items import Emitted, Tally
+    from x402lab.batch.options import RunOptions
+    from x402lab.batch.plan import Plan
+    from x402lab.batch.progress import Throttle
+    from x402lab.batch.results import BatchEstimate
+    from x402lab.gateway import Catalog, Generic, PaidRequests
+    from x402lab.session import Session
+
+
+class Pipeline:
+    """Checks, prices and runs plans within the lab's budget and ledger."""
+
+    def __init__(
+        self, session: Session, catalog: Catalog, paid: PaidRequests, generic: Generic
+    ) -> None:
+        self._session = session
+        self._catalog = catalog
+        self._paid = paid
+        self._generic = generic
+        #: The claims of batch rows in the lab's store (``stale_after_s``: when the pending
+        #: claims of a run that stopped without giving them back may be taken over).
+        self.claims = Claims(session.ledger.db, stale_after_s=STALE_AFTER_S)
+        #: The last exact price of a batch: a run right after ``estimate`` does not ask again.
+        self.quoted = LastQuote()
+
+    def budget_left(self) -> int | None:
+        return self._session.budget.remaining_atomic()
+
+    async def check(self, plan: Plan, caller: str) -> None:
+        """Refuse ``plan`` before anything is sent: the model id, its first request's body
+        against the gateway's published schema, the prompt size. Once for the whole batch,
+        not row by row (rows differ only in their items, which their inputs' checks refuse
+        when empty or missing); ``extra_body`` fields go through unchecked, as in
+        openai-python."""
+        body = plan.unit_body(0) if plan.units else None
+        own = tuple(plan.codec.unchecked)
+        await self._paid.check("POST", plan.path, body, model=plan.model, caller=caller, own=own)
+
+    def store(self, kind: str, rebuy: bool | str) -> BatchStore:
+        return BatchStore(self.claims, kind, rebuy=rebuy)
+
+    async def quote(self, plan: Plan, inputs: pd.DataFrame, options: RunOptions) -> BatchEstimate:
+        """Free: the exact price of a checked ``plan``, its rows joined to ``inputs``."""
+        found = await quote_plan(
+            plan, inputs, self._generic, self.store(plan.kind, options.rebuy),
+            options.quotes_in_flight, self.budget_left(), unchecked=plan.codec.unchecked,
+        )  # fmt: skip
+        self.quoted.keep(plan, options.rebuy, found)
+        return found
+
+    async def run(
+        self,
+        plan: Plan,
+        sink: Callable[[list[Emitted]], None],
+        options: RunOptions,
+        throttle: Throttle,
+    ) -> Tally:
+        """Spends money: ``plan`` run under ``options``, its rows to ``sink`` and its progress
+        to ``throttle``; refused first when it cannot finish (``batch.preflight``)."""
+        budget = self._session.budget
+        await refuse_unfit(
+            plan,
+            lambda: self.quoted.fresh(plan, options.rebuy)
+            or self.quote(plan, index_frame(None, plan.rows), options),
+            budget=budget, prices=await self._catalog.price_list(),
+            max_usd=options.max_usd, partial=options.partial, call=f"batch_{plan.kind}()",
+        )  # fmt: skip
+        runner = Runner(
+            self._paid,
+            self._session.ledger,
+            budget,
+            plan,
+            self.store(plan.kind, options.rebuy),
+            options,
+            limit=limit_for(options.concurrency, self._session),
+            progress=throttle,
+        )
+        return await runner.run(sink)
