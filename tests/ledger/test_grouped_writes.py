@@ -12,8 +12,7 @@ import sqlite3
 import pytest
 from ledger_testdata import meta, nonce
 
-from x402lab.errors import StoreError
-from x402lab.errors import ConfigError
+from x402lab.errors import ConfigError, StoreError
 from x402lab.ledger import CommitGroup, Ledger, SignedAuthorization
 
 

@@ -50,9 +50,10 @@ class Reply:
     """An HTTP answer and, for a paid call, what it cost.
 
     ``settlement``: when the call stores its answer (``CallInfo.stores_answer``) and its
-    payment settled, that settlement, not committed yet. The caller commits it with the
-    answer it stores (``ledger.answer_transaction``), or alone when it stores none
-    (``settlement.commit()``); until then the ledger row stays ``signed``.
+    payment settled, that settlement, not committed yet (None otherwise: the payer committed
+    it). The caller commits it with the answer it stores (``ledger.answer_transaction``), or
+    alone when it stores none (``settlement.commit()``); until then the ledger row stays
+    ``signed``.
     """
 
     response: httpx.Response
@@ -220,7 +221,8 @@ class ServiceClient:
                     await response.aread()
                 raise error_from_response(response, self.service)
             ticket = state.ticket
-            return Reply(response, state.cost, ticket.settlement if ticket else None)
+            kept = ticket is not None and ticket.call.stores_answer
+            return Reply(response, state.cost, ticket.settlement if kept else None)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _lost_after_payment(self, state: CallState, exc: httpx.HTTPError) -> AnswerLost:
