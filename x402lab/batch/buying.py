@@ -44,7 +44,7 @@ from x402lab.batch.packing import REASKS, Reasked
 from x402lab.batch.plan import Plan
 from x402lab.errors import BudgetExceeded, PaymentRefused, SettlementUnknown, X402LabError
 from x402lab.ledger import ClaimAction, Claimed, ClaimStatus, CommitGroup, Settlement
-from x402lab.payments.prediction import PrepayTally
+from x402lab.payments import PrepayTally
 
 if TYPE_CHECKING:
     from x402lab.batch.store import BatchStore
@@ -179,30 +179,33 @@ class Buyer:
         if asked is not None:
             key, body = asked.request(body, plan.key_of)
         keys = [plan.item_keys[item] for item in items]
-        async with self._limit.slot():
-            if self.fatal is not None or self._drain.stopping:
-                why = _NOT_STARTED if self.fatal is not None else NOT_STARTED
-                self.store.release(keys, why)
-                results.update((i, ItemResult("failed", key, error=why)) for i in items)
-                return []
-            if not self.store.still_held(keys, claimed_at):
-                self.store.release(keys, "taken over by another run")
-                return items
-            reply, outcome = await self.send(len(items), key, body)
-        settlement = reply.settlement if reply is not None else None
+        reply: Reply | None = None
         again: set[int] = set()
         try:
+            async with self._limit.slot():
+                if self.fatal is not None or self._drain.stopping:
+                    why = _NOT_STARTED if self.fatal is not None else NOT_STARTED
+                    self.store.release(keys, why)
+                    results.update((i, ItemResult("failed", key, error=why)) for i in items)
+                    return []
+                if not self.store.still_held(keys, claimed_at):
+                    self.store.release(keys, "taken over by another run")
+                    return items
+                reply, outcome = await self.send(len(items), key, body)
             if asked is not None:
                 outcome = [asked.carry(i, result) for i, result in zip(items, outcome, strict=True)]
             answered = all(result.status == "ok" for result in outcome)
             if answered:
                 again = self._to_ask_again(outcome, asked)
                 done = [j for j in range(len(items)) if j not in again]
+                settlement = reply.settlement if reply is not None else None
                 self.store_answers([(keys[j], outcome[j]) for j in done], key, settlement)
                 results.update((items[j], outcome[j]) for j in done)
         finally:
-            if settlement is not None:  # no answer stored with it: committed alone
-                settlement.commit(group=self.group)
+            # Stored with the answers (nothing left to do), or committed alone: no answer to
+            # store, or the task was cancelled on its way.
+            if reply is not None and reply.settlement is not None:
+                reply.settlement.commit(group=self.group)
         self._drain.ended_request(outcome[0].status)
         if not answered:
             outcome = self.give_back(keys, outcome)

@@ -29,7 +29,7 @@ from x402lab.routes import GATEWAY
 if TYPE_CHECKING:
     from x402lab.gateway.catalog import Catalog
     from x402lab.ledger import CommitGroup
-    from x402lab.payments.prediction import PrepayTally
+    from x402lab.payments import PrepayTally
     from x402lab.session import Session
     from x402lab.transport import Reply
 
