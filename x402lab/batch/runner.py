@@ -223,8 +223,9 @@ class Runner:
         # A task that fails (the store cannot be read or written) ends the batch: its rows
         # would never come out otherwise.
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self.buyer.fail(task.exception())  # type: ignore[arg-type]
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:
+            self.buyer.fail(failure)
 
     # -- emitting rows in order --------------------------------------------------------------
 

@@ -397,8 +397,8 @@ class Ledger:
                     if before.status not in UNRESOLVED:
                         continue
                     move = by_id[before.id]
-                    fields = {"resolved_by": Resolution.CHAIN, "tx_hash": move.tx_hash}
-                    fields["error"] = move.note
+                    fields = {"resolved_by": Resolution.CHAIN, "tx_hash": move.tx_hash or None}
+                    fields["error"] = move.note or None  # (None values are left out)
                     payments.move_payments(tx, [before.id], move.status, now_us, fields)
                     applied.append(Applied(before, move.status, move.tx_hash, move.note))
         return applied
