@@ -187,8 +187,16 @@ def worker(args: argparse.Namespace) -> None:
     )
     try:
         prompts = prompts_of(args.index, args.workers, args.calls, args.overlap)
+        # The shared budget is capped below what the calls cost: a worker spends what is
+        # left and skips the rest (without ``partial`` a worker that starts, or starts again,
+        # once the others have spent would be refused before paying anything).
         frame = lab.batch_chat(
-            prompts, model=MODEL, max_tokens=8, concurrency=args.concurrency, progress=None
+            prompts,
+            model=MODEL,
+            max_tokens=8,
+            concurrency=args.concurrency,
+            progress=None,
+            partial=True,
         )
         unclear = frame[frame["status"] == "unknown"]
         notes = [f"{k}: {e}" for k, e in zip(unclear["request_key"], unclear["error"], strict=True)]

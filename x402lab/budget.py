@@ -18,7 +18,7 @@ from x402lab.ledger import BudgetState, PaymentMeta, SignedAuthorization, left_u
 from x402lab.money import format_usd, usd_to_atomic
 
 if TYPE_CHECKING:
-    from x402lab.ledger import Ledger
+    from x402lab.ledger import CommitGroup, Ledger
 
 
 def _cap(value: float | None, what: str) -> int | None:
@@ -70,13 +70,14 @@ class Budget:
         sign: Callable[[], SignedAuthorization] | None = None,
         *,
         durable: bool = True,
+        group: CommitGroup | None = None,
     ) -> int:
         """Hold ``amount_atomic`` before signing; returns the ledger row id.
 
         With ``sign``, it runs while the amount is held and the row is committed as
         ``signed`` (see ``Ledger.reserve``; ``durable=False``: made durable later by
-        ``ledger.write_ahead``). Raises BudgetExceeded (a ``refused`` row is recorded) when
-        the cap would be passed.
+        ``ledger.write_ahead``, in a batch run's ``group`` of commits when given). Raises
+        BudgetExceeded (a ``refused`` row is recorded) when the cap would be passed.
         """
         return self.ledger.reserve(
             budget=self.name,
@@ -85,6 +86,7 @@ class Budget:
             meta=meta,
             sign=sign,
             durable=durable,
+            group=group,
         )
 
     def state(self) -> BudgetState:

@@ -1,7 +1,7 @@
 """A media queue or a report purchase killed with SIGKILL right after its payment settled keeps
 its answer: the job (queue id) and the bought reports are committed in the same transaction as
-the settlement (``hold_settlements``, ``x402lab/ledger/outcomes.py``), so the re-run gets them
-without paying again.
+the settlement (``Reply.settlement``, ``Settlement`` in ``x402lab/ledger/payments.py``), so the
+re-run gets them without paying again.
 
 The emulator sends a settled answer's headers (its receipt) at once and its body
 ``answer_delay_s`` later (``Faults.answer_delay_s``); the process is killed as soon as the

@@ -1,7 +1,8 @@
 """A batch on a PostgreSQL ledger killed with SIGKILL mid-run loses at most the answers still on
 the wire: each request's answers are committed in the transaction of its settlement
-(``hold_settlements``, ``x402lab/ledger/outcomes.py``), so the re-run shows at most
-``concurrency`` rows ``paid_not_stored`` (or ``unknown``) and never pays again for one.
+(``Reply.settlement``, ``Settlement`` in ``x402lab/ledger/payments.py``), so the re-run
+shows at most ``concurrency`` rows ``paid_not_stored`` (or ``unknown``) and never pays again
+for one.
 
 The emulator sends each answer's body ``answer_delay_s`` after its receipt: a settlement
 committed on its own at the receipt would leave up to ``concurrency`` more paid rows without

@@ -11,10 +11,11 @@ have been paid; ``rebuy="lost"`` buys again exactly the rows paid without a stor
 (``MAYBE_PAID`` whose payment settled: ``paid_not_stored``).
 
 Answers are stored as they arrive, in the transaction that commits the settlement of the
-paid request that carried them (``ledger.hold_settlements``: the runner holds that settlement
-back until ``put``), in the batch's group commit where the backend groups (``grouped_writes``, see
-``ledger/sqlite.py``). So a crash (even SIGKILL) loses at most the answers of the requests
-still in flight, on SQLite and PostgreSQL alike, never one whose settlement was committed.
+paid request that carried them (``put``: the paid reply carries that settlement uncommitted,
+``Reply.settlement``), in the run's group of commits where the backend groups
+(``ledger.CommitGroup``). So a crash (even SIGKILL) loses at most the answers of the
+requests still in flight, on SQLite and PostgreSQL alike, never one whose settlement was
+committed.
 Claims and answers are ordinary commits (no fsync): the durable commit of each payment's
 write-ahead row flushes the same WAL, so a claim is on disk before its payment leaves. An
 answer lost in a crash leaves its row ``paid_not_stored`` for the next run, never paid twice.
@@ -39,7 +40,8 @@ from x402lab.ledger import (
     ClaimRecord,
     Claims,
     ClaimStatus,
-    HeldSettlements,
+    CommitGroup,
+    Settlement,
     answer_transaction,
 )
 
@@ -219,15 +221,17 @@ class BatchStore:
         self,
         answers: list[tuple[str, bytes]],
         payment_key: str,
-        held: HeldSettlements | None = None,
+        settlement: Settlement | None = None,
+        group: CommitGroup | None = None,
     ) -> None:
-        """Store the answers of one paid request in the transaction that commits its held
-        settlement (``held``; in the batch's group commit). Raises StoreError once answers
-        could not be stored."""
+        """Store the answers of one paid request in the transaction that commits its
+        ``settlement`` (in the run's ``group`` of commits). Raises StoreError once answers
+        could not be stored (the settlement is then not committed: the caller commits it
+        alone)."""
         if self._error is not None:
             raise self._failure()
         try:
-            with answer_transaction(self.claims.db, held, grouped=True) as tx:
+            with answer_transaction(self.claims.db, settlement, group=group) as tx:
                 self.claims.complete_in(tx, self.scope, answers, payment_key=payment_key)
         except Exception as exc:
             self._error = exc

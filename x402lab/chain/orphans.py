@@ -1,7 +1,7 @@
 """Rows a stopped process left in flight, checked on the chain when a lab connects.
 
 A process that dies between signing and learning its payment's outcome leaves ``signed`` or
-``unknown`` rows owned by it (``ledger.outcomes``). ``connect()`` asks the chain about them at
+``unknown`` rows owned by it (``Ledger.unresolved``). ``connect()`` asks the chain about them at
 once when it knows a chain RPC address, so a team's budget does not stay held by a crash.
 """
 

@@ -28,6 +28,8 @@ from x402lab.routes import GATEWAY
 
 if TYPE_CHECKING:
     from x402lab.gateway.catalog import Catalog
+    from x402lab.ledger import CommitGroup
+    from x402lab.payments import PrepayTally
     from x402lab.session import Session
     from x402lab.transport import Reply
 
@@ -257,13 +259,18 @@ class PaidRequests:
         caller: str | None = None,
         own: Collection[str] = (),
         schema_checked: bool = False,
+        stores_answer: bool = False,
+        group: CommitGroup | None = None,
+        prepay_tally: PrepayTally | None = None,
         **request_kwargs: Any,
     ) -> Reply:
         """Spends money: one paid request, checked first (``check``).
 
         ``extra_body`` adds fields to the JSON body unchecked (for fields the published
-        schema does not list). Raises what ``check`` raises, before anything is signed, and
-        the transport's errors.
+        schema does not list). ``stores_answer``: the caller stores the answer, and commits
+        the payment's settlement with it (``Reply.settlement``); ``group`` and
+        ``prepay_tally``: a batch run's (``CallInfo``). Raises what ``check`` raises, before
+        anything is signed, and the transport's errors.
         """
         if json_body is not None:
             await self.check(
@@ -294,6 +301,9 @@ class PaidRequests:
             request_key=key or request_key(method, path, json_body),
             max_atomic=usd_to_atomic(max_usd) if max_usd is not None else None,
             price_class=await self._price_class(method, path, model, json_body),
+            stores_answer=stores_answer,
+            group=group,
+            prepay_tally=prepay_tally,
         )
         return await self._session.client(GATEWAY).send(
             method.upper(), path, call=call, stream=stream, **request_kwargs

@@ -4,17 +4,19 @@ Everything outside this package imports from here (``from x402lab.ledger import 
 never from one of its modules; inside, each module holds one thing, and imports only the
 ones listed before it (``tests/test_layers.py`` checks both, and that there is no circle):
 
-- ``statuses``: every status, its groups and its allowed moves;
-- ``database``: the interface both backends implement (transactions, reads, migrations), and
-  whose the data is (the process that writes a row, the files only its owner may read);
-  ``postgres`` and ``sqlite`` (the default: grouped commits, the group fsync of write-ahead
-  rows, and ``open_database``, which picks one) are the two backends;
+- ``statuses``: every status, its groups and its allowed moves; a budget's spend by group;
+  a payment whose outcome is open and the moves reconciliation makes of it;
+- ``database``: the interface both backends implement (transactions, a batch run's group of
+  commits, reads, migrations), and whose the data is (the process that writes a row, the
+  files only its owner may read); ``postgres`` and ``sqlite`` (the default: grouped
+  commits, the group fsync of write-ahead rows, and ``open_database``, which picks one) are
+  the two backends;
 - ``schema``: the tables, as numbered migrations;
 - ``payments``: the payments and budgets tables: records, the one inserter, the one
-  transition function, the budgets' running totals;
-- ``outcomes``: what became of a signed payment: its settlement held until the answer it
-  bought is stored, or no answer at all (resent, recovered, reconciled);
-- ``store``: the ``Ledger`` a user holds;
+  transition function, a receipt's settlement committed with the answer it bought
+  (``Settlement``, ``answer_transaction``), the budgets' running totals;
+- ``store``: the ``Ledger`` a user holds, from a payment's reservation to what became of it
+  (resent, recovered, reconciled);
 - ``claim_rows`` (the claims table) and ``claims`` (the state machine over request keys);
 - ``jobs`` and ``library``: media jobs and owned reports, each a claim plus what it bought.
 """
@@ -22,6 +24,7 @@ ones listed before it (``tests/test_layers.py`` checks both, and that there is n
 from x402lab.ledger.claim_rows import ClaimAction, Claimed, ClaimRecord
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import (
+    CommitGroup,
     Database,
     Migration,
     Tx,
@@ -33,25 +36,16 @@ from x402lab.ledger.database import (
 )
 from x402lab.ledger.jobs import JobRecord, Jobs
 from x402lab.ledger.library import Order, ReportLibrary
-from x402lab.ledger.outcomes import (
-    RESEND_MARGIN_S,
-    Applied,
-    HeldSettlements,
-    Move,
-    OpenPayment,
-    answer_transaction,
-    held_for,
-    hold_settlements,
-)
 from x402lab.ledger.payments import (
-    BudgetState,
+    RESEND_MARGIN_S,
     PaymentMeta,
+    Settlement,
     SignedAuthorization,
-    left_under_cap,
+    answer_transaction,
 )
 from x402lab.ledger.postgres import PostgresDatabase
 from x402lab.ledger.schema import MIGRATIONS, SCHEMA_VERSION, job_scope, report_scope
-from x402lab.ledger.sqlite import SQLiteDatabase, grouped_writes, open_database
+from x402lab.ledger.sqlite import SQLiteDatabase, open_database
 from x402lab.ledger.statuses import (
     COUNTING,
     FINAL,
@@ -61,11 +55,16 @@ from x402lab.ledger.statuses import (
     MAYBE_PAID,
     STATUSES,
     UNRESOLVED,
+    Applied,
+    BudgetState,
     ClaimStatus,
     JobStatus,
+    Move,
+    OpenPayment,
     PaymentStatus,
     Resolution,
     in_sql,
+    left_under_cap,
 )
 from x402lab.ledger.store import (
     DEFAULT_LEDGER_PATH,
@@ -95,8 +94,8 @@ __all__ = [
     "ClaimStatus",
     "Claimed",
     "Claims",
+    "CommitGroup",
     "Database",
-    "HeldSettlements",
     "JobRecord",
     "JobStatus",
     "Jobs",
@@ -111,13 +110,11 @@ __all__ = [
     "ReportLibrary",
     "Resolution",
     "SQLiteDatabase",
+    "Settlement",
     "SignedAuthorization",
     "Tx",
     "answer_transaction",
     "arrow_to_pandas",
-    "grouped_writes",
-    "held_for",
-    "hold_settlements",
     "in_sql",
     "job_scope",
     "ledger_schema",

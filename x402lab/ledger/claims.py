@@ -65,7 +65,7 @@ from x402lab.ledger.claim_rows import (
     records_in,
 )
 from x402lab.ledger.database import Database, GoneOwners, Row, Tx, chunks, marks, process_owner
-from x402lab.ledger.outcomes import CLAIM_RESEND_MARGIN_S
+from x402lab.ledger.payments import CLAIM_RESEND_MARGIN_S
 from x402lab.ledger.statuses import COUNTING, ClaimStatus, PaymentStatus
 
 C = ClaimStatus
@@ -126,15 +126,13 @@ class Claims:
         payment_key: str | Mapping[str, str] | None = None,
         ledger_id: int | None = None,
         label: str | None = None,
-        grouped: bool = False,
     ) -> list[str]:
         """Store the answers of paid keys (``done``); returns the keys whose answer was stored.
 
         ``ledger_id``: the payment that carried them; when None it is found in the ledger
         (the strongest payment of the payment key since the claim). A key whose newest row
-        is ``done`` keeps its first answer; a key never claimed gets a ``done`` row.
-        ``grouped``: in the batch's group commit, with the settlement of the same moment."""
-        with self.db.transaction(grouped=grouped) as tx:
+        is ``done`` keeps its first answer; a key never claimed gets a ``done`` row."""
+        with self.db.transaction() as tx:
             return self.complete_in(
                 tx, scope, answers, payment_key=payment_key, ledger_id=ledger_id, label=label
             )

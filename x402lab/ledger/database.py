@@ -16,8 +16,8 @@ PostgreSQL share, and leaves the differences to a few methods here:
 - rows: readable by index and by column name (``sqlite3.Row``; a backend supplies the same).
 
 ``PostgresDatabase`` (``postgres.py``) is the second subclass; ``sqlite.open_database``
-picks one from the URL's scheme. Grouped writes (``sqlite.grouped_writes``): a batch's
-writes of one event-loop iteration share one commit where the backend can.
+picks one from the URL's scheme. Grouped writes (``CommitGroup``): a batch run's writes of
+one event-loop iteration share one commit where the backend can.
 
 A ledger's files are private to their owner, whatever the umask (``private_folder``,
 ``private_database_file``): the ledger holds prompts, answers, bought report bodies and signed
@@ -157,6 +157,31 @@ class Tx:
         return {row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")}
 
 
+class CommitGroup:
+    """The ledger writes of one batch run that may share commits, passed to each of them.
+
+    A run opens one (``Database.commit_group``) and hands it to the writes that can wait for
+    a shared commit: a signed row, which the write-ahead fsync (``WriteAhead.durable``)
+    commits before its payload leaves, and an answer stored with its settlement, which a
+    crash may drop only together (recovery finds the row ``signed`` by a process that is
+    gone: never bought again on its own). Where the backend groups (SQLite), the grouped
+    writes of one event-loop iteration share one commit, made at most one iteration later,
+    at the next write outside a group, or at ``end()``, whichever comes first; this
+    connection sees them at once, others then. PostgreSQL commits each write on its own.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def __repr__(self) -> str:
+        return f"CommitGroup({self.db.url!r})"
+
+    def end(self) -> None:
+        """Commit what the group holds now; raises StoreError when one of its commits
+        failed (the signed payments among its writes were not sent)."""
+        self.db.end_group()
+
+
 class Database(ABC):
     """The interface every backend implements: transactions, reads, schema versions.
 
@@ -176,35 +201,38 @@ class Database(ABC):
 
     @abstractmethod
     def transaction(
-        self, *, durable: bool = False, grouped: bool = False
+        self, *, durable: bool = False, group: CommitGroup | None = None
     ) -> contextlib.AbstractContextManager[Tx]:
         """A write transaction that locks out other writers from its first statement.
 
         Commits when the block ends (durably, on disk, when ``durable``), rolls back when it
-        raises. Not reentrant: a store never opens one inside another.
-
-        ``grouped`` (a hint; SQLite takes it inside ``grouped_writes`` on an event loop):
-        the block's writes may be committed with the other grouped blocks of the same
-        event-loop iteration, at most one iteration later or at the next ungrouped
-        transaction or ``end_group()``, which comes first. Other connections see them
-        then; this one at once. For writes whose caller either waits for
-        ``WriteAhead.durable()`` before acting on them (a signed row) or loses nothing if a
-        crash drops them (a settlement, found again by recovery and reconciliation).
+        raises. Not reentrant: a store never opens one inside another. ``group``: a batch
+        run's ``CommitGroup`` the block may join (where the backend groups; never when
+        ``durable``).
         """
 
     def write_one(
-        self, sql: str, params: Sequence[Any] = (), *, durable: bool = False, grouped: bool = False
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        *,
+        durable: bool = False,
+        group: CommitGroup | None = None,
     ) -> int:
-        """Run one write statement in a transaction of its own (``durable`` and ``grouped``
+        """Run one write statement in a transaction of its own (``durable`` and ``group``
         as for ``transaction``); returns the rows it changed. One statement is atomic by
         itself, so a grouped one needs no savepoint of its own."""
-        with self.transaction(durable=durable, grouped=grouped) as tx:
+        with self.transaction(durable=durable, group=group) as tx:
             return int(tx.execute(sql, params).rowcount)
 
+    def commit_group(self) -> CommitGroup:
+        """A new group of commits for one batch run's writes (see ``CommitGroup``)."""
+        return CommitGroup(self)
+
     def end_group(self) -> None:
-        """Commit the open group of ``transaction(grouped=True)`` blocks, if any; raises
-        StoreError when a group could not be committed since the last call. (Backends
-        that do not group have nothing to do.)"""
+        """Commit the open group of grouped blocks, if any; raises StoreError when a group
+        could not be committed since the last call. (Backends that do not group have
+        nothing to do.)"""
         return None
 
     @abstractmethod

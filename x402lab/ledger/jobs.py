@@ -24,7 +24,7 @@ from x402lab.errors import ConfigError
 from x402lab.ledger.claim_rows import ClaimAction, Claimed
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database, Row, Tx, marks
-from x402lab.ledger.outcomes import HeldSettlements, answer_transaction
+from x402lab.ledger.payments import Settlement, answer_transaction
 from x402lab.ledger.schema import gateway_of, job_scope
 from x402lab.ledger.statuses import ClaimStatus, JobStatus, PaymentStatus, in_sql
 from x402lab.ledger.store import Ledger
@@ -164,21 +164,20 @@ class Jobs:
         queue_id: str,
         request: dict[str, Any],
         ledger_id: int | None = None,
-        held: HeldSettlements | None = None,
+        settlement: Settlement | None = None,
         **columns: Any,
     ) -> JobRecord:
         """Store the job the claimed queue answered and close the claim ``done``, together.
 
-        ``ledger_id``: the queue payment (found in the ledger when None). ``held``: the
-        queue payment's settlement, committed in the same transaction
-        (``outcomes.hold_settlements``).
+        ``ledger_id``: the queue payment (found in the ledger when None). ``settlement``:
+        the queue payment's settlement, committed in the same transaction.
         ``columns``: other job columns (``quoted_atomic``, ``delete_media``,
         ``download_url``...). Raises ConfigError for a name that is not a job column.
         """
         record = claimed.record
         gateway, kind = gateway_of(record.scope), record.label or ""
         values = self._values(gateway, kind, model, queue_id, record.key, request, columns)
-        return self._store(record.scope, record.key, values, ledger_id, held)
+        return self._store(record.scope, record.key, values, ledger_id, settlement)
 
     def release_claim(self, claimed: Claimed, error: str) -> ClaimStatus:
         """Close a claim whose queue gave no job: ``unknown`` when a payment of it left the
@@ -273,12 +272,12 @@ class Jobs:
         key: str,
         values: dict[str, Any],
         ledger_id: int | None,
-        held: HeldSettlements | None,
+        settlement: Settlement | None,
     ) -> JobRecord:
         """Close the claim of ``key`` done (its answer the queue id) and insert the job row,
         in one transaction; returns the row."""
         answer = json.dumps({"queue_id": values["queue_id"]}).encode()
-        with answer_transaction(self.db, held) as tx:
+        with answer_transaction(self.db, settlement) as tx:
             self.claims.complete_in(tx, scope, [(key, answer)], ledger_id=ledger_id)
             row_id = tx.insert(
                 f"INSERT INTO media_jobs (claim_id, {', '.join(values)})"

@@ -27,7 +27,7 @@ from x402lab.errors import PaymentRefused
 from x402lab.ledger.claim_rows import ClaimAction, ClaimRecord
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import Database
-from x402lab.ledger.outcomes import HeldSettlements, answer_transaction
+from x402lab.ledger.payments import Settlement, answer_transaction
 from x402lab.ledger.schema import report_scope
 from x402lab.ledger.statuses import ClaimStatus, PaymentStatus
 from x402lab.ledger.store import Ledger
@@ -227,10 +227,10 @@ class ReportLibrary:
         receipt: Mapping[str, Any] | None,
         charged_usd: float | None,
         response_text: str,
-        held: HeldSettlements | None = None,
+        settlement: Settlement | None = None,
     ) -> list[str]:
         """Store the bought reports and close the order's claims ``done``, in one
-        transaction (with the purchase's settlement when ``held``: ``outcomes.hold_settlements``).
+        transaction (with the purchase's ``settlement``, when it has one).
         Returns the ids stored (a report already in the library keeps its first copy).
         Reports the answer lacks are released ``failed``: the answer came and did not hold
         them, so the next purchase may pay for them."""
@@ -240,7 +240,7 @@ class ReportLibrary:
             for r in valid
         ]
         missing = sorted(set(order.report_ids) - {key for key, _ in answers})
-        with answer_transaction(self.db, held) as tx:
+        with answer_transaction(self.db, settlement) as tx:
             tx.execute(
                 "UPDATE report_purchases SET report_count = ?, charged_usd = ?, receipt = ?,"
                 " response = ?, updated_us = ? WHERE id = ?",

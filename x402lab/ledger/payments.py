@@ -1,6 +1,7 @@
 """The ``payments`` and ``budgets`` tables: a payment's records, the one way a row is
-written (``insert_payment``) and the one way its status changes (``move_payments``), and the
-budgets' running totals that every such write keeps.
+written (``insert_payment``) and the one way its status changes (``move_payments``; a
+receipt's ``Settlement`` is such a move, made when its caller commits it), and the budgets'
+running totals that every such write keeps.
 
 Nothing else in x402lab inserts a payment or writes ``payments.status`` (docs/money.md, money
 rule 8; ``tests/ledger/test_status_writes.py`` reads the source to keep it so; the
@@ -8,24 +9,22 @@ rule 8; ``tests/ledger/test_status_writes.py`` reads the source to keep it so; t
 (``statuses.INITIAL``); ``move_payments`` checks every later move against the allowed ones
 (``statuses.TRANSITIONS``) and raises ConfigError naming the row, the status it is in and the
 one asked for; the caller's transaction then rolls back, so a refused move changes nothing.
-It moves many rows at once in set-based statements (``WHERE id IN (...) AND status IN (the
-allowed sources)``), and reads a row's status again only to name the one that could not move.
-
-A move also keeps a payment's bookkeeping: ``held`` (a signed payment the server refused
-counts until its window passes), the forgotten signed payload once its outcome is known, and
-the budget's running total (``add_to_budget``). ``move_payment`` is the one-row entry of the
-Ledger: an in-flight row settles in one statement of its own.
+It moves many rows at once in set-based statements, and reads a row's status again only to
+name the one that could not move. A move also keeps a payment's bookkeeping: ``held`` (a
+signed payment the server refused counts until its window passes), the forgotten signed
+payload once its outcome is known, and the budget's running total (``add_to_budget``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from x402lab.errors import ConfigError
-from x402lab.ledger.database import Database, Row, Tx, chunks, marks
+from x402lab.ledger.database import CommitGroup, Database, Row, Tx, chunks, marks, record_fields
 from x402lab.ledger.statuses import (
     COUNTING,
     HOLDABLE,
@@ -33,18 +32,20 @@ from x402lab.ledger.statuses import (
     SAYS_LESS,
     TRANSITIONS,
     UNRESOLVED,
+    OpenPayment,
     PaymentStatus,
     counted_sql,
     counts,
     in_sql,
 )
-from x402lab.tables.ledger import COLUMNS, ledger_schema
-from x402lab.tables.usd import usd_array, usd_value
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 S = PaymentStatus
+#: A stored payload is sent again only while this much of its window is left (a server
+#: refuses an authorization about to expire; clocks differ).
+RESEND_MARGIN_S = 20
+#: A claim hands a key back to pay (its stored payload sent again) only with this much left:
+#: room for the time between the claim and the payment.
+CLAIM_RESEND_MARGIN_S = RESEND_MARGIN_S + 60
 #: ``payment_header=DROP``: forget a row's signed payload (its nonce is known to be used).
 DROP = object()
 #: Columns a move sets itself: a caller's fields never name them.
@@ -80,6 +81,25 @@ class SignedAuthorization:
     payer: str
     valid_before: int
     header: str | None = field(default=None, repr=False)
+
+
+#: The columns of an ``OpenPayment`` (``open_payment`` reads them).
+OPEN_SELECT = (
+    "SELECT id, status, service, request_key, budget, amount_atomic, payer, nonce,"
+    " valid_before, network, asset, owner, resends, ts_us, payment_header FROM payments"
+)
+
+
+def open_payment(row: Row) -> OpenPayment:
+    return OpenPayment(
+        **record_fields(
+            row,
+            OpenPayment,
+            amount_atomic=int(row["amount_atomic"]),
+            resends=int(row["resends"] or 0),
+            header=row["payment_header"],
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -157,9 +177,9 @@ def move_payment(
     now_us: int,
     fields: Mapping[str, Any],
     *,
-    grouped: bool = False,
+    group: CommitGroup | None = None,
 ) -> None:
-    """``move_payments`` of one row in a transaction of its own (``grouped`` as for
+    """``move_payments`` of one row in a transaction of its own (``group`` as for
     ``Database.transaction``).
 
     The common move, an in-flight row to ``settled``, is one statement
@@ -168,9 +188,9 @@ def move_payment(
     """
     if status == S.SETTLED:
         sql, params = _settle_in_flight([row_id], now_us, fields)
-        if db.write_one(sql, params, grouped=grouped) == 1:
+        if db.write_one(sql, params, group=group) == 1:
             return
-    with db.transaction(grouped=grouped) as tx:
+    with db.transaction(group=group) as tx:
         move_payments(tx, [row_id], status, now_us, fields)
 
 
@@ -270,36 +290,59 @@ def _settle_in_flight(
     return sql, (str(S.SETTLED), now_us, *_values(given), *ids)
 
 
-# -- a row as a record of the ledger table (its schema: ``x402lab.tables.ledger``) ---------
+class Settlement:
+    """A receipt's settlement of row ``row_id``, not committed yet (``Ledger.settlement``; a
+    paid reply carries it when its caller stores the answer).
+
+    Committed once: with the answer it bought, in the transaction that stores it
+    (``transaction``), or alone (``commit``) by a caller with no answer to store. Until then
+    its row stays ``signed``: counted, and after a crash taken for a payment whose answer
+    was lost (recovery makes it ``unknown``; never bought again on its own).
+    """
+
+    def __init__(
+        self, db: Database, row_id: int, fields: dict[str, Any], now_us: Callable[[], int]
+    ) -> None:
+        self.db = db
+        self.row_id = row_id
+        self.committed = False
+        self._fields = fields
+        self._now_us = now_us
+
+    def __repr__(self) -> str:
+        state = "committed" if self.committed else "not committed"
+        return f"Settlement(ledger row {self.row_id}, {state})"
+
+    @contextlib.contextmanager
+    def transaction(self, db: Database, *, group: CommitGroup | None = None) -> Iterator[Tx]:
+        """A write transaction of ``db`` that settles the row with what the caller writes in
+        it (an ordinary one once committed). Raises ConfigError when ``db`` is not the
+        database of the row."""
+        if db is not self.db:
+            raise ConfigError(
+                f"the answer's store ({db.url}) is not the ledger of its settlement ({self.db.url})"
+            )
+        with db.transaction(group=group) as tx:
+            if not self.committed:
+                move_payments(tx, [self.row_id], S.SETTLED, self._now_us(), self._fields)
+            yield tx
+        self.committed = True
+
+    def commit(self, *, group: CommitGroup | None = None) -> None:
+        """Commit the settlement alone (``group``: a batch run's), unless it is committed."""
+        if not self.committed:
+            move_payment(self.db, self.row_id, S.SETTLED, self._now_us(), self._fields, group=group)
+            self.committed = True
 
 
-def as_record(row: Row) -> dict[str, Any]:
-    """A ``payments`` row as a dict of the ``ledger_schema`` columns. ``held`` is what the
-    query selected as held *now* (``held_now``, see ``Ledger.rows``) when it did."""
-    from datetime import UTC, datetime
-
-    record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (a Row, not a dict)
-    record["amount_usd"] = usd_value(row["amount_atomic"])  # exact, as in the table
-    record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
-    record["held"] = bool(record.get("held_now", record.get("held")))
-    record["resends"] = int(record.get("resends") or 0)
-    record["prepaid"] = bool(record.get("prepaid"))
-    record["user"] = record.get("user_label")
-    valid_before = record.get("valid_before")
-    record["expires_at"] = (
-        datetime.fromtimestamp(valid_before, tz=UTC) if valid_before is not None else None
-    )
-    return {name: record.get(name) for name in COLUMNS}
-
-
-def records_table(records: list[dict[str, Any]]) -> pa.Table:
-    """Ledger rows (dicts of ``as_record``) as an Arrow table with the declared schema."""
-    import pyarrow as pa
-
-    schema = ledger_schema()
-    columns: dict[str, Any] = {name: [record[name] for record in records] for name in schema.names}
-    columns["amount_usd"] = usd_array(columns["amount_atomic"])
-    return pa.table(columns, schema=schema)
+def answer_transaction(
+    db: Database, settlement: Settlement | None, *, group: CommitGroup | None = None
+) -> contextlib.AbstractContextManager[Tx]:
+    """The transaction of ``db`` that stores an answer: with ``settlement``, the one that
+    also commits the settlement of the payment that bought it."""
+    if settlement is None:
+        return db.transaction(group=group)
+    return settlement.transaction(db, group=group)
 
 
 # -- budgets: the running total ------------------------------------------------------------
@@ -310,35 +353,6 @@ def records_table(records: list[dict[str, Any]]) -> pa.Table:
 # rows or a million. It is recomputed from the payments only for a budget seen for the first
 # time. Every function here runs inside the caller's write transaction (``BEGIN IMMEDIATE``),
 # so a read-then-write is atomic across processes.
-
-
-@dataclass(frozen=True)
-class BudgetState:
-    """Spend of one budget in atomic units."""
-
-    name: str
-    cap_atomic: int | None
-    settled_atomic: int
-    in_flight_atomic: int
-    unknown_atomic: int
-    held_atomic: int = 0
-
-    @property
-    def committed_atomic(self) -> int:
-        """Settled, in flight, unknown and held: what the cap is measured against (and what
-        ``lab.spend()`` reports as ``committed``)."""
-        return self.settled_atomic + self.in_flight_atomic + self.unknown_atomic + self.held_atomic
-
-    @property
-    def remaining_atomic(self) -> int | None:
-        return left_under_cap(self.cap_atomic, self.committed_atomic)
-
-
-def left_under_cap(cap_atomic: int | None, committed_atomic: int) -> int | None:
-    """What a budget has left to reserve (None without a total cap)."""
-    if cap_atomic is None:
-        return None
-    return max(0, cap_atomic - committed_atomic)
 
 
 _ADD = "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?"

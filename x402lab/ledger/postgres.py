@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.errors import ConfigError
-from x402lab.ledger.database import Cursor, Database, Row, Tx
+from x402lab.ledger.database import CommitGroup, Cursor, Database, Row, Tx
 
 #: The advisory lock every write transaction of a ledger takes first (any fixed number: the
 #: lock is per database, and only x402lab takes it there).
@@ -356,8 +356,10 @@ class PostgresDatabase(Database):
         return self._url
 
     @contextlib.contextmanager
-    def transaction(self, *, durable: bool = False, grouped: bool = False) -> Iterator[Tx]:
-        # ``grouped`` is a hint this backend does not take: every commit is its own.
+    def transaction(
+        self, *, durable: bool = False, group: CommitGroup | None = None
+    ) -> Iterator[Tx]:
+        # A ``group`` is not taken here: every commit is its own.
         # One round trip opens the transaction, relaxes the commit's flush, and takes the
         # ledger's write lock (held until COMMIT or ROLLBACK). A durable transaction is
         # flushed after the lock is let go (``FLUSH``), so writers do not queue behind a

@@ -6,13 +6,14 @@ share the file. ``durable=True`` commits with ``synchronous=FULL`` (an fsync of 
 other commits use ``NORMAL``. One durable commit flushes every earlier commit to the same
 file (they share one WAL), so a row written before a durable one is on disk with it.
 
-Grouped writes: in a batch run (``grouped_writes``) the reservations and settlements of one
-event-loop iteration are savepoints of one transaction, committed by a callback of the next
-iteration (or by the write-ahead fsync, an ungrouped transaction, ``end_group``), so each
+Grouped writes: the writes a batch run passes its ``CommitGroup`` (its signed rows, its
+answers with their settlements) of one event-loop iteration are savepoints of one
+transaction, committed by a callback of the next iteration (or by the write-ahead fsync, an
+ungrouped transaction, ``end_group``), so each
 page they touch reaches the WAL once per group rather than once per payment: about a tenth
 of a batch's client CPU per paid call. The write lock is held meanwhile; other processes
-wait for it as for any transaction. A block of one statement (``write_one``: a settlement)
-needs no savepoint: SQLite undoes a failed statement alone.
+wait for it as for any transaction. A block of one statement (``write_one``: a settlement
+committed alone) needs no savepoint: SQLite undoes a failed statement alone.
 
 Write-ahead rows, one fsync for many (``WriteAhead``): money rule 3 (docs/money.md) puts the
 row of a signed payment on disk before the paid request leaves the process. An fsync per row
@@ -45,7 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import os
 import sqlite3
 import threading
@@ -56,27 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.errors import ConfigError, StoreError
-from x402lab.ledger.database import Database, Row, Tx, private_database_file
+from x402lab.ledger.database import CommitGroup, Database, Row, Tx, private_database_file
 from x402lab.ledger.postgres import PostgresDatabase
-
-_GROUPING: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "x402lab_grouped_writes", default=False
-)
-
-
-@contextlib.contextmanager
-def grouped_writes() -> Iterator[None]:
-    """Within this block (and the tasks it starts), ``transaction(grouped=True)`` groups.
-
-    A batch run sets it: its many concurrent payments share commits, and it ends with
-    ``Database.end_group()``, so what it wrote is committed when it returns. A single call
-    does not: when it returns, another connection already sees its rows.
-    """
-    token = _GROUPING.set(True)
-    try:
-        yield
-    finally:
-        _GROUPING.reset(token)
 
 
 class SQLiteDatabase(Database):
@@ -121,10 +102,12 @@ class SQLiteDatabase(Database):
         return str(self.path)
 
     @contextlib.contextmanager
-    def transaction(self, *, durable: bool = False, grouped: bool = False) -> Iterator[Tx]:
+    def transaction(
+        self, *, durable: bool = False, group: CommitGroup | None = None
+    ) -> Iterator[Tx]:
         # BEGIN IMMEDIATE takes the write lock up front; ``durable`` commits with
         # synchronous=FULL (an fsync of the WAL), other commits with NORMAL.
-        loop = _group_loop(durable, grouped)
+        loop = self._group_loop(durable, group)
         with self._lock:
             if loop is not None:
                 yield from self._grouped(loop)
@@ -148,9 +131,14 @@ class SQLiteDatabase(Database):
             self._durable = durable
 
     def write_one(
-        self, sql: str, params: Sequence[Any] = (), *, durable: bool = False, grouped: bool = False
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        *,
+        durable: bool = False,
+        group: CommitGroup | None = None,
     ) -> int:
-        loop = _group_loop(durable, grouped)
+        loop = self._group_loop(durable, group)
         if loop is None:
             return super().write_one(sql, params, durable=durable)
         with self._lock:
@@ -161,6 +149,20 @@ class SQLiteDatabase(Database):
             except BaseException:
                 self._lost_group_unless_open()
                 raise
+
+    def _group_loop(
+        self, durable: bool, group: CommitGroup | None
+    ) -> asyncio.AbstractEventLoop | None:
+        """The loop whose group a write joins: a non-durable write given a group, on an
+        event loop (a blocking caller has no next iteration to commit it)."""
+        if durable or group is None:
+            return None
+        if group.db is not self:
+            raise ConfigError(f"a group of commits of {group.db.url} was given to {self.url}")
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            return None
 
     def _open_group(self, loop: asyncio.AbstractEventLoop) -> None:
         """Open the group transaction of ``loop``'s iteration unless it is open; a callback
@@ -240,17 +242,6 @@ class SQLiteDatabase(Database):
 
     def _record_version(self, tx: Tx, version: int) -> None:
         tx.execute(f"PRAGMA user_version = {int(version)}")
-
-
-def _group_loop(durable: bool, grouped: bool) -> asyncio.AbstractEventLoop | None:
-    """The loop whose group a write joins: only a grouped, non-durable one inside
-    ``grouped_writes`` on an event loop."""
-    if durable or not grouped or not _GROUPING.get():
-        return None
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def open_database(target: str | os.PathLike[str] | Database) -> Database:
@@ -387,7 +378,7 @@ class WriteAhead:
         if self._wal is None:
             return
         with self._lock:
-            # Grouped reservations (``Database.transaction(grouped=True)``) are committed
+            # Grouped reservations (``Database.transaction(group=...)``) are committed
             # first: the fsync below must cover them. Raises StoreError if a group failed.
             self._db.end_group()
             try:

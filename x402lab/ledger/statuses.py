@@ -1,4 +1,6 @@
-"""Every status the store writes: one enum per kind of row, its named groups, and its moves.
+"""Every status the store writes: one enum per kind of row, its named groups, and its moves;
+a budget's spend by group (``BudgetState``); a payment whose outcome is open
+(``OpenPayment``) and the moves reconciliation makes of it (``Move``, ``Applied``).
 
 SQL, the analysis and every store take their status lists from here; the ``in_sql`` helpers
 (and ``any_sql``) write a group as an SQL condition, so no module spells a list of statuses
@@ -42,6 +44,8 @@ never moves an old row: it writes a new ``pending`` one, and the newest row that
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 
 
@@ -171,3 +175,84 @@ def counted_sql(prefix: str = "") -> str:
 def counts(status: str, held: bool) -> bool:
     """Whether a payment row counts against its budget (the Python twin of ``counted_sql``)."""
     return status in COUNTING or held
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    """Spend of one budget in atomic units."""
+
+    name: str
+    cap_atomic: int | None
+    settled_atomic: int
+    in_flight_atomic: int
+    unknown_atomic: int
+    held_atomic: int = 0
+
+    @property
+    def committed_atomic(self) -> int:
+        """Settled, in flight, unknown and held: what the cap is measured against (and what
+        ``lab.spend()`` reports as ``committed``)."""
+        return self.settled_atomic + self.in_flight_atomic + self.unknown_atomic + self.held_atomic
+
+    @property
+    def remaining_atomic(self) -> int | None:
+        return left_under_cap(self.cap_atomic, self.committed_atomic)
+
+
+def left_under_cap(cap_atomic: int | None, committed_atomic: int) -> int | None:
+    """What a budget has left to reserve (None without a total cap)."""
+    if cap_atomic is None:
+        return None
+    return max(0, cap_atomic - committed_atomic)
+
+
+# -- payments whose outcome is open, and the moves reconciliation makes ----------------------
+
+
+@dataclass(frozen=True)
+class OpenPayment:
+    """A signed payment whose outcome is not known yet (``signed`` or ``unknown``), as the
+    ledger holds it: what re-sending and reconciliation with the chain need."""
+
+    id: int
+    status: str
+    service: str
+    request_key: str | None
+    budget: str
+    amount_atomic: int
+    payer: str | None
+    nonce: str | None
+    valid_before: int | None
+    network: str | None
+    asset: str | None
+    owner: str | None
+    resends: int
+    ts_us: int
+    header: str | None = field(default=None, repr=False)
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the authorization stops being valid (its ``validBefore``), UTC."""
+        if self.valid_before is None:
+            return None
+        return datetime.fromtimestamp(self.valid_before, tz=UTC)
+
+
+@dataclass(frozen=True)
+class Move:
+    """One change reconciliation makes: row ``row_id`` to ``status`` (settled or expired)."""
+
+    row_id: int
+    status: PaymentStatus
+    tx_hash: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A move that was made: the row as it was, and the status it has now."""
+
+    before: OpenPayment
+    after: PaymentStatus
+    tx_hash: str | None
+    note: str | None

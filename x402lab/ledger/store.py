@@ -1,12 +1,21 @@
-"""The ledger of payments (``Ledger``): what a user holds to reserve, record and read them.
+"""The ledger of payments (``Ledger``): what a user holds to reserve, record and read them,
+from a payment's reservation to what became of it.
 
 One database serves many notebooks and processes at once (``database.Database``). Budget
 reservations happen inside a write transaction that locks out other writers, so they are
 atomic across threads, asyncio tasks and processes that share the file. Write-ahead: the
 row of a signed payment (with its nonce) is committed, with a full fsync, before the paid
-request leaves the process. The rows, their one transition function and the budgets'
-running totals are ``payments.py``'s; what became of a payment (its settlement held for its
-answer, or no answer at all), ``outcomes.py``'s.
+request leaves the process. The rows, their one transition function, the receipt's
+``Settlement`` (committed with the answer it bought) and the budgets' running totals are
+``payments.py``'s.
+
+A signed payment whose outcome is not known (``signed`` or ``unknown``) is *taken up* when a
+later call for the same request key sends its stored payload again (``resume_payment``): an
+``unknown`` row, or a ``signed`` row whose owner process is gone (``database.owner_gone``),
+becomes ``signed`` by this process, so no other caller sends it at the same time. Its nonce
+settles only once: sending it again never pays twice. ``recover_interrupted`` closes the
+rows a stopped process left open, and reconciliation with the chain moves the rest
+(``apply_outcomes``). Nothing here signs anything.
 
 Reserved, signed, settled and unknown rows count against their budget. A signed payment that
 the server refused (``rejected``, or ``failed`` after signing) keeps counting while it is
@@ -24,21 +33,34 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded
-from x402lab.ledger import outcomes, payments
-from x402lab.ledger.database import Database, Row, Tx, chunks, marks, process_owner, user_label
-from x402lab.ledger.outcomes import OpenPayment
-from x402lab.ledger.payments import BudgetState, PaymentMeta, SignedAuthorization
+from x402lab.ledger import payments
+from x402lab.ledger.database import (
+    CommitGroup,
+    Database,
+    GoneOwners,
+    Row,
+    chunks,
+    marks,
+    process_owner,
+    user_label,
+)
+from x402lab.ledger.payments import IfNull, PaymentMeta, Settlement, SignedAuthorization
 from x402lab.ledger.schema import MIGRATIONS
 from x402lab.ledger.sqlite import WriteAhead, open_database
 from x402lab.ledger.statuses import (
     COUNTING,
     IN_FLIGHT,
+    UNRESOLVED,
+    Applied,
+    BudgetState,
+    Move,
+    OpenPayment,
     PaymentStatus,
     Resolution,
     in_sql,
 )
 from x402lab.money import format_usd
-from x402lab.tables.ledger import arrow_to_pandas
+from x402lab.tables.ledger import arrow_to_pandas, ledger_record, ledger_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,6 +73,10 @@ EXPIRY_SLACK_S = 60
 _HELD_NOW = "(held = 1 AND valid_before >= ?)"
 # What counts against a budget at a cutoff: the one definition of committed spend.
 _COUNTED_NOW = f"({in_sql('status', COUNTING)} OR {_HELD_NOW})"
+_OPEN_SQL = in_sql("status", UNRESOLVED)
+#: What the error column says of a row whose sender died with it in flight.
+ORPHANED = "the process that sent it ({owner}) stopped before an answer arrived"
+_NEVER_SIGNED = "reserved by a process that stopped before signing"
 S = PaymentStatus
 
 
@@ -156,6 +182,7 @@ class Ledger:
         meta: PaymentMeta,
         sign: Callable[[], SignedAuthorization] | None = None,
         durable: bool = True,
+        group: CommitGroup | None = None,
     ) -> int:
         """Spends money (with ``sign``): hold ``amount_atomic`` of a budget atomically;
         returns the new row's id.
@@ -164,16 +191,15 @@ class Ledger:
         is checked, then ``sign()`` runs while the budget is held, and the row is committed as
         ``signed`` (with its nonce) before this returns, fsync'd when ``durable``. With
         ``durable=False`` the caller must ``await self.write_ahead.durable()`` before the
-        signed payload leaves (one fsync for many rows). If ``sign`` raises, nothing is
-        recorded: nothing signed left the process.
+        signed payload leaves (one fsync for many rows; ``group``: a batch run's, which that
+        commits first). If ``sign`` raises, nothing is recorded: nothing signed left the
+        process.
 
         Raises BudgetExceeded (after recording a ``refused`` row) when the budget's settled,
         in-flight, unknown and held spend plus this amount would pass its cap.
         """
         fsync = sign is not None and (durable or not self.write_ahead.needed)
-        # Waited for with ``write_ahead.durable()``, which commits the group first.
-        grouped = sign is not None and not durable
-        with self.db.transaction(durable=fsync, grouped=grouped) as tx:
+        with self.db.transaction(durable=fsync, group=group if sign is not None else None) as tx:
             # The common case in two statements: the running total moves only if the cap
             # allows it. Otherwise (or for a budget not seen yet) the exact path below.
             if payments.take_budget(tx, budget, cap_atomic, amount_atomic):
@@ -214,25 +240,23 @@ class Ledger:
                 tx, budget, amount_atomic, meta, S.REFUSED, self._who(), error=error
             )
 
-    def record_settled(
+    def settlement(
         self, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
-    ) -> None:
-        """The receipt arrived (or the chain shows it): the payment settled. ``outcome``:
+    ) -> Settlement:
+        """The receipt arrived: the settlement of row ``row_id``, not committed yet (commit
+        it with the answer it bought, or alone: ``Settlement``). ``outcome``:
         ``resolved_by`` (``statuses.Resolution``, default the receipt) and ``error`` (a note:
         an answer lost)."""
         outcome.setdefault("resolved_by", Resolution.RECEIPT)
-        # Grouped in a batch run: a settlement a crash drops is found again (the row stays
-        # counted as in flight; recovery and reconciliation settle it).
-        self._move(row_id, S.SETTLED, grouped=True, tx_hash=tx_hash, payer=payer, **outcome)
-
-    def settle_in(
-        self, tx: Tx, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
-    ) -> None:
-        """``record_settled`` inside the open transaction ``tx``: the settlement commits with
-        what the caller writes there (the answer it paid for, ``hold_settlements``)."""
-        outcome.setdefault("resolved_by", Resolution.RECEIPT)
         fields = {"tx_hash": tx_hash, "payer": payer, **outcome}
-        payments.move_payments(tx, [row_id], S.SETTLED, self._now_us(), fields)
+        return Settlement(self.db, row_id, fields, self._now_us)
+
+    def record_settled(
+        self, row_id: int, *, tx_hash: str | None, payer: str | None, **outcome: Any
+    ) -> None:
+        """The receipt arrived (or the chain shows it) and no answer is stored with it: the
+        payment settled, committed now (``settlement`` and ``Settlement.commit``)."""
+        self.settlement(row_id, tx_hash=tx_hash, payer=payer, **outcome).commit()
 
     def record_rejected(
         self, row_id: int, error: str, *, resolved_by: Resolution = Resolution.RECEIPT
@@ -268,12 +292,12 @@ class Ledger:
         """Give back a reservation that was never signed."""
         self._move(row_id, S.RELEASED, error=error)
 
-    def _move(
-        self, row_id: int, status: PaymentStatus, *, grouped: bool = False, **fields: Any
-    ) -> None:
+    def _move(self, row_id: int, status: PaymentStatus, **fields: Any) -> None:
         """Move one row to ``status`` (``payments.move_payment``: allowed moves are
         ``statuses.TRANSITIONS``); raises ConfigError for a move from any other status."""
-        payments.move_payment(self.db, row_id, status, self._now_us(), fields, grouped=grouped)
+        payments.move_payment(self.db, row_id, status, self._now_us(), fields)
+
+    # -- signed payments whose outcome is not known -----------------------------------------
 
     def recover_interrupted(self, *, reserved_older_than_s: float = 600.0) -> int:
         """Close the rows a stopped process left open; returns how many rows moved.
@@ -283,31 +307,101 @@ class Ledger:
         known; they keep counting; ``reconcile`` asks the chain). ``reserved`` rows of a gone
         process, or older than ``reserved_older_than_s``, were never signed and are released.
         """
-        return outcomes.recover(
-            self.db,
-            now_us=self._now_us(),
-            cutoff=self._held_cutoff(),
-            reserved_older_than_s=reserved_older_than_s,
-        )
-
-    # -- signed payments whose outcome is not known (``outcomes``) ---------------------------
+        now_us, cutoff = self._now_us(), self._held_cutoff()
+        stale_us = now_us - int(reserved_older_than_s * 1_000_000)
+        gone = GoneOwners()
+        orphaned: dict[str, list[int]] = {}  # note -> signed rows whose sender is gone
+        abandoned: list[int] = []  # reserved rows never signed
+        with self.db.transaction() as tx:
+            rows = tx.all(
+                "SELECT id, status, valid_before, owner, ts_us FROM payments"
+                f" WHERE {in_sql('status', (S.RESERVED, S.SIGNED))}"
+            )
+            for row in rows:
+                owner = row["owner"]
+                if row["status"] == S.SIGNED:
+                    expired = row["valid_before"] is not None and row["valid_before"] < cutoff
+                    if expired or gone(owner):
+                        note = ORPHANED.format(owner=owner or "?")
+                        orphaned.setdefault(note, []).append(row["id"])
+                elif row["ts_us"] < stale_us or gone(owner):
+                    abandoned.append(row["id"])
+            for note, ids in orphaned.items():
+                # An earlier note (a send that failed before) is kept.
+                payments.move_payments(tx, ids, S.UNKNOWN, now_us, {"error": IfNull(note)})
+            payments.move_payments(tx, abandoned, S.RELEASED, now_us, {"error": _NEVER_SIGNED})
+        return len(abandoned) + sum(len(ids) for ids in orphaned.values())
 
     def resume_payment(self, request_key: str, *, valid_until: int) -> OpenPayment | None:
-        """Take up an ``unknown`` (or orphaned ``signed``) payment of ``request_key`` valid
-        until at least ``valid_until`` to send its same signed payload again; None if none."""
-        return outcomes.resume(self.db, request_key, valid_until=valid_until, now_us=self._now_us())
+        """Take up a signed payment of ``request_key`` to send its same payload again: an
+        ``unknown`` one, or a ``signed`` one whose sender is gone, whose authorization is
+        valid at least until ``valid_until``. It becomes ``signed`` by this process; returns
+        it (as it was), or None when there is none."""
+        where = (
+            f" WHERE request_key = ? AND {_OPEN_SQL} AND payment_header IS NOT NULL"
+            " AND valid_before >= ? ORDER BY id"
+        )
+        if not self.db.read(payments.OPEN_SELECT + where, (request_key, valid_until)):
+            return None  # the common case: one indexed read, no write
+        gone, owner, now_us = GoneOwners(), process_owner(), self._now_us()
+        with self.db.transaction() as tx:
+            for row in tx.all(payments.OPEN_SELECT + where, (request_key, valid_until)):
+                payment = payments.open_payment(row)
+                # Sent again only by its sender, or when it is ``unknown`` (its sender gave
+                # up on it) or its sender is gone.
+                if not (payment.status == S.UNKNOWN or gone(payment.owner)):
+                    continue
+                if payment.status == S.UNKNOWN:
+                    payments.move_payments(tx, [payment.id], S.SIGNED, now_us, {"owner": owner})
+                else:
+                    tx.execute(
+                        "UPDATE payments SET owner = ?, updated_us = ? WHERE id = ?",
+                        (owner, now_us, payment.id),
+                    )
+                return payment
+        return None
 
     def unresolved(
         self, *, ids: Iterable[int] | None = None, orphaned: bool = False
     ) -> list[OpenPayment]:
-        """The ``signed`` and ``unknown`` rows (of ``ids``; with ``orphaned``, only those
-        whose sender process is gone), oldest first."""
-        return outcomes.unresolved(self.db, ids=ids, orphaned=orphaned)
+        """The ``signed`` and ``unknown`` rows with a nonce (of ``ids`` when given), oldest
+        first; with ``orphaned``, only those whose sender is a process of this host that is
+        gone."""
+        base = f"{payments.OPEN_SELECT} WHERE {_OPEN_SQL} AND nonce IS NOT NULL"
+        if ids is None:
+            rows = [payments.open_payment(row) for row in self.db.read(base + " ORDER BY id")]
+        else:
+            rows = []
+            for chunk in chunks(sorted(set(ids))):
+                where = f" AND id IN ({marks(len(chunk))}) ORDER BY id"
+                rows += [payments.open_payment(row) for row in self.db.read(base + where, chunk)]
+        if orphaned:
+            gone = GoneOwners()
+            rows = [row for row in rows if gone(row.owner)]
+        return rows
 
-    def apply_outcomes(self, moves: Sequence[outcomes.Move]) -> list[outcomes.Applied]:
-        """Make reconciliation's moves (settled, expired) in one transaction; returns the
-        moves made."""
-        return outcomes.apply(self.db, moves, now_us=self._now_us())
+    def apply_outcomes(self, moves: Sequence[Move]) -> list[Applied]:
+        """Make reconciliation's moves (settled, expired) in one transaction; returns those
+        made (a row no longer ``signed`` or ``unknown`` by now, concluded meanwhile, is left
+        as it is)."""
+        if not moves:
+            return []
+        by_id = {move.row_id: move for move in moves}
+        applied: list[Applied] = []
+        now_us = self._now_us()
+        with self.db.transaction() as tx:
+            for chunk in chunks(sorted(by_id)):
+                where = f" WHERE id IN ({marks(len(chunk))}) ORDER BY id"
+                for row in tx.all(payments.OPEN_SELECT + where, chunk):
+                    before = payments.open_payment(row)
+                    if before.status not in UNRESOLVED:
+                        continue
+                    move = by_id[before.id]
+                    fields = {"resolved_by": Resolution.CHAIN, "tx_hash": move.tx_hash or None}
+                    fields["error"] = move.note or None  # (None values are left out)
+                    payments.move_payments(tx, [before.id], move.status, now_us, fields)
+                    applied.append(Applied(before, move.status, move.tx_hash, move.note))
+        return applied
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -342,11 +436,11 @@ class Ledger:
             f" WHERE {where} ORDER BY id",
             (self._held_cutoff(), *params),
         )
-        return [payments.as_record(record) for record in records]
+        return [ledger_record(record) for record in records]
 
     def to_arrow(self) -> pa.Table:
         """All ledger rows as an Arrow table with the declared schema."""
-        return payments.records_table(self.rows())
+        return ledger_table(self.rows())
 
     def to_pandas(self) -> pd.DataFrame:
         """All ledger rows as a DataFrame (dtypes from the declared Arrow schema)."""

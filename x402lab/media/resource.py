@@ -2,7 +2,7 @@
 
 ``music()`` and ``video()`` pay the queue once and return an ``AsyncJob`` (``Job`` in the sync
 ``Lab``). The job is stored in the ledger's file as soon as the queue answers, in the
-transaction that commits the queue payment's settlement (``ledger.hold_settlements``), so
+transaction that commits the queue payment's settlement (``Reply.settlement``), so
 running the same call again returns that job instead of paying again (``rebuy=True`` asks for
 a new one), and ``lab.jobs()`` / ``lab.job(queue_id)`` find it after a kernel restart.
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound
 from x402lab.gateway.paid import request_key
-from x402lab.ledger import ClaimAction, Claimed, JobRecord, Jobs, hold_settlements
+from x402lab.ledger import ClaimAction, Claimed, JobRecord, Jobs
 from x402lab.media.job import AsyncJob
 from x402lab.media.quotes import MediaQuote, check_video_constraints, quote_error
 from x402lab.money import format_usd, usd_to_atomic
@@ -256,17 +256,19 @@ class Media:
         max_usd: float | None,
     ) -> JobRecord:
         """Spends money: pay the claimed queue once and store its job (closing the claim)
-        in the transaction that commits the payment's settlement
-        (``ledger.hold_settlements``)."""
-        with hold_settlements(self._session.ledger) as held:
-            reply = await self._paid.send(
-                "POST",
-                path,
-                json_body=body,
-                model=body["model"],
-                key=claim.record.key,
-                max_usd=max_usd,
-            )
+        in the transaction that commits the payment's settlement (``Reply.settlement``), or
+        commit the settlement alone when the answer holds no job."""
+        reply = await self._paid.send(
+            "POST",
+            path,
+            json_body=body,
+            model=body["model"],
+            key=claim.record.key,
+            max_usd=max_usd,
+            stores_answer=True,
+        )
+        settlement = reply.settlement
+        try:
             data = reply.json()
             cost = reply.cost
             queue_id = data.get("queue_id") if isinstance(data, dict) else None
@@ -282,10 +284,13 @@ class Media:
                 request=body,
                 quoted_atomic=cost.quoted_atomic if cost else None,
                 ledger_id=cost.ledger_id if cost else None,
-                held=held,
+                settlement=settlement,
                 delete_media=delete_media,
                 download_url=data.get("download_url"),
             )
+        finally:
+            if settlement is not None:
+                settlement.commit()  # stored with the job, or alone: never left uncommitted
 
     async def _claim(self, kind: str, key: str, rebuy: bool) -> JobRecord | Claimed:
         """The stored job of this request, or this caller's claim to pay its queue.

@@ -6,6 +6,7 @@ and cost (``CallInfo``, ``Cost``, ``Ticket``), and what the chain says of unreso
 from x402lab.payments.cost import CallInfo, Cost
 from x402lab.payments.outcome import Kind, Outcome, read_outcome
 from x402lab.payments.payer import Payer, read_challenge
+from x402lab.payments.prediction import PrepayTally
 from x402lab.payments.ticket import Ticket
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "Kind",
     "Outcome",
     "Payer",
+    "PrepayTally",
     "Ticket",
     "read_challenge",
     "read_outcome",

@@ -4,19 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from x402lab.money import atomic_to_usd, format_usd
 from x402lab.reprs import card
 
+if TYPE_CHECKING:
+    from x402lab.ledger import CommitGroup
+    from x402lab.payments.prediction import PrepayTally
+
 
 @dataclass(frozen=True)
 class CallInfo:
-    """What a paid call is, for the ledger and the per-call limits.
+    """What a paid call is, for the ledger and the per-call limits, and who commits what.
 
     ``price_class``: the requests that always get the same challenge as this one
     (``prediction.price_class``), None when unknown; ``prepay``: whether its payment may go
     with the first request when the challenge can be predicted (``payments.prediction``).
+
+    ``stores_answer``: the caller stores the answer and commits the payment's settlement
+    with it: the reply carries the settlement uncommitted (``Ticket.settlement``); otherwise
+    the payer commits it when the receipt arrives. A batch run passes its ``group`` of
+    ledger commits (``ledger.CommitGroup``: its signed rows join it) and its
+    ``prepay_tally``, which counts its prepaid payments besides the lab's.
     """
 
     service: str
@@ -27,6 +37,9 @@ class CallInfo:
     max_atomic: int | None = None
     price_class: tuple[str, ...] | None = None
     prepay: bool = True
+    stores_answer: bool = False
+    group: CommitGroup | None = field(default=None, compare=False)
+    prepay_tally: PrepayTally | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

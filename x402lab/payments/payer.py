@@ -7,6 +7,10 @@ payload itself) before the paid request leaves. A request key whose earlier paym
 again, never a new signature. When the answer comes back (``payments.outcome``): settle,
 reject, or record ``unknown``; "nonce already used" means an earlier send settled and its
 answer was lost (``answer_lost``). Sending again is the transport's job (``ServiceClient``).
+
+A settlement is committed here when the receipt arrives, unless the call stores its answer
+(``CallInfo.stores_answer``): then it goes back uncommitted on the ticket
+(``Ticket.settlement``), for the caller to commit with the answer, in one transaction.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from x402lab.ledger import (
     PaymentMeta,
     Resolution,
     SignedAuthorization,
-    held_for,
 )
 from x402lab.money import format_usd
 from x402lab.payments.cost import CallInfo, Cost
@@ -180,7 +183,7 @@ class Payer:
             raise
         meta = self._meta(call, requirements, extensions, prepaid)
         if call.request_key is not None:
-            resumed = self._resume(call.request_key, meta, durable)
+            resumed = self._resume(call, meta, durable)
             if resumed is not None:
                 return resumed
         signed: list[tuple[PaymentPayload, str]] = []
@@ -200,11 +203,17 @@ class Payer:
             auth = payload.authorization
             return SignedAuthorization(auth.nonce, auth.from_address, auth.valid_before, header)
 
-        row_id = self.budget.reserve(requirements.amount, meta, sign=sign, durable=durable)
+        # Not durable: a batch run's signed rows join its group of commits (``call.group``),
+        # which the write-ahead fsync commits before they leave.
+        group = None if durable else call.group
+        row_id = self.budget.reserve(
+            requirements.amount, meta, sign=sign, durable=durable, group=group
+        )
         payload, header_value = signed[0]
         self._pins.setdefault(call.service, requirements.pay_to)
         return Ticket(
             row_id,
+            call,
             requirements,
             payload,
             header_value,
@@ -214,15 +223,16 @@ class Payer:
             durable=durable,
         )
 
-    def _resume(self, request_key: str, meta: PaymentMeta, durable: bool) -> Ticket | None:
-        """A ticket for the stored signed payload of an earlier payment of ``request_key``
+    def _resume(self, call: CallInfo, meta: PaymentMeta, durable: bool) -> Ticket | None:
+        """A ticket for the stored signed payload of an earlier payment of ``call``'s key
         whose outcome is not known (``Ledger.resume_payment``), or None: sending it again
         can settle it at most once, where a new signature could pay twice. ``durable=False``
         (group commit): its row may have been committed without an fsync yet (by a task
         cancelled before its send), so the driver waits for the shared fsync as for a new
         row."""
         valid_until = int(self._now()) + RESEND_MARGIN_S
-        found = self.ledger.resume_payment(request_key, valid_until=valid_until)
+        assert call.request_key is not None
+        found = self.ledger.resume_payment(call.request_key, valid_until=valid_until)
         if found is None or not found.header:
             return None
         try:
@@ -238,6 +248,7 @@ class Payer:
             ) from None
         return Ticket(
             found.id,
+            call,
             requirements,
             payload,
             found.header,
@@ -258,9 +269,9 @@ class Payer:
 
     def record(self, ticket: Ticket, outcome: Outcome) -> Cost:
         """Record ``outcome`` of ``ticket``'s paid request; returns the Cost of a settled
-        payment. An outcome that asks for a re-send is recorded ``unknown`` here. Inside
-        ``ledger.hold_settlements`` a settlement waits to be committed with the
-        answer it bought.
+        payment. An outcome that asks for a re-send is recorded ``unknown`` here. A
+        settlement (``ticket.settlement``) is committed now, unless the call stores its
+        answer (``CallInfo.stores_answer``): its caller commits it with that answer.
 
         Raises PaymentRejected when the server refused the payment (nothing settled) and
         SettlementUnknown (``AnswerLost`` for "nonce already used") when the answer does
@@ -270,16 +281,12 @@ class Payer:
         receipt = outcome.receipt
         if outcome.kind is Kind.SETTLED:
             assert receipt is not None
-            settled: dict[str, Any] = {
-                "tx_hash": receipt.transaction or None,
-                "payer": receipt.payer,
-                "resolved_by": by,
-            }
-            # A caller that stores the answer commits the settlement with it
-            # (``ledger.hold_settlements``).
-            held = held_for(self.ledger)
-            if held is None or not held.hold(ticket.row_id, settled):
-                self.ledger.record_settled(ticket.row_id, **settled)
+            ticket.settlement = self.ledger.settlement(
+                ticket.row_id, tx_hash=receipt.transaction or None, payer=receipt.payer,
+                resolved_by=by,
+            )  # fmt: skip
+            if not ticket.call.stores_answer:
+                ticket.settlement.commit()
             return self._cost(ticket, "settled", receipt)
         if outcome.kind is Kind.NONCE_USED:
             self.answer_lost(ticket, None, outcome)

@@ -24,12 +24,10 @@ signature, never an extra settlement (``transport.auth``).
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from typing import Any
@@ -107,31 +105,15 @@ class Predicted:
 
 @dataclass
 class PrepayTally:
-    """Counts of one scope (a batch run, or the whole lab): payments sent with the first
-    request, those the server took (``hits``), refused (``misses``), and the extra
-    signatures the misses cost (a miss whose fresh challenge was refused costs none)."""
+    """Counts of one scope (a batch run, ``CallInfo.prepay_tally``, or the whole lab):
+    payments sent with the first request, those the server took (``hits``), refused
+    (``misses``), and the extra signatures the misses cost (a miss whose fresh challenge was
+    refused costs none)."""
 
     prepaid: int = 0
     hits: int = 0
     misses: int = 0
     extra_signatures: int = 0
-
-
-_TALLY: contextvars.ContextVar[PrepayTally | None] = contextvars.ContextVar(
-    "x402lab_prepay_tally", default=None
-)
-
-
-@contextmanager
-def prepay_tally() -> Iterator[PrepayTally]:
-    """Count the prepaid payments of this block (and of the tasks it starts) in a tally of
-    its own, besides the lab's (a batch run's summary uses it)."""
-    tally = PrepayTally()
-    token = _TALLY.set(tally)
-    try:
-        yield tally
-    finally:
-        _TALLY.reset(token)
 
 
 @dataclass
@@ -241,28 +223,31 @@ class Prediction:
 
     # -- what happened -----------------------------------------------------------------------
 
-    def _count(self, field: str) -> None:
-        for tally in (self.tally, _TALLY.get()):
+    # ``also``: the tally of the call's batch run (``CallInfo.prepay_tally``), which counts
+    # its prepaid payments besides the lab's.
+
+    def _count(self, field: str, also: PrepayTally | None) -> None:
+        for tally in (self.tally, also):
             if tally is not None:
                 setattr(tally, field, getattr(tally, field) + 1)
 
-    def sent(self) -> None:
+    def sent(self, also: PrepayTally | None = None) -> None:
         """A predicted payment was signed and goes with the first request."""
-        self._count("prepaid")
+        self._count("prepaid", also)
 
-    def hit(self, predicted: Predicted) -> None:
+    def hit(self, predicted: Predicted, also: PrepayTally | None = None) -> None:
         """The server took the prepaid payment's requirements (it did not answer 402)."""
         self._misses_in_a_row[predicted.service] = 0
-        self._count("hits")
+        self._count("hits", also)
 
-    def missed(self, predicted: Predicted) -> None:
+    def missed(self, predicted: Predicted, also: PrepayTally | None = None) -> None:
         """The server answered the prepaid request with a 402: forget what predicted it."""
         if predicted.key is not None:
             self._classes.pop(predicted.key, None)
         service = predicted.service
         self._misses_in_a_row[service] = self._misses_in_a_row.get(service, 0) + 1
-        self._count("misses")
+        self._count("misses", also)
 
-    def extra_signature(self) -> None:
+    def extra_signature(self, also: PrepayTally | None = None) -> None:
         """A miss's fresh challenge was signed: the one extra signature a miss may cost."""
-        self._count("extra_signatures")
+        self._count("extra_signatures", also)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from x402lab.ledger import Settlement
+from x402lab.payments.cost import CallInfo
 from x402lab.x402.models import PaymentPayload, PaymentRequirements
 
 
@@ -14,10 +16,13 @@ class Ticket:
     ``resumed``: the payload was signed by an earlier call (its row was ``unknown``, or left
     by a process that died) and this call sends it again. ``resends`` counts the sends of
     this call after the first. ``prepaid``: signed for a predicted challenge, sent with the
-    first request. The signed payload holds no secret, but it stays out of reprs.
+    first request. ``settlement``: the receipt's settlement once it came, committed unless
+    the call stores its answer (``CallInfo.stores_answer``: its caller commits it then).
+    The signed payload holds no secret, but it stays out of reprs.
     """
 
     row_id: int
+    call: CallInfo
     requirements: PaymentRequirements
     payload: PaymentPayload = field(repr=False)
     header_value: str = field(repr=False)
@@ -30,6 +35,7 @@ class Ticket:
     #: Its ledger row is on disk. False: committed without an fsync (group commit); the
     #: driver awaits ``ledger.write_ahead.durable()`` before sending it.
     durable: bool = True
+    settlement: Settlement | None = None
 
     @property
     def amount_atomic(self) -> int:

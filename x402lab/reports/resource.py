@@ -21,7 +21,7 @@ from x402lab.errors import (
     ProtocolError,
     X402LabError,
 )
-from x402lab.ledger import Order, ReportLibrary, hold_settlements
+from x402lab.ledger import Order, ReportLibrary
 from x402lab.money import atomic_to_usd, usd_to_atomic
 from x402lab.payments import CallInfo
 from x402lab.reports.errors import explain
@@ -207,17 +207,21 @@ class AsyncReports:
                 rebuy=rebuy,
             )
             # The purchase's settlement is committed with the reports it bought
-            # (``ledger.hold_settlements``), or alone when this block ends without them.
-            with hold_settlements(self._session.ledger) as held:
+            # (``Reply.settlement``), or alone when they cannot be stored.
+            settlement = None
+            try:
                 try:
                     if secret is not None:
                         reply = await self._first_party(username, request, secret)
                     else:
                         reply = await self._pay(username, request, missing, order, max_usd)
+                    settlement = reply.settlement
                     body = _json(reply)
                     if not isinstance(body, Mapping) or not isinstance(body.get("reports"), list):
                         raise ProtocolError("the paid answer holds no reports list")
                 except BaseException as exc:
+                    if settlement is not None:
+                        settlement.commit()  # first: the order's claims then find it settled
                     status = self.store.close_failed(order, f"{type(exc).__name__}: {exc}")
                     if isinstance(exc, ProtocolError) and status == "unknown":
                         raise ProtocolError(
@@ -238,8 +242,11 @@ class AsyncReports:
                     receipt=cost.receipt if cost else None,
                     charged_usd=float(charged) if isinstance(charged, int | float) else None,
                     response_text=reply.response.text,
-                    held=held,
+                    settlement=settlement,
                 )
+            finally:
+                if settlement is not None:
+                    settlement.commit()  # stored with the reports, or alone
             received = [str(r.get("id")) for r in reports if isinstance(r.get("id"), str)]
             return self._report_set(
                 username,
@@ -287,6 +294,7 @@ class AsyncReports:
             path=buy_path(params),
             request_key=order.request_key,
             max_atomic=cap,
+            stores_answer=True,
         )
         return await self._client().send("GET", REPORTS_BUY, params=params, call=call)
 

@@ -78,6 +78,40 @@ def ledger_schema() -> pa.Schema:
     )
 
 
+def ledger_record(row: Any) -> dict[str, Any]:
+    """A ``payments`` table row (by column name) as a dict of the ``ledger_schema`` columns.
+    ``held`` is what the query selected as held *now* (``held_now``, see ``Ledger.rows``)
+    when it did."""
+    from datetime import UTC, datetime
+
+    from x402lab.tables.usd import usd_value
+
+    record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (a database row, not a dict)
+    record["amount_usd"] = usd_value(row["amount_atomic"])  # exact, as in the table
+    record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
+    record["held"] = bool(record.get("held_now", record.get("held")))
+    record["resends"] = int(record.get("resends") or 0)
+    record["prepaid"] = bool(record.get("prepaid"))
+    record["user"] = record.get("user_label")
+    valid_before = record.get("valid_before")
+    record["expires_at"] = (
+        datetime.fromtimestamp(valid_before, tz=UTC) if valid_before is not None else None
+    )
+    return {name: record.get(name) for name in COLUMNS}
+
+
+def ledger_table(records: list[dict[str, Any]]) -> pa.Table:
+    """Ledger rows (dicts of ``ledger_record``) as an Arrow table with the declared schema."""
+    import pyarrow as pa
+
+    from x402lab.tables.usd import usd_array
+
+    schema = ledger_schema()
+    columns: dict[str, Any] = {name: [record[name] for record in records] for name in schema.names}
+    columns["amount_usd"] = usd_array(columns["amount_atomic"])
+    return pa.table(columns, schema=schema)
+
+
 def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
     """Arrow to pandas keeping the declared dtypes: int64 stays int64 (nullable when needed),
     timestamps stay tz-aware UTC, a decimal (a USD amount, ``tables.usd``) stays an exact

@@ -9,6 +9,10 @@ leaves it to the client, which sends the *same* request with the *same* signed p
 (its nonce settles at most once) while the authorization is valid. Driven by a bare httpx
 client, it records the row ``unknown`` itself: it cannot wait between sends.
 
+The receipt's settlement is committed by the payer, or, when the call stores its answer
+(``CallInfo.stores_answer``), left uncommitted on the ticket for the caller to commit with
+that answer (``Ticket.settlement``; ``ServiceClient`` hands it over on the ``Reply``).
+
 When the challenge can be predicted (``payments.prediction``: a fresh probe of this exact
 request, or a confirmed price class) the payment goes with the *first* request: one round
 trip. A 402 to that prepaid request is a refusal (the prediction was stale): its row is
@@ -107,12 +111,12 @@ class PaymentAuth(httpx.Auth):
             # followed by a new signature: only a refused *prediction* is paid afresh.
             if not (ticket.prepaid and is_prepay_refusal(outcome)):
                 if outcome.kind is Kind.SETTLED:
-                    payer.prediction.hit(predicted)
+                    payer.prediction.hit(predicted, call.prepay_tally)
                 self._conclude(ticket, outcome)
                 return
             # A stale prediction: refused, nothing settled. Pay the 402's fresh challenge.
             payer.record_prepay_refused(ticket, outcome)
-            payer.prediction.missed(predicted)
+            payer.prediction.missed(predicted, call.prepay_tally)
             self.state.ticket = None
         elif response.status_code != 402:
             return
@@ -127,7 +131,7 @@ class PaymentAuth(httpx.Auth):
         payer.prediction.observe(call, challenge)
         fresh = payer.prepare(challenge, call, durable=not self._grouped)
         if ticket is not None:
-            payer.prediction.extra_signature()
+            payer.prediction.extra_signature(call.prepay_tally)
         self.state.ticket = fresh
         request.headers[self.header_name] = fresh.header_value
         response = yield from self._send(request, fresh)
@@ -142,7 +146,7 @@ class PaymentAuth(httpx.Auth):
         if ticket.resumed:
             ticket.prepaid = False  # an earlier payment's own payload, sent again
         else:
-            self.payer.prediction.sent()
+            self.payer.prediction.sent(self.call.prepay_tally)
             self.state.predicted = predicted
         self.state.ticket = ticket
         request.headers[self.header_name] = ticket.header_value

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from x402lab.errors import (
+    AnswerLost,
     ApiError,
     ModelNotFound,
     NotFound,
@@ -41,17 +42,34 @@ from x402lab.x402.models import PaymentRequired
 
 if TYPE_CHECKING:
     from x402lab.chain import ChainClient
+    from x402lab.ledger import Settlement
 
 
 @dataclass
 class Reply:
-    """An HTTP answer and, for a paid call, what it cost."""
+    """An HTTP answer and, for a paid call, what it cost.
+
+    ``settlement``: when the call stores its answer (``CallInfo.stores_answer``) and its
+    payment settled, that settlement, not committed yet (None otherwise: the payer committed
+    it). The caller commits it with the answer it stores (``ledger.answer_transaction``), or
+    alone when it stores none (``settlement.commit()``); until then the ledger row stays
+    ``signed``.
+    """
 
     response: httpx.Response
     cost: Cost | None
+    settlement: Settlement | None = None
 
     def json(self) -> Any:
         return self.response.json()
+
+
+def _commit_unanswered(state: CallState) -> None:
+    """Commit the settlement of a call whose reply its caller will never see (it raised):
+    the caller could not commit it with an answer."""
+    ticket = state.ticket
+    if ticket is not None and ticket.settlement is not None:
+        ticket.settlement.commit()
 
 
 def error_from_response(response: httpx.Response, service: str) -> ApiError:
@@ -158,6 +176,9 @@ class ServiceClient:
                 if state.signed and state.cost is None:
                     state.pending = no_answer(exc)
                     response = await self._settle(request, state, stream)
+                elif state.cost is not None and state.cost.status == "settled":
+                    # Settled, and then its body was lost: never paid again.
+                    raise self._lost_after_payment(state, exc) from exc
                 elif attempt < last:
                     await self._sleep(retry_delay(self.retry, attempt, None, time.time()))
                     continue
@@ -171,11 +192,16 @@ class ServiceClient:
                 if state.signed and state.cost is None and not isinstance(exc, X402LabError):
                     assert state.ticket is not None and self.payer is not None
                     self.payer.record_ambiguous(state.ticket, "cancelled while in flight")
+                _commit_unanswered(state)
                 raise
             else:
                 if state.pending is not None:
                     await response.aclose()
-                    response = await self._settle(request, state, stream)
+                    try:
+                        response = await self._settle(request, state, stream)
+                    except BaseException:
+                        _commit_unanswered(state)
+                        raise
             status = response.status_code
             if not state.signed and status in self.retry.retry_statuses and attempt < last:
                 await response.aclose()
@@ -190,11 +216,29 @@ class ServiceClient:
             if expect_402 and status == 402:
                 return Reply(response, None)
             if status >= 400:
+                _commit_unanswered(state)  # a settled payment's error answer: nothing to store
                 if stream:
                     await response.aread()
                 raise error_from_response(response, self.service)
-            return Reply(response, state.cost)
+            ticket = state.ticket
+            kept = ticket.settlement if ticket and ticket.call.stores_answer else None
+            return Reply(response, state.cost, kept)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _lost_after_payment(self, state: CallState, exc: httpx.HTTPError) -> AnswerLost:
+        """The error of a paid request whose payment settled and whose answer was then lost
+        (its body could not be read); its settlement is committed alone."""
+        _commit_unanswered(state)
+        ticket, cost = state.ticket, state.cost
+        assert ticket is not None and cost is not None
+        return AnswerLost(
+            f"payment of {cost} (ledger row {ticket.row_id}) settled, and its answer was"
+            f" lost while it was read ({type(exc).__name__}: {exc}); it will not be paid"
+            " again automatically: ask again to buy a new answer",
+            settled=True,
+            tx_hash=cost.tx_hash,
+            ledger_id=ticket.row_id,
+        )
 
     def _url(self, path: str) -> httpx.URL:
         """The parsed address of ``path`` (parsed once per path, not for every request)."""

@@ -110,12 +110,13 @@ class Resender:
                 if outcome.kind in (Kind.RESEND, Kind.NONCE_USED):
                     await response.aclose()
                     continue
+                tally = ticket.call.prepay_tally
                 if ticket.prepaid and is_prepay_refusal(outcome) and state.predicted:
-                    payer.prediction.missed(state.predicted)
+                    payer.prediction.missed(state.predicted, tally)
                 state.pending = None
                 state.cost = payer.record(ticket, outcome)
                 if outcome.kind is Kind.SETTLED and ticket.prepaid and state.predicted:
-                    payer.prediction.hit(state.predicted)  # taken, on a later send
+                    payer.prediction.hit(state.predicted, tally)  # taken, on a later send
                 return response
         except BaseException:
             if state.pending is not None:
