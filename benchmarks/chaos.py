@@ -183,7 +183,7 @@ def worker(args: argparse.Namespace) -> None:
         ledger=args.ledger,
         budget=xl.Budget(usd=args.cap_usd, name=BUDGET),
         chain_rpc_url=args.chain,
-        retry=xl.lab.RetryPolicy(attempts=10, base_delay_s=0.05, max_delay_s=1.0),
+        retry=xl.RetryPolicy(attempts=10, base_delay_s=0.05, max_delay_s=1.0),
     )
     try:
         prompts = prompts_of(args.index, args.workers, args.calls, args.overlap)

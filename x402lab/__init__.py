@@ -45,6 +45,7 @@ if _IMPORT_NOW:
     from x402lab.lab import AsyncLab, Lab
     from x402lab.ledger import Ledger
     from x402lab.planning import plan
+    from x402lab.transport import RetryPolicy
     from x402lab.wallet import Wallet
 
 #: The names imported on first use, and their modules.
@@ -55,6 +56,7 @@ _LAZY = {
     "Budget": "x402lab.budget",
     "Lab": "x402lab.lab",
     "Ledger": "x402lab.ledger",
+    "RetryPolicy": "x402lab.transport",
     "Settings": "x402lab.connection",
     "Wallet": "x402lab.wallet",
     "connect": "x402lab.connection",
@@ -103,6 +105,7 @@ __all__ = [
     "ProtocolError",
     "QuoteRejected",
     "RateLimited",
+    "RetryPolicy",
     "Settings",
     "SettlementUnknown",
     "StoreError",

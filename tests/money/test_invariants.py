@@ -124,7 +124,7 @@ def test_settlement_failure_is_rejected_and_held_until_it_expires(start, tmp_pat
 
 def test_unpaid_phase_retries_429_and_5xx_then_pays_once(start, lab_for):
     emulator = start(rate_429=0.5, retry_after_s=0.05, rate_5xx=0.3)
-    lab = lab_for(emulator, retry=xl.lab.RetryPolicy(attempts=12, base_delay_s=0.01))
+    lab = lab_for(emulator, retry=xl.RetryPolicy(attempts=12, base_delay_s=0.01))
     paid = 0
     for index in range(6):
         try:

@@ -121,7 +121,7 @@ def test_a_timeout_is_sent_again_and_never_signed_again(start, lab_for):
 def test_the_window_closing_leaves_unknown_for_reconciliation(start, lab_for):
     # Backoff longer than the authorization's window: no re-send fits, the row is unknown.
     emulator = start(paid_latency_s=1.5)
-    slow = xl.lab.RetryPolicy(attempts=2, base_delay_s=400.0, max_delay_s=400.0)
+    slow = xl.RetryPolicy(attempts=2, base_delay_s=400.0, max_delay_s=400.0)
     lab = lab_for(emulator, timeout_s=0.5, retry=slow)
     with pytest.raises(xl.SettlementUnknown, match="about to expire") as info:
         lab.chat("No time left", model=CHAT_MODEL, max_tokens=8)
