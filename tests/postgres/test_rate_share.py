@@ -39,7 +39,7 @@ WORKER = textwrap.dedent(
             share.sync(controller)
         elif command == "limit":
             started = controller.start()
-            controller.limited_429(started, 0.0, wallet_sent=int(args[0]))
+            controller.limited_429(started, 0.0, wallet_answered=int(args[0]))
             controller.released()
             share.sync(controller)
         elif command == "leave":

@@ -46,6 +46,7 @@ from x402lab.batch.plan import (
     grouped_plan,
 )
 from x402lab.batch.preflight import LastQuote, refuse_unfit
+from x402lab.batch.price_probe import checked_and_priced
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.recipe import Connection
 from x402lab.batch.results import BatchEstimate, BatchSummary, summary_of
@@ -103,14 +104,21 @@ class Batches:
         #: The last exact price of a batch: a run right after ``estimate`` does not ask again.
         self.quoted = LastQuote()
 
-    async def check_batch(self, plan: Plan, caller: str, unchecked: Mapping[str, Any]) -> None:
+    async def check_batch(
+        self, plan: Plan, caller: str, unchecked: Mapping[str, Any], *, to_run: bool = False
+    ) -> None:
         # Checked once for the whole batch before anything is sent (the model id, the request
         # body against the gateway's published schema, the prompt size), not row by row;
-        # ``extra_body`` fields go through unchecked, as in openai-python.
+        # ``extra_body`` fields go through unchecked, as in openai-python. ``to_run``: the
+        # batch is about to pay; its price is learned meanwhile (``batch.price_probe``).
         body = plan.unit_body(0) if plan.units else None
-        await self._paid.check(
+        check = self._paid.check(
             "POST", plan.path, body, model=plan.model, caller=caller, own=tuple(unchecked)
         )
+        if to_run:
+            await checked_and_priced(check, self._session, self._catalog, plan)
+        else:
+            await check
 
     # What a call returns depends on its input (a Dask collection runs on the cluster and
     # comes back as a Dask DataFrame) and, for batch_embed, on ``out=``: the overloads tell
@@ -271,7 +279,7 @@ class Batches:
             result_names=batch_chat_schema().names, namespace=namespace,
         )  # fmt: skip
         codec: ChatCodec | TypedCodec = ChatCodec() if spec is None else TypedCodec(spec)
-        await self.check_batch(plan, "batch_chat()", unchecked)
+        await self.check_batch(plan, "batch_chat()", unchecked, to_run=True)
         sink = ColumnSink(codec)
         summary = await self._run(
             plan, codec, sink, (concurrency, max_usd, rebuy, partial, unchecked), progress,
@@ -497,7 +505,7 @@ class Batches:
             )
         values, index = source.values, source.index
         plan = embed_plan(values, model=model, per_request=per_request, params=params)
-        await self.check_batch(plan, "batch_embed()", unchecked)
+        await self.check_batch(plan, "batch_embed()", unchecked, to_run=True)
         codec = EmbedCodec()
         if out is not None:
             target = Path(out).expanduser()

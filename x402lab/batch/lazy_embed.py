@@ -56,7 +56,7 @@ async def embed_chunks(
                 break  # the source ended (an empty one still runs once, with no rows)
             plan = embed_plan(texts or [], model=model, per_request=per_request, params=params)
             if sink is None:
-                await batches.check_batch(plan, "batch_embed()", unchecked)
+                await batches.check_batch(plan, "batch_embed()", unchecked, to_run=True)
                 sink = (
                     ParquetSink(target, plan, row_group_size=row_group_size, dim=dim)
                     if target is not None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 #: Seconds between two exchanges through the ledger.
 PERIOD_S = 0.25
+#: ... while no limit is known yet.
+SEARCH_PERIOD_S = 0.05
 #: How long a learned rate is remembered for the next run (and rows are kept).
 REMEMBER_S = 600.0
 
@@ -78,15 +81,16 @@ class RateShare:
             ),
         )
 
-    def sent_since(self, seconds: float) -> int:
-        """Payments this wallet's processes made over the last ``seconds`` (each one request
-        sent), read from the ledger they share."""
-        since_us = int((self._clock() - seconds) * 1_000_000)
+    def sent_between(self, since_s: float, until_s: float = 0.0) -> int:
+        """Payments this wallet's processes made from ``since_s`` to ``until_s`` seconds ago
+        (each one request sent), read from the ledger they share."""
+        now = self._clock()
+        since_us, until_us = int((now - since_s) * 1_000_000), int((now - until_s) * 1_000_000)
         # The newest rows only (ids grow with time): the scan stays short in a long ledger.
         row = self.db.read_one(
             "SELECT COUNT(*) FROM payments WHERE id > (SELECT COALESCE(MAX(id), 0) FROM payments)"
-            " - 100000 AND ts_us >= ? AND lower(payer) = ?",
-            (since_us, self.payer),
+            " - 100000 AND ts_us >= ? AND ts_us <= ? AND lower(payer) = ?",
+            (since_us, until_us, self.payer),
         )
         return int(row[0]) if row is not None else 0
 
@@ -101,8 +105,11 @@ class RateShare:
             self.sync(controller)
             changed()
             self._poked.clear()
+            # While no limit is known, more often: a cut one process meets should reach the
+            # others before their own requests meet it.
+            period = SEARCH_PERIOD_S if math.isinf(controller.wallet_rate) else PERIOD_S
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poked.wait(), PERIOD_S)
+                await asyncio.wait_for(self._poked.wait(), period)
 
     def leave(self, controller: RateController) -> None:
         """The run ended: the row stays (the next run starts from its rate) but no longer
