@@ -40,10 +40,12 @@ def _answer(controller: RateController, clock: Clock, latency: float = 0.05) -> 
 
 
 def _limited_at(controller: RateController, clock: Clock, sent: int) -> None:
-    """A request meets a 429 after the service took ``sent`` requests over the last second."""
+    """A request meets a 429 after the wallet sent ``sent`` requests, evenly over the second
+    before it (the first time: the bucket, full a second ago, ran dry)."""
     started = controller.start()
+    at = [started - 1 + i / sent for i in range(sent)]
     clock.advance(0.05)
-    controller.limited_429(started, 0.05, wallet_answered=sent)
+    controller.limited_429(started, 0.05, wallet_sent=at)
     controller.released()
 
 
@@ -75,6 +77,19 @@ def test_with_no_limit_known_the_window_doubles_per_double_s_at_most_once_a_roun
     assert slow.delay() == 0  # no rate: nothing waits but for the window
 
 
+def test_a_window_the_batch_does_not_fill_is_not_grown():
+    clock = Clock()
+    idle = RateController(ceiling=64, clock=clock)
+    for _ in range(20):  # one request now and then: 50 ms answers a second apart
+        _answer(idle, clock, latency=0.05)
+        clock.advance(1.0)
+    assert idle.window_limit == START_WINDOW
+    busy = RateController(ceiling=64, clock=clock)
+    for _ in range(20):
+        _round_trip(busy, clock, latency=0.05)
+    assert busy.window_limit > START_WINDOW
+
+
 def test_a_429_sets_the_rate_and_answers_raise_it_additively():
     clock = Clock()
     controller = RateController(clock=clock)
@@ -84,7 +99,7 @@ def test_a_429_sets_the_rate_and_answers_raise_it_additively():
     # 40 taken over the last second, a burst of one second's worth among them: about 20/s,
     # less a margin (the bucket, empty now, needs to fill again).
     first = controller.rate
-    assert first == pytest.approx(FIRST_MARGIN * 40 / 2, rel=0.01)
+    assert first == pytest.approx(FIRST_MARGIN * 40 / 2, rel=0.05)
     assert controller.limited == 1
     # Ten seconds of answers add GROWTH x the rate of the cut, per second.
     for _ in range(100):
@@ -178,19 +193,26 @@ def test_processes_of_a_wallet_send_shares_of_one_rate_and_a_cut_reaches_them_al
     assert later.wallet_rate == 15.0
 
 
-def test_the_first_estimate_counts_what_the_service_took_not_what_is_in_flight():
+def test_the_first_estimate_is_the_rate_whose_bucket_those_requests_would_empty():
     clock = Clock()
-    controller = RateController(ceiling=64, clock=clock)
-    taken = 0
-    for _ in range(4):  # half a second of answers
-        taken += controller.window_limit
-        _round_trip(controller, clock, latency=0.125)
-    flying = [controller.start() for _ in range(controller.window_limit)]
-    clock.advance(0.125)
-    controller.limited_429(flying[0], 0.05)
-    # taken over 0.625 s, a burst among them; the requests in flight meet 429s too
-    assert controller.rate == pytest.approx(FIRST_MARGIN * taken / 1.625, rel=0.01)
-    assert len(flying) > 1
+    # A bucket of 20/s holding one second's worth: 10 requests a second for 5 s leave it
+    # full; then 40 a second empty it after 20 / (40 - 20) = 1 s.
+    sent = [clock.now + i / 10 for i in range(50)] + [clock.now + 5 + i / 40 for i in range(40)]
+    clock.advance(6.0)
+    for controller in (RateController(clock=clock), RateController(clock=clock)):
+        flying = controller.start()
+        controller.limited_429(flying, 0.05, wallet_sent=sent)
+        assert controller.rate == pytest.approx(FIRST_MARGIN * 20, rel=0.05)
+    # Without the ledger's record, this process's own answers stand for the wallet's.
+    alone = RateController(clock=clock)
+    for at in sent:
+        clock.now = at
+        started = alone.start()
+        alone.answered(started)
+    flying = alone.start()
+    clock.advance(0.01)
+    alone.limited_429(flying, 0.05)
+    assert alone.rate == pytest.approx(FIRST_MARGIN * 20, rel=0.05)
 
 
 def test_processes_looking_for_the_limit_together_share_the_start_window():

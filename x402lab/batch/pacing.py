@@ -130,12 +130,11 @@ class _Slot:
         self.started = controller.start()
 
     def limited(self, retry_after_s: float | None) -> float:
-        answered = None
+        sent = None
         controller = self._controller
         if self._share is not None and math.isinf(controller.wallet_rate):
-            # The first limit met: how many requests the service took over the last second.
-            answered = self._share.sent_between(MEASURE_S, controller.latency)
-        controller.limited_429(self.started, retry_after_s, wallet_answered=answered)
+            sent = self._share.sent_times(MEASURE_S)  # the first limit met: what we sent
+        controller.limited_429(self.started, retry_after_s, wallet_sent=sent)
         if self._share is not None:
             self._share.poke()  # others hear of the cut at once, not a period later
         return self._controller.retry_in(retry_after_s or 0.0)

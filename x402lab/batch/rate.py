@@ -24,9 +24,10 @@ and ``batch.rate_share`` shares it through the ledger. The rules:
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 #: Requests in flight when no limit is known.
@@ -50,8 +51,8 @@ FIRST_MARGIN = 0.9
 GROWTH = 0.01
 #: The longest pause one Retry-After imposes on new requests.
 MAX_PAUSE_S = 30.0
-#: Seconds of history behind "the rate requests were sent at".
-MEASURE_S = 1.0
+#: Seconds of history behind the first estimate of a limit.
+MEASURE_S = 10.0
 #: The burst a service's bucket is assumed to let through before its first 429, in seconds
 #: of its rate (what a token bucket commonly holds).
 BURST_S = 1.0
@@ -106,8 +107,7 @@ class RateController:
         self._paused_until = 0.0
         self._grown_at: float | None = None
         self._latency = 0.0  # seconds, a moving average of answered requests
-        self._accepted: deque[float] = deque()
-        self._first_start: float | None = None
+        self._accepted: deque[float] = deque()  # when the service took a request
 
     @property
     def latency(self) -> float:
@@ -144,8 +144,6 @@ class RateController:
         ``limited_429``)."""
         now = self._clock()
         self.in_flight += 1
-        if self._first_start is None:
-            self._first_start = now
         interval = self._interval()
         if interval:
             self._next_at = max(self._next_at, now - CATCH_UP_S) + interval
@@ -185,13 +183,14 @@ class RateController:
         self.in_flight = max(0, self.in_flight - 1)
         latency = max(0.0, now - started)
         self._latency = latency if self._latency == 0 else 0.8 * self._latency + 0.2 * latency
-        self._accepted.append(now)
-        _trim(self._accepted, now - MEASURE_S)
         if math.isinf(self.wallet_rate):
-            # The wallet's window doubles every DOUBLE_S (each process sees its share of the
-            # answers, so each counts for all), once a round trip at most.
-            grow = min(1.0, math.log(2) * self._latency / DOUBLE_S) * self.members
-            self.window = min(float(self.ceiling * self.members), self.window + grow)
+            self._accepted.append(now)
+            _trim(self._accepted, now - MEASURE_S)
+            if self._window_used(now):
+                # The wallet's window doubles every DOUBLE_S (each process sees its share of
+                # the answers, so each counts for all), once a round trip at most.
+                grow = min(1.0, math.log(2) * self._latency / DOUBLE_S) * self.members
+                self.window = min(float(self.ceiling * self.members), self.window + grow)
             return
         since = now - (self._grown_at if self._grown_at is not None else now)
         self._grown_at = now
@@ -199,17 +198,29 @@ class RateController:
         self.peak_rate = max(self.peak_rate, self.rate)
         self._follow_rate()
 
+    def _window_used(self, now: float) -> bool:
+        """Whether answers came over the last round trips at a quarter of the rate the window
+        allows at least: a window the batch does not fill (a busy process, too few rows) is
+        not grown, or it would let out a burst far above any rate it was seen to work at."""
+        span = max(2 * self._latency, 0.2)
+        answers = len(self._accepted) - bisect.bisect_left(self._accepted, now - span)
+        allowed = self.window / self.members / max(self._latency, 0.001) * span
+        return answers >= 0.25 * allowed
+
     def released(self) -> None:
         """A request ended without an answer worth learning from (a failure)."""
         self.in_flight = max(0, self.in_flight - 1)
 
     def limited_429(
-        self, started: float, retry_after_s: float | None, *, wallet_answered: int | None = None
+        self,
+        started: float,
+        retry_after_s: float | None,
+        *,
+        wallet_sent: Sequence[float] | None = None,
     ) -> None:
         """A request started at ``started`` met a 429 (``Retry-After`` in seconds, if sent).
-        ``wallet_answered``: the requests every process of the wallet sent over the last
-        ``MEASURE_S`` but the last round trip (from the ledger: those answered by now), for
-        the first estimate of the limit."""
+        ``wallet_sent``: when every process of the wallet sent its requests over the last
+        ``MEASURE_S`` (from the ledger), for the first estimate of the limit."""
         now = self._clock()
         self.limited += 1
         if retry_after_s is not None:
@@ -221,22 +232,30 @@ class RateController:
         if math.isfinite(self.wallet_rate):
             rate = BETA * self.wallet_rate
         else:  # an estimate that leaves the burst out, less a margin for its error
-            rate = FIRST_MARGIN * self._first_estimate(now, wallet_answered)
+            rate = FIRST_MARGIN * self._first_estimate(now, wallet_sent)
         self._set_cut(rate, now)
         self.peak_rate = max(self.peak_rate, self.rate)
 
-    def _first_estimate(self, now: float, wallet_answered: int | None) -> float:
-        """The wallet's limit, at its first 429: what the service accepted over the last
-        second, less a burst of one second's worth (what a service's bucket commonly holds,
-        and what let those requests through before it ran dry). Requests still in flight
-        are left out: sent after the bucket ran dry, most of them meet a 429 too."""
-        _trim(self._accepted, now - MEASURE_S)
-        answered = len(self._accepted) * self.members
-        if wallet_answered is not None:
-            answered = wallet_answered
-        first = self._first_start if self._first_start is not None else now
-        sending = min(MEASURE_S, max(now - first, 0.05))
-        return max(answered / (sending + BURST_S), 1.0)
+    def _first_estimate(self, now: float, wallet_sent: Sequence[float] | None) -> float:
+        """The wallet's limit, at its first 429: the highest rate whose bucket (holding
+        ``BURST_S`` of it, full at the first request) the requests the service took would
+        have emptied by now. Those still in flight are left out: sent after the bucket ran
+        dry, most of them meet a 429 too."""
+        if wallet_sent is not None:  # taken a round trip after they were sent
+            taken, weight = [t + self._latency for t in wallet_sent], 1
+            taken = [t for t in taken if t <= now]
+        else:  # this process's share of them
+            taken, weight = list(self._accepted), self.members
+        if not taken:
+            return 1.0
+        low, high = 0.0, weight * len(taken) / BURST_S + 1.0
+        for _ in range(30):
+            rate = (low + high) / 2
+            if _empties(sorted(taken), weight, rate, now):
+                low = rate
+            else:
+                high = rate
+        return max(low, 1.0)
 
     def _set_cut(self, wallet_rate: float, at: float) -> None:
         self.wallet_rate = self._cut_base = max(wallet_rate, 0.1)
@@ -285,6 +304,18 @@ class RateController:
         finite = math.isfinite(self.wallet_rate)
         rate = self.rate if finite else None
         return Peer(rate, self.wallet_rate if finite else None, self.cut_at, self._clock())
+
+
+def _empties(taken: list[float], weight: int, rate: float, now: float) -> bool:
+    """Whether a bucket refilled at ``rate`` a second (holding ``BURST_S`` of it, full at
+    ``taken[0]``) holds less than one request at ``now`` after giving ``weight`` at each of
+    ``taken``."""
+    capacity = max(rate * BURST_S, 1.0)
+    level, at = capacity, taken[0]
+    for t in taken:
+        level = min(capacity, level + (t - at) * rate) - weight
+        at = t
+    return min(capacity, level + (now - at) * rate) < 1.0
 
 
 def _trim(times: deque[float], before: float) -> None:

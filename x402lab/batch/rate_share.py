@@ -81,18 +81,17 @@ class RateShare:
             ),
         )
 
-    def sent_between(self, since_s: float, until_s: float = 0.0) -> int:
-        """Payments this wallet's processes made from ``since_s`` to ``until_s`` seconds ago
-        (each one request sent), read from the ledger they share."""
-        now = self._clock()
-        since_us, until_us = int((now - since_s) * 1_000_000), int((now - until_s) * 1_000_000)
+    def sent_times(self, seconds: float) -> list[float]:
+        """When this wallet's processes made their payments over the last ``seconds`` (each
+        one request sent), read from the ledger they share."""
+        since_us = int((self._clock() - seconds) * 1_000_000)
         # The newest rows only (ids grow with time): the scan stays short in a long ledger.
-        row = self.db.read_one(
-            "SELECT COUNT(*) FROM payments WHERE id > (SELECT COALESCE(MAX(id), 0) FROM payments)"
-            " - 100000 AND ts_us >= ? AND ts_us <= ? AND lower(payer) = ?",
-            (since_us, until_us, self.payer),
+        rows = self.db.read(
+            "SELECT ts_us FROM payments WHERE id > (SELECT COALESCE(MAX(id), 0) FROM payments)"
+            " - 100000 AND ts_us >= ? AND lower(payer) = ? ORDER BY ts_us",
+            (since_us, self.payer),
         )
-        return int(row[0]) if row is not None else 0
+        return [int(row[0]) / 1_000_000 for row in rows]
 
     def poke(self) -> None:
         """Exchange now (a 429 was met: the others should hear of the cut)."""
