@@ -31,14 +31,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 #: Requests in flight when no limit is known.
-START_WINDOW = 1
+START_WINDOW = 2
 #: While no limit is known, the window doubles every this many seconds, and at most once a
-#: round trip (TCP's slow start, in time rather than in round trips): at 250 ms answers one
-#: request in flight becomes 32 within about three seconds, while with 50 ms answers the
-#: rate grows no faster, so that few requests are in flight when a bucket's burst runs out
-#: and the first 429 comes back. (Simulated against a 20/s bucket, one process and four:
-#: 1-4 429s while looking for the limit; doubling every 0.5 s met 3-6, and a start of two
-#: 4-5; at 250 ms without a limit 84 rows/s against 95.)
+#: round trip (TCP's slow start, in time rather than in round trips): at 250 ms answers two
+#: requests in flight become 32 within about two and a half seconds, while with 50 ms
+#: answers the rate grows no faster, so that few requests are in flight when a bucket's
+#: burst runs out and the first 429 comes back. (Simulated against a 20/s bucket with 50 ms
+#: answers, one process and four: 3-4 429s while looking for the limit, as with a start of
+#: one or doubling every 0.75 s; at 250 ms without a limit 95 rows/s, against 84 for those.)
 DOUBLE_S = 0.6
 #: Default ceiling of requests in flight for ``concurrency="auto"``.
 DEFAULT_CEILING = 64
