@@ -187,9 +187,10 @@ class RateController:
             self._accepted.append(now)
             _trim(self._accepted, now - MEASURE_S)
             if self._window_used(now):
-                # The wallet's window doubles every DOUBLE_S (each process sees its share of
-                # the answers, so each counts for all), once a round trip at most.
-                grow = min(1.0, math.log(2) * self._latency / DOUBLE_S) * self.members
+                # The window doubles every DOUBLE_S, once a round trip at most. Processes
+                # looking together see a share of the answers each: the wallet's window
+                # grows slower, the more of them look (fewer 429s when they find the limit).
+                grow = min(1.0, math.log(2) * self._latency / DOUBLE_S)
                 self.window = min(float(self.ceiling * self.members), self.window + grow)
             return
         since = now - (self._grown_at if self._grown_at is not None else now)
