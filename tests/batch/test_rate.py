@@ -77,6 +77,18 @@ def test_with_no_limit_known_the_window_doubles_per_double_s_at_most_once_a_roun
     assert slow.delay() == 0  # no rate: nothing waits but for the window
 
 
+def test_the_window_never_more_than_doubles_within_double_s():
+    clock = Clock()
+    controller = RateController(ceiling=1024, clock=clock)
+    _round_trip(controller, clock, latency=0.5)  # a slow first answer (a connection made)
+    start = controller.window
+    began = clock.now
+    while clock.now - began < 2 * DOUBLE_S:  # then fast ones, while the latency seen lags
+        _round_trip(controller, clock, latency=0.01)
+    # about two doublings (without the bound, the long latency first seen made it 7)
+    assert 2 * start < controller.window <= 2**2.4 * start
+
+
 def test_a_window_the_batch_does_not_fill_is_not_grown():
     clock = Clock()
     idle = RateController(ceiling=64, clock=clock)

@@ -108,6 +108,7 @@ class RateController:
         self._grown_at: float | None = None
         self._latency = 0.0  # seconds, a moving average of answered requests
         self._accepted: deque[float] = deque()  # when the service took a request
+        self._mark = (clock(), self.window)  # the window DOUBLE_S ago at most, and when
 
     @property
     def latency(self) -> float:
@@ -186,12 +187,7 @@ class RateController:
         if math.isinf(self.wallet_rate):
             self._accepted.append(now)
             _trim(self._accepted, now - MEASURE_S)
-            if self._window_used(now):
-                # The window doubles every DOUBLE_S, once a round trip at most. Processes
-                # looking together see a share of the answers each: the wallet's window
-                # grows slower, the more of them look (fewer 429s when they find the limit).
-                grow = min(1.0, math.log(2) * self._latency / DOUBLE_S)
-                self.window = min(float(self.ceiling * self.members), self.window + grow)
+            self._grow(now)
             return
         since = now - (self._grown_at if self._grown_at is not None else now)
         self._grown_at = now
@@ -199,14 +195,24 @@ class RateController:
         self.peak_rate = max(self.peak_rate, self.rate)
         self._follow_rate()
 
-    def _window_used(self, now: float) -> bool:
-        """Whether answers came over the last round trips at a quarter of the rate the window
-        allows at least: a window the batch does not fill (a busy process, too few rows) is
-        not grown, or it would let out a burst far above any rate it was seen to work at."""
+    def _grow(self, now: float) -> None:
+        """One answer more while no limit is known: the window doubles every DOUBLE_S, once a
+        round trip at most, and never more than twice what it was DOUBLE_S before (a busy
+        process sees a latency longer than the service takes, and would grow it faster).
+        Each of several processes looking together grows by its own answers: the wallet's
+        window grows slower, the more of them look (fewer 429s when they find the limit). A
+        window the batch does not fill (a busy process, few rows left) is not grown, or it
+        would let out a burst far above any rate it was seen to work at."""
         span = max(2 * self._latency, 0.2)
         answers = len(self._accepted) - bisect.bisect_left(self._accepted, now - span)
         allowed = self.window / self.members / max(self._latency, 0.001) * span
-        return answers >= 0.25 * allowed
+        if answers < 0.25 * allowed:
+            return  # the window is not used
+        marked_at, marked = self._mark
+        if now - marked_at >= DOUBLE_S:
+            self._mark = marked_at, marked = now, self.window
+        grow = min(1.0, math.log(2) * self._latency / DOUBLE_S)
+        self.window = min(float(self.ceiling * self.members), 2 * marked, self.window + grow)
 
     def released(self) -> None:
         """A request ended without an answer worth learning from (a failure)."""
