@@ -85,7 +85,7 @@ def test_the_window_never_more_than_doubles_within_double_s():
     began = clock.now
     while clock.now - began < 2 * DOUBLE_S:  # then fast ones, while the latency seen lags
         _round_trip(controller, clock, latency=0.01)
-    # about two doublings (without the bound, the long latency first seen made it 7)
+    # about two doublings (without the bound, the long latency first seen made it 7x)
     assert 2 * start < controller.window <= 2**2.4 * start
 
 
