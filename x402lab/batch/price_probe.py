@@ -19,8 +19,8 @@ when prepaying is off.
 
 Measured (``benchmarks/batch_throughput.py --latency 0.25``: a fresh lab's 400 rows at
 concurrency 32, 2 cores shared with other work, load average 3.2-3.4): 0.67 and 0.74 of the
-one-trip floor over two runs (the bare two-trip client 0.44 and 0.46), from 0.61-0.69 before
-under similar load; the first paid request leaves 0.03 s after the probes' 402s (one round
+one-trip floor over two runs (the bare two-trip client 0.44 and 0.46); before it, 0.69 at load
+0.3 and 0.61 at load 3.8; the first paid request leaves 0.03 s after the probes' 402s (one round
 trip after the start, not two).
 """
 
