@@ -317,16 +317,22 @@ def main() -> None:
 
 
 def unlimited(rows: int, latency_s: float = 0.25) -> None:
-    """Without any limit, at 250 ms answers: auto against the fixed concurrency=8."""
-    seconds = {}
-    for mode in ("8", "auto", "8", "auto"):  # alternated: a change in load hits both
+    """Without any limit, at 250 ms answers: auto against the fixed concurrency=8 (the goal)
+    and concurrency=32 (what a user who knows there is no limit might choose)."""
+    seconds: dict[str, list[float]] = {}
+    for mode in ("8", "auto", "32") * 2:  # alternated: a change in load hits all three
         result = run(0, latency_s, 1, rows, mode, None)
         seconds.setdefault(mode, []).append(result["seconds"])
+    runs = "; ".join(
+        f"{mode}: " + ", ".join(f"{rows / s:.1f}" for s in spent) for mode, spent in seconds.items()
+    )
     fixed, auto = min(seconds["8"]), min(seconds["auto"])
     print(
-        f"no limit, answers after {latency_s * 1000:g} ms, {rows} rows (best of two):"
-        f" concurrency=8 {rows / fixed:.1f} rows/s, auto {rows / auto:.1f} rows/s"
-        f" ({fixed / auto:.2f}x); goal auto no slower: {'met' if auto <= fixed else 'NOT met'}"
+        f"no limit, answers after {latency_s * 1000:g} ms, {rows} rows, rows/s of each run"
+        f" ({runs}); best of two: auto {rows / auto:.1f} against concurrency=8"
+        f" {rows / fixed:.1f} ({fixed / auto:.2f}x) and concurrency=32"
+        f" {rows / min(seconds['32']):.1f}; goal auto no slower than 8:"
+        f" {'met' if auto <= fixed else 'NOT met'}"
     )
 
 

@@ -10,10 +10,11 @@ from x402lab.batch.pacing import AutoConcurrency, concurrency_of
 from x402lab.batch.rate import (
     BETA,
     CATCH_UP_S,
+    DOUBLE_S,
+    FIRST_MARGIN,
     GROWTH,
     HOLD_S,
     MAX_PAUSE_S,
-    SLOW_START_ROUND_S,
     START_WINDOW,
     Peer,
     RateController,
@@ -39,31 +40,66 @@ def _answer(controller: RateController, clock: Clock, latency: float = 0.05) -> 
 
 
 def _limited_at(controller: RateController, clock: Clock, sent: int) -> None:
-    """A request meets a 429 after ``sent`` requests went out over the last second."""
+    """A request meets a 429 after the wallet sent ``sent`` requests, evenly over the second
+    before it (the first time: the bucket, full a second ago, ran dry)."""
     started = controller.start()
+    at = [started - 1 + i / sent for i in range(sent)]
     clock.advance(0.05)
-    controller.limited_429(started, 0.05, wallet_sent=sent)
+    controller.limited_429(started, 0.05, wallet_sent=at)
     controller.released()
 
 
-def test_with_no_limit_known_the_window_grows_one_request_per_round_trip_to_the_ceiling():
+def _round_trip(controller: RateController, clock: Clock, latency: float) -> None:
+    """A full window of requests sent together and answered ``latency`` later."""
+    started = [controller.start() for _ in range(controller.window_limit)]
+    clock.advance(latency)
+    for at in started:
+        controller.answered(at)
+
+
+def test_with_no_limit_known_the_window_doubles_per_double_s_at_most_once_a_round_trip():
     clock = Clock()
-    controller = RateController(ceiling=10, clock=clock)
-    assert controller.window_limit == START_WINDOW and math.isinf(controller.rate)
-    for _ in range(START_WINDOW + 1):  # a round trip's answers, at 250 ms each
-        _answer(controller, clock, latency=0.25)
-    assert controller.window_limit == START_WINDOW + 1
-    for _ in range(200):
-        _answer(controller, clock, latency=0.25)
-    assert controller.window_limit == 10  # never above the ceiling
-    # Fast answers grow it by one request per SLOW_START_ROUND_S, not per round trip: 100
-    # answers of 50 ms one after another would make a window of about 14, not about 6.
-    fast = RateController(ceiling=64, clock=clock)
-    for _ in range(100):
-        _answer(fast, clock, latency=0.05)
-    grown = math.sqrt(START_WINDOW**2 + 2 * 100 * 0.05 / SLOW_START_ROUND_S)
-    assert fast.window_limit == math.floor(grown) < 8
-    assert controller.delay() == 0  # no rate: nothing waits but for the window
+    slow = RateController(ceiling=64, clock=clock)
+    assert slow.window_limit == START_WINDOW == 2 and math.isinf(slow.rate)
+    # Answers slower than DOUBLE_S: the window doubles every round trip (TCP's slow start).
+    for expected in (4, 8, 16, 32, 64, 64):
+        _round_trip(slow, clock, latency=1.0)
+        assert slow.window_limit == expected  # never above the ceiling
+    # Faster answers: it doubles every DOUBLE_S, not every round trip.
+    for latency in (0.25, 0.05):
+        fast = RateController(ceiling=64, clock=clock)
+        began = clock.now
+        while clock.now - began < 3 * DOUBLE_S - 1e-9:
+            _round_trip(fast, clock, latency)
+        # about three doublings (whole requests are sent: a little more), not one per round
+        # trip (7 of them at 250 ms, 36 at 50 ms)
+        assert 2**3.5 < fast.window < 2**5
+    assert slow.delay() == 0  # no rate: nothing waits but for the window
+
+
+def test_the_window_never_more_than_doubles_within_double_s():
+    clock = Clock()
+    controller = RateController(ceiling=1024, clock=clock)
+    _round_trip(controller, clock, latency=0.5)  # a slow first answer (a connection made)
+    start = controller.window
+    began = clock.now
+    while clock.now - began < 2 * DOUBLE_S:  # then fast ones, while the latency seen lags
+        _round_trip(controller, clock, latency=0.01)
+    # about two doublings (without the bound, the long latency first seen made it 7x)
+    assert 2 * start < controller.window <= 2**2.4 * start
+
+
+def test_a_window_the_batch_does_not_fill_is_not_grown():
+    clock = Clock()
+    idle = RateController(ceiling=64, clock=clock)
+    for _ in range(20):  # one request now and then: 50 ms answers a second apart
+        _answer(idle, clock, latency=0.05)
+        clock.advance(1.0)
+    assert idle.window_limit == START_WINDOW
+    busy = RateController(ceiling=64, clock=clock)
+    for _ in range(20):
+        _round_trip(busy, clock, latency=0.05)
+    assert busy.window_limit > START_WINDOW
 
 
 def test_a_429_sets_the_rate_and_answers_raise_it_additively():
@@ -72,9 +108,10 @@ def test_a_429_sets_the_rate_and_answers_raise_it_additively():
     for _ in range(30):
         _answer(controller, clock, latency=0.04)
     _limited_at(controller, clock, sent=40)
-    # 40 sent over the last second, a burst of one second's worth among them: about 20/s
+    # 40 taken over the last second, a burst of one second's worth among them: about 20/s,
+    # less a margin (the bucket, empty now, needs to fill again).
     first = controller.rate
-    assert first == pytest.approx(40 / 2, rel=0.01)
+    assert first == pytest.approx(FIRST_MARGIN * 40 / 2, rel=0.05)
     assert controller.limited == 1
     # Ten seconds of answers add GROWTH x the rate of the cut, per second.
     for _ in range(100):
@@ -104,6 +141,8 @@ def test_starts_are_paced_at_the_rate_and_a_429_resend_takes_a_paced_place():
     controller = RateController(clock=clock)
     _limited_at(controller, clock, sent=22)  # about 10 requests a second
     interval = 1 / controller.rate
+    # After the cut the next request starts one interval later: the bucket holds one by then.
+    assert controller.delay() == pytest.approx(interval)
     clock.advance(1.0)
     controller.start()
     controller.released()
@@ -166,11 +205,39 @@ def test_processes_of_a_wallet_send_shares_of_one_rate_and_a_cut_reaches_them_al
     assert later.wallet_rate == 15.0
 
 
+def test_the_first_estimate_is_the_rate_whose_bucket_those_requests_would_empty():
+    clock = Clock()
+    # A bucket of 20/s holding one second's worth: 10 requests a second for 5 s leave it
+    # full; then 40 a second empty it after 20 / (40 - 20) = 1 s.
+    sent = [clock.now + i / 10 for i in range(50)] + [clock.now + 5 + i / 40 for i in range(40)]
+    clock.advance(6.0)
+    for controller in (RateController(clock=clock), RateController(clock=clock)):
+        flying = controller.start()
+        controller.limited_429(flying, 0.05, wallet_sent=sent)
+        assert controller.rate == pytest.approx(FIRST_MARGIN * 20, rel=0.05)
+    # Without the ledger's record, this process's own answers stand for the wallet's.
+    alone = RateController(clock=clock)
+    for at in sent:
+        clock.now = at
+        started = alone.start()
+        alone.answered(started)
+    flying = alone.start()
+    clock.advance(0.01)
+    alone.limited_429(flying, 0.05)
+    assert alone.rate == pytest.approx(FIRST_MARGIN * 20, rel=0.05)
+
+
 def test_processes_looking_for_the_limit_together_share_the_start_window():
     clock = Clock()
     controller = RateController(clock=clock)
     controller.merge([Peer(None, None, 0.0, clock.now)] * 3)
     assert controller.members == 4 and controller.window_limit == 1
+    # Once answers come, each sends its share of the wallet's window over a round trip: four
+    # of them together send what one alone would.
+    _answer(controller, clock, latency=0.05)
+    controller.start()
+    controller.released()
+    assert controller.delay() == pytest.approx(0.05 * 4 / controller.window - CATCH_UP_S)
 
 
 def test_concurrency_arguments():

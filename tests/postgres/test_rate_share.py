@@ -39,7 +39,9 @@ WORKER = textwrap.dedent(
             share.sync(controller)
         elif command == "limit":
             started = controller.start()
-            controller.limited_429(started, 0.0, wallet_sent=int(args[0]))
+            sent = int(args[0])  # evenly over the last second
+            at = [started - 1 + i / sent for i in range(sent)]
+            controller.limited_429(started, 0.0, wallet_sent=at)
             controller.released()
             share.sync(controller)
         elif command == "leave":

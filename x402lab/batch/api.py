@@ -194,7 +194,7 @@ class Batches:
     async def run_chat(self, rows: Any, task: ChatTask, options: RunOptions) -> pd.DataFrame:
         """Spends money: ``batch_chat`` of a local input, its arguments checked."""
         inputs, plan = await plan_chat(rows, task, self._catalog, batch_chat_schema().names)
-        await self.pipeline.check(plan, "batch_chat()")
+        await self.pipeline.check(plan, "batch_chat()", to_run=True)
         sink = ColumnSink(plan.codec)
         throttle = Throttle(resolve_progress(options.progress))
         tally = await self.pipeline.run(plan, sink, options, throttle)

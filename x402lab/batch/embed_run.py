@@ -59,7 +59,7 @@ async def run_embed(
                 break  # the source ended (an empty one still runs once, with no rows)
             plan = plan_of(codec, texts or [], per_request)
             if sink is None:
-                await pipeline.check(plan, "batch_embed()")
+                await pipeline.check(plan, "batch_embed()", to_run=True)
                 sink = (
                     ParquetSink(out, plan, row_group_size=row_group_size, dim=dim)
                     if out is not None

@@ -131,9 +131,10 @@ class _Slot:
 
     def limited(self, retry_after_s: float | None) -> float:
         sent = None
-        if self._share is not None and math.isinf(self._controller.wallet_rate):
-            sent = self._share.sent_since(MEASURE_S)  # the first limit met: how fast we went
-        self._controller.limited_429(self.started, retry_after_s, wallet_sent=sent)
+        controller = self._controller
+        if self._share is not None and math.isinf(controller.wallet_rate):
+            sent = self._share.sent_times(MEASURE_S)  # the first limit met: what we sent
+        controller.limited_429(self.started, retry_after_s, wallet_sent=sent)
         if self._share is not None:
             self._share.poke()  # others hear of the cut at once, not a period later
         return self._controller.retry_in(retry_after_s or 0.0)

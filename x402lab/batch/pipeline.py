@@ -15,6 +15,7 @@ from x402lab.batch.estimate import quote_plan
 from x402lab.batch.inputs import index_frame
 from x402lab.batch.pacing import limit_for
 from x402lab.batch.preflight import LastQuote, refuse_unfit
+from x402lab.batch.price_probe import checked_and_priced
 from x402lab.batch.runner import Runner
 from x402lab.batch.store import STALE_AFTER_S, BatchStore
 from x402lab.ledger import Claims
@@ -50,15 +51,20 @@ class Pipeline:
     def budget_left(self) -> int | None:
         return self._session.budget.remaining_atomic()
 
-    async def check(self, plan: Plan, caller: str) -> None:
-        """Refuse ``plan`` before anything is sent: the model id, its first request's body
+    async def check(self, plan: Plan, caller: str, *, to_run: bool = False) -> None:
+        """Refuse ``plan`` before anything is signed: the model id, its first request's body
         against the gateway's published schema, the prompt size. Once for the whole batch,
         not row by row (rows differ only in their items, which their inputs' checks refuse
         when empty or missing); ``extra_body`` fields go through unchecked, as in
-        openai-python."""
+        openai-python. ``to_run``: the batch is about to pay, and learns its price while the
+        check fetches the catalog (``batch.price_probe``: two free 402s)."""
         body = plan.unit_body(0) if plan.units else None
         own = tuple(plan.codec.unchecked)
-        await self._paid.check("POST", plan.path, body, model=plan.model, caller=caller, own=own)
+        check = self._paid.check("POST", plan.path, body, model=plan.model, caller=caller, own=own)
+        if to_run:
+            await checked_and_priced(check, self._session, self._catalog, plan)
+        else:
+            await check
 
     def store(self, kind: str, rebuy: bool | str) -> BatchStore:
         return BatchStore(self.claims, kind, rebuy=rebuy)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 #: Seconds between two exchanges through the ledger.
 PERIOD_S = 0.25
+#: ... while no limit is known yet.
+SEARCH_PERIOD_S = 0.05
 #: How long a learned rate is remembered for the next run (and rows are kept).
 REMEMBER_S = 600.0
 
@@ -78,17 +81,17 @@ class RateShare:
             ),
         )
 
-    def sent_since(self, seconds: float) -> int:
-        """Payments this wallet's processes made over the last ``seconds`` (each one request
-        sent), read from the ledger they share."""
+    def sent_times(self, seconds: float) -> list[float]:
+        """When this wallet's processes made their payments over the last ``seconds`` (each
+        one request sent), read from the ledger they share."""
         since_us = int((self._clock() - seconds) * 1_000_000)
         # The newest rows only (ids grow with time): the scan stays short in a long ledger.
-        row = self.db.read_one(
-            "SELECT COUNT(*) FROM payments WHERE id > (SELECT COALESCE(MAX(id), 0) FROM payments)"
-            " - 100000 AND ts_us >= ? AND lower(payer) = ?",
+        rows = self.db.read(
+            "SELECT ts_us FROM payments WHERE id > (SELECT COALESCE(MAX(id), 0) FROM payments)"
+            " - 100000 AND ts_us >= ? AND lower(payer) = ? ORDER BY ts_us",
             (since_us, self.payer),
         )
-        return int(row[0]) if row is not None else 0
+        return [int(row[0]) / 1_000_000 for row in rows]
 
     def poke(self) -> None:
         """Exchange now (a 429 was met: the others should hear of the cut)."""
@@ -101,8 +104,11 @@ class RateShare:
             self.sync(controller)
             changed()
             self._poked.clear()
+            # While no limit is known, more often: a cut one process meets should reach the
+            # others before their own requests meet it.
+            period = SEARCH_PERIOD_S if math.isinf(controller.wallet_rate) else PERIOD_S
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poked.wait(), PERIOD_S)
+                await asyncio.wait_for(self._poked.wait(), period)
 
     def leave(self, controller: RateController) -> None:
         """The run ended: the row stays (the next run starts from its rate) but no longer

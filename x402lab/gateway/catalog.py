@@ -387,6 +387,12 @@ class Catalog:
         """``info.x-pricing`` of the cached OpenAPI document."""
         return pricing_of((await self._fetch(routes.OPENAPI)).data)
 
+    def fetched_price_list(self) -> dict[str, Any] | None:
+        """``price_list()`` when the OpenAPI document is already fetched, else None (nothing
+        is sent)."""
+        fetched = self._fetched.get((routes.OPENAPI, ()))
+        return pricing_of(fetched.data) if fetched is not None else None
+
 
 def _close_ids(wanted: str, candidates: Sequence[str]) -> list[str]:
     close = difflib.get_close_matches(wanted, candidates, n=3, cutoff=0.5)

@@ -194,6 +194,11 @@ class Prediction:
         while len(self._classes) > MAX_CLASSES:
             self._classes.popitem(last=False)
 
+    def confirmed(self, key: PriceClass | None) -> bool:
+        """Whether the requests of price class ``key`` are paid with their first send."""
+        known = self._classes.get(key) if key is not None else None
+        return self.enabled and known is not None and known.seen >= EVIDENCE
+
     # -- predicting --------------------------------------------------------------------------
 
     def predict(self, call: CallInfo, request_id: Callable[[], bytes | None]) -> Predicted | None:
