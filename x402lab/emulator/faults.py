@@ -3,7 +3,9 @@
 ``FaultDice`` rolls them for one service from a generator seeded with the emulator's seed and
 the service name, so a fault schedule is the same on every run with that seed. A 429 or 503
 answers before any payment is looked at (nothing settles); ``LatencyMiddleware`` delays every
-answer of a service, ``AnswerDelayMiddleware`` the body of a settled one.
+answer of a service, ``AnswerDelayMiddleware`` the body of a settled one until the delay is over
+or the test that set it calls ``release_answers()`` (it needed answers on the wire, now it wants
+the rest at once).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from x402lab.emulator.settings import Faults
 
+_RELEASE_POLL_S = 0.02
+
 
 class FaultDice:
     """Seeded, thread-safe rolls of one service's faults."""
@@ -26,6 +30,11 @@ class FaultDice:
         self.faults = faults
         self._rng = random.Random(f"{seed}:{service}")
         self._lock = threading.Lock()
+        self._answers_released = threading.Event()
+
+    def release_answers(self) -> None:
+        """End ``faults.answer_delay_s``: held bodies go at once, later ones are not held."""
+        self._answers_released.set()
 
     def fires(self, rate: float) -> bool:
         """True with probability ``rate`` (never for 0, without using up a roll)."""
@@ -54,7 +63,11 @@ class FaultDice:
         ``faults.answer_delay_s`` between a settled answer's headers and its body."""
         return [
             Middleware(LatencyMiddleware, seconds=self.faults.latency_s),
-            Middleware(AnswerDelayMiddleware, seconds=self.faults.answer_delay_s),
+            Middleware(
+                AnswerDelayMiddleware,
+                seconds=self.faults.answer_delay_s,
+                released=self._answers_released,
+            ),
         ]
 
 
@@ -73,14 +86,26 @@ class LatencyMiddleware:
 
 class AnswerDelayMiddleware:
     """Pure ASGI middleware that sends the body of an answer carrying a receipt (a
-    ``PAYMENT-RESPONSE`` header) ``seconds`` after its headers."""
+    ``PAYMENT-RESPONSE`` header) ``seconds`` after its headers, or as soon as ``released`` is
+    set (from any thread)."""
 
-    def __init__(self, app: ASGIApp, seconds: float = 0.0) -> None:
+    def __init__(
+        self, app: ASGIApp, seconds: float = 0.0, released: threading.Event | None = None
+    ) -> None:
         self.app = app
         self.seconds = seconds
+        self.released = released or threading.Event()
+
+    async def _hold(self) -> None:
+        # Polled rather than awaited: the event is set from another thread, and the app may
+        # run on any event loop (a server's, or a client's through an ASGI transport).
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.seconds
+        while not self.released.is_set() and (left := end - loop.time()) > 0:
+            await asyncio.sleep(min(left, _RELEASE_POLL_S))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.seconds <= 0:
+        if scope["type"] != "http" or self.seconds <= 0 or self.released.is_set():
             await self.app(scope, receive, send)
             return
         delay = False
@@ -91,7 +116,7 @@ class AnswerDelayMiddleware:
                 delay = any(name.lower() == b"payment-response" for name, _ in message["headers"])
             elif message["type"] == "http.response.body" and delay:
                 delay = False
-                await asyncio.sleep(self.seconds)
+                await self._hold()
             await send(message)
 
         await self.app(scope, receive, delayed)

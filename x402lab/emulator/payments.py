@@ -223,6 +223,10 @@ class PaymentGate:
         """Starlette middleware adding ``faults.latency_s`` before every answer."""
         return self._dice.middleware()
 
+    def release_answers(self) -> None:
+        """End the ``answer_delay_s`` fault: held answers go at once, later ones are not held."""
+        self._dice.release_answers()
+
     # -- the handshake -----------------------------------------------------------------------
 
     def _payment_header(self, request: Request) -> str | None:

@@ -46,6 +46,15 @@ class RunningEmulator:
         """True while the servers' thread runs."""
         return self._servers is not None and self._servers.running
 
+    def release_answers(self) -> None:
+        """End the ``answer_delay_s`` fault on both services: the bodies held back go at once
+        and later answers are not held. A test that needed paid answers on the wire (to
+        interrupt or kill a client then) calls it before it buys the rest."""
+        for app, holder in ((self.gateway_app, "gateway"), (self.reports_app, "service")):
+            gate = getattr(getattr(getattr(app, "state", None), holder, None), "gate", None)
+            if gate is not None:
+                gate.release_answers()
+
     def stop(self) -> None:
         """Stop every server (idempotent)."""
         if self._servers is not None:
