@@ -1,6 +1,7 @@
 """Ctrl+C drains a batch: the first interrupt lets the requests on the wire finish and stores
 their answers, a second one stops at once. Real processes, real SIGINTs, the emulator holding
-each paid answer back after its receipt (``answer_delay_s``) so requests are in flight."""
+each paid answer back after its receipt (``answer_delay_s``) so requests are in flight; once the
+interrupted child has ended, ``release_answers()`` ends the hold and the re-runs buy at speed."""
 
 from __future__ import annotations
 
@@ -113,6 +114,7 @@ def test_first_ctrl_c_drains_and_a_rerun_leaves_no_paid_row_unstored(
         and "answered and stored" in message
     )
     assert "x402lab/batch" not in stderr and len(stderr.strip().splitlines()) <= 10, stderr
+    emulator.release_answers()
     paid_then = len(emulator.chain.transfers())
     assert 2 <= paid_then < ROWS // PACK
 
@@ -158,6 +160,7 @@ def test_a_second_ctrl_c_stops_at_once(emulator_factory, lab_factory, tmp_path):
     message = stderr.strip().splitlines()[-1]
     assert "BatchInterrupted: batch_chat interrupted: " in message
     assert "stopped at once (second interrupt)" in message and 'rebuy="lost"' in message
+    emulator.release_answers()
 
     # Those payments settled without a stored answer: reported, never bought on their own.
     lab = xl.connect(

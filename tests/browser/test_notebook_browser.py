@@ -77,10 +77,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, str]]:
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """(base URL, token) of a JupyterLab serving copies of notebooks 04 and 02 (and the data
-    they read) from ``tmp_path``."""
+    they read) from a folder of its own. One server for the module (starting JupyterLab takes
+    seconds): each test opens its notebook in a workspace of its own, so the page shows that
+    notebook alone, and runs it in its own kernel."""
+    tmp_path = tmp_path_factory.mktemp("jupyterlab")
     root = tmp_path / "root"
     root.mkdir()
     for notebook in (NOTEBOOK, BATCH_NOTEBOOK):
@@ -162,7 +165,7 @@ def test_notebook_04_progress_reaches_full_and_players_appear(jupyterlab):
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(f"{url}/lab/tree/{NOTEBOOK.name}?token={token}")
+            page.goto(f"{url}/lab/workspaces/media/tree/{NOTEBOOK.name}?token={token}")
             page.wait_for_function(  # the notebook is open and its kernel is ready
                 "() => { const p = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
                 " const s = p && p.sessionContext && p.sessionContext.session;"
@@ -232,7 +235,7 @@ def test_notebook_02_batch_bar_moves_and_ends_at_100(jupyterlab):
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(f"{url}/lab/tree/{BATCH_NOTEBOOK.name}?token={token}")
+            page.goto(f"{url}/lab/workspaces/batch/tree/{BATCH_NOTEBOOK.name}?token={token}")
             page.wait_for_function(
                 "() => { const p = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
                 " const s = p && p.sessionContext && p.sessionContext.session;"

@@ -49,7 +49,9 @@ def test_from_env(monkeypatch):
 
 
 def test_from_keyfile(tmp_path):
-    keystore = Account.encrypt(KEY, "s3cret")
+    # A geth keyfile (scrypt) with a small work factor: reading it is tested, not scrypt's
+    # cost (the default n=2**18 takes ~0.5 s a derivation, three of them here).
+    keystore = Account.encrypt(KEY, "s3cret", kdf="scrypt", iterations=2**10)
     path = tmp_path / "key.json"
     import json
 

@@ -130,7 +130,9 @@ def test_a_keyfile_with_its_password_in_the_environment_is_loaded_by_the_workers
     from eth_account import Account
 
     keyfile = tmp_path / "key.json"
-    keyfile.write_text(__import__("json").dumps(Account.encrypt(wallet_key, "pw")))
+    keyfile.write_text(
+        __import__("json").dumps(Account.encrypt(wallet_key, "pw", kdf="scrypt", iterations=2**10))
+    )
     # Workers read the password from their environment: the variable they inherited.
     literal = xl.Wallet.from_keyfile(keyfile, "pw")
     lab = xl.connect(

@@ -27,7 +27,7 @@ def test_a_keyfile_with_password_env_is_loaded_again_and_a_literal_password_is_n
     tmp_path, monkeypatch
 ):
     keyfile = tmp_path / "key.json"
-    keyfile.write_text(json.dumps(Account.encrypt(KEY, "s3cret")))
+    keyfile.write_text(json.dumps(Account.encrypt(KEY, "s3cret", kdf="scrypt", iterations=2**10)))
     monkeypatch.setenv("KEY_PASSWORD", "s3cret")
     wallet = xl.Wallet.from_keyfile(keyfile, password_env="KEY_PASSWORD")
     assert wallet == xl.Wallet.from_key(KEY) and wallet.source.load() == wallet
@@ -42,7 +42,7 @@ def test_a_keyfile_with_password_env_is_loaded_again_and_a_literal_password_is_n
 
 def test_keyfile_arguments_are_checked(tmp_path, monkeypatch):
     keyfile = tmp_path / "key.json"
-    keyfile.write_text(json.dumps(Account.encrypt(KEY, "s3cret")))
+    keyfile.write_text(json.dumps(Account.encrypt(KEY, "s3cret", kdf="scrypt", iterations=2**10)))
     with pytest.raises(ConfigError, match="one of them"):
         xl.Wallet.from_keyfile(keyfile)
     with pytest.raises(ConfigError, match="one of them"):

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
+from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ConfigError
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
+# jsonschema is imported where a schema is checked, not with this module: with the optional
+# format checkers installed (Jupyter brings rfc3987-syntax) its import builds grammars for a
+# second or more, which `import x402lab` and every batch that is not typed should not pay.
 
 #: Keywords a strict ``response_format`` carries; the rest is said in the task text.
 WIRE_KEYWORDS = frozenset(
@@ -67,6 +71,8 @@ _MAX_DEPTH = 32
 
 def check_schema(schema: Mapping[str, Any], where: str) -> None:
     """Raises ConfigError when ``schema`` is not a valid Draft 2020-12 JSON Schema."""
+    from jsonschema import Draft202012Validator, SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
@@ -128,12 +134,16 @@ def _split_sub(schema: Any, path: str) -> tuple[Any, list[str]]:
 
 def validator(schema: Mapping[str, Any]) -> Draft202012Validator:
     """A Draft 2020-12 validator of ``schema`` that checks ``format`` where it can."""
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 def schema_problem(check: Draft202012Validator, entry: Any) -> str | None:
     """The validator's message for the error that matters most (``best_match``), led by the
     field it is about; None when ``entry`` is valid."""
+    from jsonschema.exceptions import best_match
+
     error = best_match(check.iter_errors(entry))
     if error is None:
         return None

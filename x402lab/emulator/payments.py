@@ -23,7 +23,6 @@ and settled before the handler runs.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -223,6 +222,11 @@ class PaymentGate:
         """Starlette middleware adding ``faults.latency_s`` before every answer."""
         return self._dice.middleware()
 
+    def release_answers(self) -> None:
+        """End the delay faults (``latency_s``, ``paid_latency_s``, ``answer_delay_s``): what
+        they hold goes at once, and later answers are not held."""
+        self._dice.hold.release()
+
     # -- the handshake -----------------------------------------------------------------------
 
     def _payment_header(self, request: Request) -> str | None:
@@ -323,7 +327,7 @@ class PaymentGate:
         with self._lock:
             self._stats.settled_atomic += value
         if self.settings.faults.paid_latency_s > 0:
-            await asyncio.sleep(self.settings.faults.paid_latency_s)
+            await self._dice.hold.wait(self.settings.faults.paid_latency_s)
         return Charge(settlement=receipt, payer=payer, amount_atomic=value)
 
     def _limit_key(self, request: Request, header: str | None) -> str:

@@ -46,8 +46,19 @@ class RunningEmulator:
         """True while the servers' thread runs."""
         return self._servers is not None and self._servers.running
 
+    def release_answers(self) -> None:
+        """End the delay faults (``latency_s``, ``paid_latency_s``, ``answer_delay_s``) on
+        both services: what they hold goes at once and later answers are not held. A test
+        that needed paid answers on the wire (to interrupt or kill a client then) calls it
+        before it buys the rest; ``stop`` calls it, so held requests do not hold up a stop."""
+        for app, holder in ((self.gateway_app, "gateway"), (self.reports_app, "service")):
+            gate = getattr(getattr(getattr(app, "state", None), holder, None), "gate", None)
+            if gate is not None:
+                gate.release_answers()
+
     def stop(self) -> None:
-        """Stop every server (idempotent)."""
+        """Stop every server (idempotent), releasing every held answer first."""
+        self.release_answers()
         if self._servers is not None:
             self._servers.stop()
 

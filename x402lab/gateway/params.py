@@ -27,13 +27,17 @@ import numbers
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
-
-from jsonschema import Draft202012Validator, ValidationError, validators
-from referencing.exceptions import Unresolvable
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ConfigError
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
+
+# jsonschema is imported on the first check, not with this module: with the optional format
+# checkers installed (Jupyter brings rfc3987-syntax) its import takes a second or more, which
+# `import x402lab` and a lab that never sends a body should not pay.
 
 BODY_CALLERS = ("call()", "quote()")
 
@@ -164,6 +168,8 @@ class RequestSchema:
                 # call() and quote() take a body, the route methods keyword arguments.
                 noun = "body field" if caller in BODY_CALLERS else "keyword argument"
                 raise _unexpected(caller, noun, unknown, body, fields, self.route)
+        from referencing.exceptions import Unresolvable
+
         try:
             errors = list(self._validator.iter_errors(body))
         except Unresolvable:
@@ -292,6 +298,8 @@ def _pattern(validator: Any, pattern: Any, value: Any, schema: Any) -> Iterator[
     except re.error:
         return
     if found is None:
+        from jsonschema import ValidationError
+
         yield ValidationError(f"{value!r} does not match {pattern!r}")
 
 
@@ -299,24 +307,30 @@ def _nullable_type(validator: Any, kinds: Any, value: Any, schema: Any) -> Itera
     """``type``, with OpenAPI 3.0's ``nullable: true`` still read as "or None"."""
     if value is None and schema.get("nullable") is True:
         return
-    yield from _BASE.VALIDATORS["type"](validator, kinds, value, schema)
+    from jsonschema import Draft202012Validator
+
+    yield from Draft202012Validator.VALIDATORS["type"](validator, kinds, value, schema)
 
 
-_BASE = Draft202012Validator
-_Validator = validators.extend(
-    _BASE,
-    {"pattern": _pattern, "type": _nullable_type},
-    type_checker=_BASE.TYPE_CHECKER.redefine_many(
-        {"number": _finite_number, "integer": _integer, "array": _array, "object": _object}
-    ),
-)
+@cache
+def _validator_class() -> Any:
+    from jsonschema import Draft202012Validator, validators
+
+    base = Draft202012Validator
+    return validators.extend(
+        base,
+        {"pattern": _pattern, "type": _nullable_type},
+        type_checker=base.TYPE_CHECKER.redefine_many(
+            {"number": _finite_number, "integer": _integer, "array": _array, "object": _object}
+        ),
+    )
 
 
 def _validator(schema: Mapping[str, Any], document: Mapping[str, Any]) -> Any:
     # Local references ("#/components/...") are JSON pointers into the root: the root carries
     # the document's components beside the schema (a key that is no keyword checks nothing).
     root = {"allOf": [schema], "components": document.get("components", {})}
-    return _Validator(root)
+    return _validator_class()(root)
 
 
 def _problems(errors: Iterable[ValidationError], document: Mapping[str, Any]) -> list[Problem]:
