@@ -8,8 +8,10 @@ starts more with custom settings (``emulator_factory(rate_429=1.0)`` for a fault
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,6 +46,76 @@ def make_settings(settings: EmulatorSettings | None = None, **changes: Any) -> E
 
 
 EmulatorFactory = Callable[..., RunningEmulator]
+
+
+# -- the lane of tests that start other processes -------------------------------------------
+
+#: Fixtures that start processes: a worker to SIGKILL, a Dask cluster, a forwarding proxy.
+_SPAWNING_FIXTURES = {"kill_when", "killed_batch", "cluster", "proxy"}
+#: What a test's own source says when it starts a process (a script, a kernel, a pool, mypy).
+_SPAWNS = re.compile(
+    r"\bsubprocess\.|\bPopen\(|sys\.executable|multiprocessing|get_context\(|\bspawn\("
+    r"|ProcessPoolExecutor|nbclient|NotebookClient|execute_notebook|mypy\.api|chromium"
+)
+#: Modules whose tests share one expensive module-scoped process (a cluster, a JupyterLab):
+#: under pytest-xdist (``--dist loadgroup``) each runs whole on one worker, like a notebook.
+_ONE_WORKER = ("tests/dask/", "tests/browser/")
+
+
+def _source(thing: object) -> str:
+    try:
+        return inspect.getsource(thing)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return ""
+
+
+def _spawning_helpers(
+    module: Any, found: dict[str, re.Pattern[str] | None]
+) -> re.Pattern[str] | None:
+    """The names of ``module``'s own functions that start a process, as a pattern."""
+    name = getattr(module, "__name__", "")
+    if name not in found:
+        helpers = [
+            helper
+            for helper, value in vars(module).items()
+            if inspect.isfunction(value)
+            and value.__module__ == name
+            and not helper.startswith("test_")
+            and _SPAWNS.search(_source(value))
+        ]
+        found[name] = re.compile(rf"\b(?:{'|'.join(helpers)})\(") if helpers else None
+    return found[name]
+
+
+def _spawns(item: pytest.Item, found: dict[str, re.Pattern[str] | None]) -> bool:
+    if "nbval" in type(item).__module__ or item.get_closest_marker("browser"):
+        return True
+    if item.nodeid.startswith(_ONE_WORKER):
+        return True
+    if _SPAWNING_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    function = getattr(item, "function", None)
+    if function is None:
+        return False
+    source = _source(function)
+    helpers = _spawning_helpers(inspect.getmodule(function), found)
+    return bool(_SPAWNS.search(source) or (helpers and helpers.search(source)))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that start processes (``spawns``: notebooks, Dask, the browser, killed
+    workers, scripts), and run them first: they are the long ones, so under pytest-xdist the
+    short tests fill the workers in the end instead of one long test ending the run alone.
+    The README's command runs both lanes; ``-m "not spawns"`` is the quick one."""
+    found: dict[str, re.Pattern[str] | None] = {}
+    lane = [item for item in items if _spawns(item, found)]
+    for item in lane:
+        item.add_marker(pytest.mark.spawns)
+        # A notebook's cells share one kernel, in order: the whole file on one worker.
+        if item.nodeid.startswith(_ONE_WORKER) or "nbval" in type(item).__module__:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    chosen = set(map(id, lane))
+    items[:] = lane + [item for item in items if id(item) not in chosen]
 
 
 @pytest.fixture

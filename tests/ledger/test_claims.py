@@ -11,7 +11,7 @@ import multiprocessing
 import queue
 
 import pytest
-from ledger_testdata import claim_and_pay, meta, settled, signed
+from support.ledger import claim_and_pay, meta, settled, signed
 
 from x402lab.ledger import ClaimAction, Claims, ClaimStatus, Ledger
 

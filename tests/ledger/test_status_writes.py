@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
-from ledger_testdata import meta, signed
+from support.ledger import meta, signed
 
 import x402lab
 import x402lab as xl

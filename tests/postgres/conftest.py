@@ -3,48 +3,42 @@ from ``X402LAB_TEST_POSTGRES_URL`` (default ``postgresql:///postgres``: the loca
 peer authentication; ``.ci/postgres-setup.sh`` makes that work) and dropped at the end.
 
 Without psycopg or a server these tests skip saying why; under ``CI=true`` they fail.
-``pg_support`` holds the helpers (on sys.path from here)."""
+``support.postgres`` holds the helpers."""
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 
 import pytest
-
-_HERE = os.path.dirname(__file__)
-if _HERE not in sys.path:
-    sys.path.append(_HERE)
-
-import pg_support  # noqa: E402
+from support import postgres
 
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str:
     """The URL of a role that may create databases (the tests' server)."""
-    problem = pg_support.server_problem()
+    problem = postgres.server_problem()
     if problem is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(problem)
         pytest.skip(problem)
-    return pg_support.ADMIN_URL
+    return postgres.ADMIN_URL
 
 
 @pytest.fixture(scope="module")
 def pg_database(pg_admin_url: str) -> Iterator[str]:
     """A database of this test module (``x402lab_test_<random>``); its URL."""
-    name = pg_support.create_database()
+    name = postgres.create_database()
     try:
-        yield pg_support.database_url(name)
+        yield postgres.database_url(name)
     finally:
-        pg_support.drop_database(name)
+        postgres.drop_database(name)
 
 
 @pytest.fixture
 def pg_url(pg_database: str) -> str:
     """The module's database, emptied for this test (no tables, no schema version)."""
-    pg_support.empty(pg_database)
+    postgres.empty(pg_database)
     return pg_database
 
 

@@ -14,7 +14,7 @@ import threading
 from decimal import Decimal
 
 import pytest
-from pg_support import meta, settled, signed
+from support.postgres import meta, settled, signed
 
 import x402lab as xl
 from x402lab.analysis.spend import spend
