@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import postgres
 
 from x402lab.emulator.chain import Chain
 from x402lab.emulator.server import RunningEmulator, start_emulator
@@ -46,6 +47,48 @@ def make_settings(settings: EmulatorSettings | None = None, **changes: Any) -> E
 
 
 EmulatorFactory = Callable[..., RunningEmulator]
+
+
+# -- a ledger on each backend ---------------------------------------------------------------
+# PostgreSQL: a database per test module (``x402lab_test_<random>``, so parallel workers and
+# other checkouts never share one), emptied per test. Without psycopg or a server the tests
+# that need it skip saying why; under ``CI=true`` they fail.
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    """The URL of a role that may create databases (the tests' server)."""
+    problem = postgres.server_problem()
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return postgres.ADMIN_URL
+
+
+@pytest.fixture(scope="module")
+def pg_database(pg_admin_url: str) -> Iterator[str]:
+    """A database of this test module (``x402lab_test_<random>``); its URL."""
+    name = postgres.create_database()
+    try:
+        yield postgres.database_url(name)
+    finally:
+        postgres.drop_database(name)
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> str:
+    """The module's database, emptied for this test (no tables, no schema version)."""
+    postgres.empty(pg_database)
+    return pg_database
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """Where a ledger lives, once per backend: a SQLite file, then a PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.sqlite")
+    return str(request.getfixturevalue("pg_url"))
 
 
 # -- the lane of tests that start other processes -------------------------------------------
