@@ -93,12 +93,12 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path) -> str:
 
 # -- the lane of tests that start other processes -------------------------------------------
 
-#: Fixtures that start processes: a worker to SIGKILL, a Dask cluster, a forwarding proxy.
-_SPAWNING_FIXTURES = {"kill_when", "killed_batch", "cluster", "proxy"}
-#: What a test's own source says when it starts a process (a script, a kernel, a pool, mypy).
+#: What the source of a test, of a helper it calls or of a fixture it uses says when it starts
+#: a process (a script, a kernel, a pool, a Dask cluster, mypy).
 _SPAWNS = re.compile(
     r"\bsubprocess\.|\bPopen\(|sys\.executable|multiprocessing|get_context\(|\bspawn\("
-    r"|ProcessPoolExecutor|nbclient|NotebookClient|execute_notebook|mypy\.api|chromium"
+    r"|\.Process\(|ProcessPoolExecutor|LocalCluster|nbclient|NotebookClient|execute_notebook|mypy\.api"
+    r"|chromium"
 )
 #: Modules whose tests share one expensive module-scoped process (a cluster, a JupyterLab):
 #: under pytest-xdist (``--dist loadgroup``) each runs whole on one worker, like a notebook.
@@ -115,13 +115,13 @@ def _source(thing: object) -> str:
 def _spawning_helpers(
     module: Any, found: dict[str, re.Pattern[str] | None]
 ) -> re.Pattern[str] | None:
-    """The names of ``module``'s own functions that start a process, as a pattern."""
+    """The names of ``module``'s own functions and classes that start a process, as a pattern."""
     name = getattr(module, "__name__", "")
     if name not in found:
         helpers = [
             helper
             for helper, value in vars(module).items()
-            if inspect.isfunction(value)
+            if (inspect.isfunction(value) or inspect.isclass(value))
             and value.__module__ == name
             and not helper.startswith("test_")
             and _SPAWNS.search(_source(value))
@@ -130,19 +130,25 @@ def _spawning_helpers(
     return found[name]
 
 
-def _spawns(item: pytest.Item, found: dict[str, re.Pattern[str] | None]) -> bool:
-    if "nbval" in type(item).__module__ or item.get_closest_marker("browser"):
-        return True
-    if item.nodeid.startswith(_ONE_WORKER):
-        return True
-    if _SPAWNING_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return True
-    function = getattr(item, "function", None)
-    if function is None:
-        return False
+def _starts_processes(function: Any, found: dict[str, re.Pattern[str] | None]) -> bool:
+    """Whether ``function`` (a test or a fixture) starts a process, itself or through a
+    function or class of its own module."""
     source = _source(function)
     helpers = _spawning_helpers(inspect.getmodule(function), found)
     return bool(_SPAWNS.search(source) or (helpers and helpers.search(source)))
+
+
+def _spawns(item: pytest.Item, found: dict[str, re.Pattern[str] | None]) -> bool:
+    if "nbval" in type(item).__module__ or item.get_closest_marker("browser"):
+        return True
+    if item.get_closest_marker("spawns") or item.nodeid.startswith(_ONE_WORKER):
+        return True
+    fixtures = getattr(item, "_fixtureinfo", None)
+    for definitions in fixtures.name2fixturedefs.values() if fixtures else ():
+        if any(_starts_processes(definition.func, found) for definition in definitions):
+            return True
+    function = getattr(item, "function", None)
+    return function is not None and _starts_processes(function, found)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
