@@ -151,6 +151,8 @@ def _spawns(item: pytest.Item, found: dict[str, re.Pattern[str] | None]) -> bool
     return function is not None and _starts_processes(function, found)
 
 
+# First: pytest-xdist reads the xdist_group marks in its own hook of the same name.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the tests that start processes (``spawns``: notebooks, Dask, the browser, killed
     workers, scripts), and run them first: they are the long ones, so under pytest-xdist the
