@@ -8,8 +8,10 @@ starts more with custom settings (``emulator_factory(rate_429=1.0)`` for a fault
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import postgres
 
 from x402lab.emulator.chain import Chain
 from x402lab.emulator.server import RunningEmulator, start_emulator
@@ -44,6 +47,126 @@ def make_settings(settings: EmulatorSettings | None = None, **changes: Any) -> E
 
 
 EmulatorFactory = Callable[..., RunningEmulator]
+
+
+# -- a ledger on each backend ---------------------------------------------------------------
+# PostgreSQL: a database per test module (``x402lab_test_<random>``, so parallel workers and
+# other checkouts never share one), emptied per test. Without psycopg or a server the tests
+# that need it skip saying why; under ``CI=true`` they fail.
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    """The URL of a role that may create databases (the tests' server)."""
+    problem = postgres.server_problem()
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return postgres.ADMIN_URL
+
+
+@pytest.fixture(scope="module")
+def pg_database(pg_admin_url: str) -> Iterator[str]:
+    """A database of this test module (``x402lab_test_<random>``); its URL."""
+    name = postgres.create_database()
+    try:
+        yield postgres.database_url(name)
+    finally:
+        postgres.drop_database(name)
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> str:
+    """The module's database, emptied for this test (no tables, no schema version)."""
+    postgres.empty(pg_database)
+    return pg_database
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """Where a ledger lives, once per backend: a SQLite file, then a PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.sqlite")
+    return str(request.getfixturevalue("pg_url"))
+
+
+# -- the lane of tests that start other processes -------------------------------------------
+
+#: What the source of a test, of a helper it calls or of a fixture it uses says when it starts
+#: a process (a script, a kernel, a pool, a Dask cluster, mypy).
+_SPAWNS = re.compile(
+    r"\bsubprocess\.|\bPopen\(|sys\.executable|multiprocessing|get_context\(|\bspawn\("
+    r"|\.Process\(|ProcessPoolExecutor|LocalCluster|nbclient|NotebookClient|execute_notebook|mypy\.api"
+    r"|chromium"
+)
+#: Modules whose tests share one expensive module-scoped process (a cluster, a JupyterLab):
+#: under pytest-xdist (``--dist loadgroup``) each runs whole on one worker, like a notebook.
+_ONE_WORKER = ("tests/dask/", "tests/browser/")
+
+
+def _source(thing: object) -> str:
+    try:
+        return inspect.getsource(thing)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return ""
+
+
+def _spawning_helpers(
+    module: Any, found: dict[str, re.Pattern[str] | None]
+) -> re.Pattern[str] | None:
+    """The names of ``module``'s own functions and classes that start a process, as a pattern."""
+    name = getattr(module, "__name__", "")
+    if name not in found:
+        helpers = [
+            helper
+            for helper, value in vars(module).items()
+            if (inspect.isfunction(value) or inspect.isclass(value))
+            and value.__module__ == name
+            and not helper.startswith("test_")
+            and _SPAWNS.search(_source(value))
+        ]
+        found[name] = re.compile(rf"\b(?:{'|'.join(helpers)})\(") if helpers else None
+    return found[name]
+
+
+def _starts_processes(function: Any, found: dict[str, re.Pattern[str] | None]) -> bool:
+    """Whether ``function`` (a test or a fixture) starts a process, itself or through a
+    function or class of its own module."""
+    source = _source(function)
+    helpers = _spawning_helpers(inspect.getmodule(function), found)
+    return bool(_SPAWNS.search(source) or (helpers and helpers.search(source)))
+
+
+def _spawns(item: pytest.Item, found: dict[str, re.Pattern[str] | None]) -> bool:
+    if "nbval" in type(item).__module__ or item.get_closest_marker("browser"):
+        return True
+    if item.get_closest_marker("spawns") or item.nodeid.startswith(_ONE_WORKER):
+        return True
+    fixtures = getattr(item, "_fixtureinfo", None)
+    for definitions in fixtures.name2fixturedefs.values() if fixtures else ():
+        if any(_starts_processes(definition.func, found) for definition in definitions):
+            return True
+    function = getattr(item, "function", None)
+    return function is not None and _starts_processes(function, found)
+
+
+# First: pytest-xdist reads the xdist_group marks in its own hook of the same name.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that start processes (``spawns``: notebooks, Dask, the browser, killed
+    workers, scripts), and run them first: they are the long ones, so under pytest-xdist the
+    short tests fill the workers in the end instead of one long test ending the run alone.
+    The README's command runs both lanes; ``-m "not spawns"`` is the quick one."""
+    found: dict[str, re.Pattern[str] | None] = {}
+    lane = [item for item in items if _spawns(item, found)]
+    for item in lane:
+        item.add_marker(pytest.mark.spawns)
+        # A notebook's cells share one kernel, in order: the whole file on one worker.
+        if item.nodeid.startswith(_ONE_WORKER) or "nbval" in type(item).__module__:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    chosen = set(map(id, lane))
+    items[:] = lane + [item for item in items if id(item) not in chosen]
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,12 +11,6 @@ import pytest
 
 import x402lab as xl
 from x402lab.emulator.server import RunningEmulator
-
-# pytest runs in importlib mode: make batch_testdata importable from the test modules. Its
-# folder holds no conftest.py, so another folder's ``from conftest import`` cannot land here.
-_SUPPORT = str(Path(__file__).parent / "support")
-if _SUPPORT not in sys.path:
-    sys.path.append(_SUPPORT)
 
 LabFactory = Callable[..., Any]
 

@@ -9,7 +9,7 @@ import threading
 import pandas as pd
 import pyarrow as pa
 import pytest
-from batch_testdata import CHEAP, PRICEY, chain_atomic, settled_atomic, transfers_per_key
+from support.batch import CHEAP, PRICEY, chain_atomic, settled_atomic, transfers_per_key
 
 import x402lab as xl
 from x402lab.batch import BatchSummary

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_testdata import CHEAP, transfers_per_key
+from support.batch import CHEAP, transfers_per_key
 
 import x402lab as xl
 

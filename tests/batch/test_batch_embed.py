@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from batch_testdata import EMBED, chain_atomic, settled_atomic, transfers_per_key
+from support.batch import EMBED, chain_atomic, settled_atomic, transfers_per_key
 
 import x402lab as xl
 from x402lab.batch.results import BatchSummary

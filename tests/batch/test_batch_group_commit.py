@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from batch_testdata import CHEAP, chain_atomic, settled_atomic, transfers_per_key
+from support.batch import CHEAP, chain_atomic, settled_atomic, transfers_per_key
 
 
 def test_a_batch_shares_fsyncs_between_its_paid_requests(emulator_factory, lab_factory):

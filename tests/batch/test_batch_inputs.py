@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from batch_testdata import CHEAP, EMBED, chain_atomic
+from support.batch import CHEAP, EMBED, chain_atomic
 from tqdm import tqdm
 
 import x402lab as xl

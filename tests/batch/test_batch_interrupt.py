@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from batch_testdata import CHEAP, transfers_per_key
+from support.batch import CHEAP, transfers_per_key
 
 import x402lab as xl
 from x402lab._loop import run

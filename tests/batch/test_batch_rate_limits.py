@@ -4,7 +4,7 @@ once (a 429 is free and never signed again), and shows what it learned."""
 from __future__ import annotations
 
 import httpx
-from batch_testdata import CHEAP, transfers_per_key
+from support.batch import CHEAP, transfers_per_key
 
 from x402lab.batch import BatchSummary
 from x402lab.batch.progress import BatchProgress, pace_text

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batch_testdata import EMBED, texts_per_transfer
+from support.batch import EMBED, texts_per_transfer
 
 import x402lab as xl
 from x402lab.emulator.chain import Chain

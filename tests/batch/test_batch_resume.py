@@ -16,7 +16,7 @@ import textwrap
 from collections import Counter
 
 import pytest
-from batch_testdata import CHEAP, chain_atomic, settled_atomic, transfers_per_key
+from support.batch import CHEAP, chain_atomic, settled_atomic, transfers_per_key
 
 import x402lab as xl
 

@@ -11,9 +11,9 @@ from typing import Optional
 import pandas as pd
 import pyarrow as pa
 import pytest
-from batch_testdata import CHEAP, chain_atomic
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
+from support.batch import CHEAP, chain_atomic
 
 import x402lab as xl
 from x402lab.batch.typed import output_spec

@@ -12,7 +12,7 @@ from decimal import Decimal
 import pandas as pd
 import pyarrow as pa
 import pytest
-from batch_testdata import CHEAP, chain_atomic, transfers_per_key
+from support.batch import CHEAP, chain_atomic, transfers_per_key
 
 import x402lab as xl
 from x402lab.batch.typed import output_spec

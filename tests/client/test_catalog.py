@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pandas as pd
 import pyarrow as pa
 import pytest
-from client_testdata import CHAT_MODEL, settings
+from support.client import CHAT_MODEL, settings
 
 import x402lab as xl
 from x402lab.tables import catalog as tables

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from client_testdata import CHAT_MODEL, THINKING_MODEL, settings
+from support.client import CHAT_MODEL, THINKING_MODEL, settings
 
 import x402lab as xl
 from x402lab.gateway.results import ChatResult

@@ -14,7 +14,7 @@ import httpx
 import numpy as np
 import pandas as pd
 import pytest
-from client_testdata import CHAT_MODEL
+from support.client import CHAT_MODEL
 
 import x402lab as xl
 

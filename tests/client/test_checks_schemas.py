@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from client_testdata import CHAT_MODEL, EMBED_MODEL, settings
+from support.client import CHAT_MODEL, EMBED_MODEL, settings
 
 import x402lab as xl
 from x402lab.emulator.chain import Chain

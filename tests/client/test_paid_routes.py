@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from client_testdata import (
+from support.client import (
     ASR_MODEL,
     CHAT_MODEL,
     CLONE_MODEL,

@@ -4,7 +4,7 @@ with a ``refused`` ledger row and nothing signed (docs/money.md, rule 1)."""
 from __future__ import annotations
 
 import pytest
-from client_testdata import CHAT_MODEL, settings
+from support.client import CHAT_MODEL, settings
 
 import x402lab as xl
 from x402lab.emulator.server import start_emulator

@@ -4,17 +4,17 @@ catalog before any request (close ids suggested); the gateway's 400s as clear er
 from __future__ import annotations
 
 import pytest
-from client_testdata import (
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from support.client import (
     CHAT_MODEL,
     EMBED_MODEL,
     EXPENSIVE_MODEL,
     IMAGE_MODEL,
     settings,
 )
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 import x402lab as xl
 from x402lab.emulator.server import BackgroundServers

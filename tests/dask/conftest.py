@@ -6,22 +6,15 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.dask_cluster import KEY_VARIABLE, require
 
 import x402lab as xl
 from x402lab.emulator.server import RunningEmulator
-
-# pytest runs in importlib mode: make dask_support importable from the test modules.
-_SUPPORT = str(Path(__file__).parent / "support")
-if _SUPPORT not in sys.path:
-    sys.path.append(_SUPPORT)
-
-from dask_support import KEY_VARIABLE, require  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import textwrap
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from dask_support import CHEAP, EMBED, KEY_VARIABLE, require, texts, transfers_per_key
+from support.dask_cluster import CHEAP, EMBED, KEY_VARIABLE, require, texts, transfers_per_key
 
 import x402lab as xl
 from x402lab.batch import BatchSummary

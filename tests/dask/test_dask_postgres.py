@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pandas as pd
 import pytest
-from dask_support import EMBED, postgres_database, require, texts, transfers_per_key
+from support.dask_cluster import EMBED, postgres_database, require, texts, transfers_per_key
 
 require("dask.dataframe")
 require("distributed")
@@ -55,7 +55,7 @@ def test_a_database_password_reaches_the_workers_from_their_environment_only(
     import secrets
 
     import psycopg
-    from dask_support import POSTGRES_ADMIN_URL
+    from support.dask_cluster import POSTGRES_ADMIN_URL
 
     from x402lab.batch.recipe import recipe_of
     from x402lab.errors import ConfigError

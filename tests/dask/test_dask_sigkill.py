@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from dask_support import EMBED, postgres_database, require, texts, transfers_per_key, when
+from support.dask_cluster import EMBED, postgres_database, require, texts, transfers_per_key, when
 
 require("dask.dataframe")
 distributed = require("distributed")

@@ -8,8 +8,6 @@ and topics hashed here from their signatures, and once more through web3.py.
 from __future__ import annotations
 
 import secrets
-import sys
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,13 +15,11 @@ import pytest
 from eth_abi import decode, encode
 from eth_hash.auto import keccak
 from eth_utils import to_checksum_address
+from support.gateway import receipt_of
 
 from x402lab.emulator.settings import RECEIVER_ADDRESS
 from x402lab.x402.codec import encode_header
 from x402lab.x402.tokens import BASE_USDC
-
-sys.path.append(str(Path(__file__).parent))
-from test_gateway_support import receipt_of  # noqa: E402
 
 CHAT = "/api/v1/chat/completions"
 HELLO = {

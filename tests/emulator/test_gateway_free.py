@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime
-from pathlib import Path
 
 import httpx
 import pytest
-
-# pytest runs in importlib mode: make the shared helper module of this directory importable.
-sys.path.append(str(Path(__file__).parent))
-from test_gateway_support import Gateway, error_of  # noqa: E402
+from support.gateway import Gateway, error_of
 
 MODEL_TYPES = ("text", "image", "video", "music", "tts", "asr", "embedding", "upscale", "inpaint")
 ACCURACY_TAGS = {

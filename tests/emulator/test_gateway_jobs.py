@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import io
 import struct
-import sys
 import time
 import wave
-from pathlib import Path
 
 import httpx
 import pytest
+from support.gateway import Gateway, error_of, receipt_of
 
 from x402lab.emulator.gateway.catalog import Catalog
 from x402lab.emulator.gateway.jobs import DOWNLOAD_URL_TTL_S, JobStore
-
-# pytest runs in importlib mode: make the shared helper module of this directory importable.
-sys.path.append(str(Path(__file__).parent))
-from test_gateway_support import Gateway, error_of, receipt_of  # noqa: E402
 
 MUSIC = {"model": "ace-step-15", "prompt": "calm piano", "duration_seconds": 60}
 VIDEO_BINARY = {

@@ -5,22 +5,17 @@ from __future__ import annotations
 import base64
 import io
 import json
-import sys
 import time
 import wave
 import zipfile
-from pathlib import Path
 
 import httpx
 import pytest
+from support.gateway import Gateway, error_of, receipt_of
 
 from x402lab.emulator.settings import RECEIVER_ADDRESS
 from x402lab.x402.codec import decode_header, encode_header
 from x402lab.x402.tokens import BASE_USDC
-
-# pytest runs in importlib mode: make the shared helper module of this directory importable.
-sys.path.append(str(Path(__file__).parent))
-from test_gateway_support import Gateway, error_of, receipt_of  # noqa: E402
 
 CHAT = "/api/v1/chat/completions"
 HELLO = {"model": "zai-org-glm-4.7-flash", "messages": [{"role": "user", "content": "hello"}]}

@@ -5,15 +5,9 @@ Default settings: priceMult 0.5, minimum 0.01 USD (10000 atomic), maximum 50 USD
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import httpx
 import pytest
-
-# pytest runs in importlib mode: make the shared helper module of this directory importable.
-sys.path.append(str(Path(__file__).parent))
-from test_gateway_support import Gateway, error_of  # noqa: E402
+from support.gateway import Gateway, error_of
 
 CHAT = "/api/v1/chat/completions"
 PRO = "openai-gpt-54-pro"  # 37.5 USD in / 225 USD out per 1M tokens

@@ -8,21 +8,17 @@ accepted although the schema called them invalid.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import httpx
 import jsonschema
 import pytest
+from support.gateway import Gateway, error_of
 
 from x402lab.emulator.gateway.catalog import Catalog
 from x402lab.emulator.gateway.route_table import ROUTES as ROUTE_SPECS
 from x402lab.emulator.gateway.route_table import request_schemas
 from x402lab.emulator.gateway.validation import body_validator, violations
-
-sys.path.append(str(Path(__file__).parent))
-from test_gateway_support import Gateway, error_of  # noqa: E402
 
 SCHEMAS = request_schemas(Catalog.from_fixtures())
 ROUTES = sorted(path for _, path in SCHEMAS)

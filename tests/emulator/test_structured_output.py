@@ -6,19 +6,14 @@ without ``supportsResponseSchema`` before any payment, and broken on purpose by
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import httpx
 import jsonschema
 import pytest
+from support.gateway import Gateway, error_of
 
 from x402lab.emulator.gateway.structured import answer
-
-# pytest runs in importlib mode: make the shared helper module of this directory importable.
-sys.path.append(str(Path(__file__).parent))
-from test_gateway_support import Gateway, error_of  # noqa: E402
 
 CHAT = "/api/v1/chat/completions"
 MODEL = "zai-org-glm-4.7-flash"

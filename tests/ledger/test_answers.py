@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from ledger_testdata import signed
+from support.ledger import signed
 
 from x402lab.errors import ConfigError
 from x402lab.ledger import (

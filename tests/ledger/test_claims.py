@@ -1,4 +1,4 @@
-"""The claim state machine (``x402lab.ledger.claims``) on real SQLite files.
+"""The claim state machine (``x402lab.ledger.claims``) on a SQLite file and on PostgreSQL.
 
 Every transition: pending -> done | failed | unknown, unknown -> done, a failed attempt that
 changes nothing, ``rebuy``, the takeover of a stale claim, payments made outside any claim,
@@ -11,7 +11,7 @@ import multiprocessing
 import queue
 
 import pytest
-from ledger_testdata import claim_and_pay, meta, settled, signed
+from support.ledger import claim_and_pay, meta, settled, signed
 
 from x402lab.ledger import ClaimAction, Claims, ClaimStatus, Ledger
 
@@ -20,8 +20,9 @@ SCOPE = "batch:chat"
 
 
 @pytest.fixture
-def ledger(tmp_path) -> Ledger:
-    return Ledger(tmp_path / "ledger.sqlite")
+def ledger(ledger_url: str) -> Ledger:
+    """A ledger on each backend: a SQLite file, then a PostgreSQL database."""
+    return Ledger(ledger_url)
 
 
 def at(clock: list[float]):
@@ -243,11 +244,14 @@ def test_thousands_of_keys_in_one_call(ledger):
     keys = [f"item-{i}" for i in range(5000)]
     got = claims.claim(SCOPE, keys, payment_key={k: f"unit-{i // 8}" for i, k in enumerate(keys)})
     assert list(got) == keys and {c.action for c in got.values()} == {A.PAY}
+    ids = [c.record.id for c in got.values()]
+    assert ids == sorted(ids) and len(set(ids)) == 5000
     assert len(claims.complete(SCOPE, [(k, k.encode()) for k in keys[:3000]])) == 3000
     assert len(claims.release(SCOPE, keys, "stopped")) == 5000
     again = claims.claim(SCOPE, keys)
     assert sum(c.action is A.REUSE for c in again.values()) == 3000
     assert sum(c.action is A.PAY for c in again.values()) == 2000
+    assert again["item-5"].record.answer == b"item-5"
     assert len(claims.all(SCOPE)) == 5000
 
 

@@ -8,7 +8,7 @@ authorization has expired), ``spend(by="budget")``'s ``committed_atomic`` equals
 from __future__ import annotations
 
 import pytest
-from ledger_testdata import meta, settled, signed
+from support.ledger import meta, settled, signed
 
 import x402lab as xl
 from x402lab.analysis.spend import STATUS_GROUPS, spend

@@ -10,7 +10,7 @@ import asyncio
 import sqlite3
 
 import pytest
-from ledger_testdata import meta, nonce
+from support.ledger import meta, nonce
 
 from x402lab.errors import ConfigError, StoreError
 from x402lab.ledger import CommitGroup, Ledger, SignedAuthorization

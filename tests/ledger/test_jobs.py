@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ledger_testdata import meta, settled, signed
+from support.ledger import meta, settled, signed
 
 import x402lab as xl
 from x402lab.ledger import ClaimAction, Claimed, Claims, JobRecord, Jobs, Ledger, job_scope

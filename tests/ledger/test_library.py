@@ -4,7 +4,7 @@ report unless asked, owned reports with their money joined from the ledger."""
 from __future__ import annotations
 
 import pytest
-from ledger_testdata import settled, signed
+from support.ledger import settled, signed
 
 from x402lab.errors import PaymentRefused
 from x402lab.ledger import Claims, Ledger, ReportLibrary

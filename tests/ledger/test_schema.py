@@ -7,7 +7,7 @@ import multiprocessing
 import sqlite3
 
 import pytest
-from ledger_testdata import settled
+from support.ledger import settled
 
 import x402lab as xl
 from x402lab.ledger import (

@@ -1,24 +1,25 @@
 """One way to change a status (docs/money.md, money rule 8).
 
-The source of x402lab (the emulator aside: a separate server with its own tables) writes
-``payments.status`` and ``claims.status`` only in the one transition function of each table,
-in the table's own module (``ledger/payments.py``: ``move_payments`` with its one-statement
-settle; ``ledger/claim_rows.py``: ``move_claims``), and new rows only through each table's
-inserter, which takes the initial statuses alone. The transition functions refuse a move
-their table does not allow, naming the row, the status it is in and the one asked for.
+Every status a ledger's ``payments`` and ``claims`` rows take is an initial status of a new
+row or one of its table's declared moves (``TRANSITIONS``, ``CLAIM_TRANSITIONS``): triggers in
+the ledger file log every status write of a run with faults and re-runs, wherever the code
+that writes it lives. The transition functions refuse a move their table does not allow,
+naming the row, the status it is in and the one asked for.
 """
 
 from __future__ import annotations
 
-import ast
-import re
+import sqlite3
+import warnings
+from contextlib import closing
 from pathlib import Path
 
 import pytest
-from ledger_testdata import meta, signed
+from support.client import CHAT_MODEL, settings
+from support.ledger import meta, signed
 
-import x402lab
 import x402lab as xl
+from x402lab.emulator.settings import Faults
 from x402lab.ledger import Claims, Ledger
 from x402lab.ledger.claim_rows import insert_rows, move_claims
 from x402lab.ledger.payments import insert_payment, move_payments
@@ -32,182 +33,98 @@ from x402lab.ledger.statuses import (
     PaymentStatus,
 )
 
-ROOT = Path(x402lab.__file__).parent
 C, P = ClaimStatus, PaymentStatus
 
-#: Where each table's status may be changed: (file under x402lab/, enclosing function).
-MOVERS = {
-    "payments": {
-        ("ledger/payments.py", "move_payments"),
-        ("ledger/payments.py", "_settle_in_flight"),
-    },
-    "claims": {("ledger/claim_rows.py", "move_claims")},
-}
-#: Where each table's rows may be inserted with a status: the inserter, which takes only the
-#: initial statuses, and the schema step that copies the claims of earlier stores.
-INSERTERS = {
-    "payments": {("ledger/payments.py", "insert_payment")},
-    "claims": {("ledger/claim_rows.py", "_COLUMNS"), ("ledger/schema.py", "_CLAIM_INSERT")},
-}
-#: ``held`` follows a payment's status: set by its moves, cleared by the running totals.
-HELD_WRITERS = {
-    ("ledger/payments.py", "move_payments"),
-    ("ledger/payments.py", "_settle_in_flight"),
-    ("ledger/payments.py", "_unhold"),  # expire_held and release_prepay_miss write through it
-}
-
-_TABLE = r"(?P<table>payments|claims)\b"
-_UPDATE = re.compile(rf"\bUPDATE\s+{_TABLE}(?:\s+(?:AS\s+)?\w+)?\s+SET\b(?P<sets>.*)", re.I | re.S)
-_INSERT = re.compile(
-    rf"\b(?:INSERT\s+(?:OR\s+\w+\s+)?|REPLACE\s+)INTO\s+{_TABLE}\s*(?P<rest>.*)", re.I | re.S
-)
-_UPSERT = re.compile(r"\bDO\s+UPDATE\s+SET\b(?P<sets>.*)", re.I | re.S)
-_SET_END = re.compile(r"\b(WHERE|RETURNING|FROM)\b", re.I)
-#: A dynamic part of an SQL string (an f-string's ``{...}``, or a value added with ``+``).
-HOLE = "\x00"
-
-
-def _render(node: ast.AST) -> str | None:
-    """The text of a string expression, its dynamic parts as ``HOLE``; None if not text."""
-    if isinstance(node, ast.Constant):
-        return node.value if isinstance(node.value, str) else None
-    if isinstance(node, ast.JoinedStr):
-        return "".join(_render(part) or HOLE for part in node.values)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _render(node.left), _render(node.right)
-        if left is None and right is None:
-            return None
-        return (left or HOLE) + (right or HOLE)
-    return None
-
-
-def _strings(tree: ast.Module) -> list[tuple[int, str, str]]:
-    """Every string expression of a module (docstrings aside): (line, text, where), where
-    ``where`` is the innermost enclosing function, else the module-level name assigned."""
-    found: list[tuple[int, str, str]] = []
-
-    def visit(node: ast.AST, where: str) -> None:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            where = node.name
-        elif isinstance(node, ast.Assign | ast.AnnAssign) and where == "<module>":
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [t.id for t in targets if isinstance(t, ast.Name)]
-            for child in ast.iter_child_nodes(node):
-                visit(child, names[0] if names else where)
-            return
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            return  # a docstring or a bare string: prose, not SQL that runs
-        text = _render(node) if isinstance(node, ast.expr) else None
-        if text is not None:
-            found.append((node.lineno, " ".join(text.split()), where))
-            return  # its parts are in ``text``
-        for child in ast.iter_child_nodes(node):
-            visit(child, where)
-
-    visit(tree, "<module>")
-    return found
-
-
-def _writes_column(sets: str, column: str) -> bool:
-    """Whether an SQL SET list assigns ``column`` (or assigns columns named at run time)."""
-    sets = _SET_END.split(sets, maxsplit=1)[0]
-    return bool(re.search(rf"(?<![\w.]){column}\s*=", sets, re.I)) or HOLE in sets
-
-
-def status_writes(source: str, path: str) -> list[str]:
-    """The writes of ``payments.status``, ``claims.status`` or ``payments.held`` in one
-    module's source that happen outside the places allowed above, as ``path:line: why``."""
-    problems: list[str] = []
-    for line, sql, where in _strings(ast.parse(source)):
-        here = (path, where)
-        update = _UPDATE.search(sql)
-        insert = _INSERT.search(sql)
-        sets = update["sets"] if update else None
-        table = update["table"].lower() if update else None
-        if insert:
-            table = insert["table"].lower()
-            upsert = _UPSERT.search(insert["rest"])
-            sets = upsert["sets"] if upsert else None
-            columns = re.match(r"\(([^)]*)\)", insert["rest"].strip())
-            names = columns[1] if columns else "*"  # no column list: every column
-            sets_status = names == "*" or re.search(r"\bstatus\b", names, re.I) or HOLE in names
-            if sets_status and here not in INSERTERS[table]:
-                problems.append(
-                    f"{path}:{line}: inserts {table} rows with a status outside"
-                    f" {sorted(INSERTERS[table])} (new rows start there, in an initial status)"
-                )
-        if table is None or sets is None:
-            continue
-        if _writes_column(sets, "status") and here not in MOVERS[table]:
-            problems.append(
-                f"{path}:{line}: writes {table}.status in {where}, outside its transition"
-                f" function {sorted(MOVERS[table])}"
-            )
-        if table == "payments" and _writes_column(sets, "held") and here not in HELD_WRITERS:
-            problems.append(f"{path}:{line}: writes payments.held in {where}")
-    return problems
-
-
-def _sources() -> list[Path]:
-    return sorted(p for p in ROOT.rglob("*.py") if "emulator" not in p.relative_to(ROOT).parts)
-
-
-def test_status_is_written_only_by_each_tables_transition_function():
-    problems: list[str] = []
-    for path in _sources():
-        problems += status_writes(path.read_text(), path.relative_to(ROOT).as_posix())
-    assert not problems, "\n".join(problems)
-
-
-def test_the_transition_functions_and_inserters_are_where_the_scan_expects_them():
-    # A renamed function would leave the scan allowing nothing (or something else).
-    allowed = set().union(*MOVERS.values(), *INSERTERS.values(), HELD_WRITERS)
-    seen = set()
-    for file, _ in allowed:
-        seen |= {(file, where) for _, _, where in _strings(ast.parse((ROOT / file).read_text()))}
-    assert allowed <= seen, allowed - seen
-
-
-STRAY = """
-SQL = "UPDATE claims SET error = ? WHERE id = ?"  # not a status write
-
-def settle_quietly(tx, row_id):
-    tx.execute(
-        "UPDATE payments SET tx_hash = ?,"
-        " status = 'settled' WHERE id = ?",
-        ("0x1", row_id),
-    )
-
-def close(tx, ids, status):
-    tx.executemany(f"UPDATE claims SET error = NULL, status = ? WHERE id = ?", ids)
-
-def upsert(tx):
-    tx.execute("INSERT INTO claims (scope, key) VALUES (?, ?)"
-               " ON CONFLICT (scope, key) DO UPDATE SET status = excluded.status")
-
-def copy(tx, row):
-    tx.execute("INSERT INTO payments (id, status) VALUES (?, ?)", row)
-
-def assign(tx, sets):
-    tx.execute("UPDATE payments SET " + sets + " WHERE id = ?", (1,))
-
-def unhold(tx):
-    tx.execute("UPDATE payments SET held = 0 WHERE id = 1")
-
-def replace(tx, row):
-    tx.execute("REPLACE INTO claims VALUES (?, ?, ?)", row)
+#: Every status write of the two tables, logged by triggers in the ledger file itself, so any
+#: code path that writes a status shows up, wherever it lives.
+_STATUS_LOG = """
+CREATE TABLE status_log (tbl TEXT, old TEXT, new TEXT);
+CREATE TRIGGER payments_born AFTER INSERT ON payments
+    BEGIN INSERT INTO status_log VALUES ('payments', NULL, new.status); END;
+CREATE TRIGGER payments_moved AFTER UPDATE ON payments WHEN old.status IS NOT new.status
+    BEGIN INSERT INTO status_log VALUES ('payments', old.status, new.status); END;
+CREATE TRIGGER claims_born AFTER INSERT ON claims
+    BEGIN INSERT INTO status_log VALUES ('claims', NULL, new.status); END;
+CREATE TRIGGER claims_moved AFTER UPDATE ON claims WHEN old.status IS NOT new.status
+    BEGIN INSERT INTO status_log VALUES ('claims', old.status, new.status); END;
 """
 
 
-def test_the_scan_names_file_and_line_of_every_stray_write():
-    found = status_writes(STRAY, "x402lab/stray.py")
-    lines = [int(problem.split(":")[1]) for problem in found]
-    assert lines == [6, 12, 15, 19, 22, 22, 25, 28], found
-    assert "writes payments.status in settle_quietly" in found[0]
-    assert "writes claims.status in close" in found[1]
-    assert "inserts payments rows with a status" in found[3]
-    assert "writes payments.held in unhold" in found[-2]
-    assert "inserts claims rows with a status" in found[-1]
+def _logged_ledger(path: Path) -> Path:
+    Ledger(path, user="t").close()  # the schema, then the triggers on its tables
+    with closing(sqlite3.connect(path)) as connection:
+        connection.executescript(_STATUS_LOG)
+    return path
+
+
+def _undeclared(path: Path) -> tuple[list[tuple[str, str | None, str]], set[tuple[str, str]]]:
+    """The logged writes no declared move or initial status allows, and the moves seen."""
+    allowed = {"payments": (INITIAL, TRANSITIONS), "claims": (CLAIM_INITIAL, CLAIM_TRANSITIONS)}
+    with closing(sqlite3.connect(path)) as connection:
+        log = connection.execute("SELECT tbl, old, new FROM status_log").fetchall()
+    wrong = []
+    for table, old, new in log:
+        initial, moves = allowed[table]
+        ok = new in initial if old is None else old in moves.get(new, ())
+        if not ok:
+            wrong.append((table, old, new))
+    return wrong, {(f"{t}:{old}", new) for t, old, new in log if old is not None}
+
+
+def test_every_status_a_faulty_run_writes_is_an_initial_status_or_a_declared_move(tmp_path):
+    # A batch on an emulator that settles and then answers 500, refuses settlements and
+    # fails, run twice; then the ledger's own moves by hand.
+    path = _logged_ledger(tmp_path / "ledger.sqlite")
+    faults = settings(faults=Faults(paid_then_500_rate=0.25, settle_fail_rate=0.2, rate_5xx=0.1))
+    prompts = [f"status {i}" for i in range(24)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", xl.IncompleteBatchWarning)
+        with xl.connect(ledger=path, emulator_settings=faults, budget=xl.Budget(usd=5)) as lab:
+            for _ in range(2):
+                lab.batch_chat(prompts, model=CHAT_MODEL, max_tokens=8, progress=None)
+    ledger = Ledger(path, user="t")
+    released = ledger.reserve(budget="b", cap_atomic=None, amount_atomic=5, meta=meta("r"))
+    ledger.release(released)
+    expired = signed(ledger, "e", 10)
+    ledger.record_unknown(expired, "lost")
+    ledger.record_expired(expired)
+    resent = signed(ledger, "s", 10)
+    ledger.record_unknown(resent, "lost")
+    ledger.record_resend(resent)
+    ledger.record_settled(resent, tx_hash="0xabc", payer="0xPayer")
+    claims = Claims(ledger.db)
+    claims.claim("s", ["a", "b"])
+    claims.release("s", ["a"], "no answer")
+    claims.complete("s", [("a", b"late"), ("b", b"answer")], ledger_id=None)
+    ledger.close()
+
+    wrong, seen = _undeclared(path)
+    assert not wrong, wrong
+    # The run reached the moves that matter (so the check above saw real writes).
+    assert {
+        ("payments:signed", "settled"),
+        ("payments:signed", "unknown"),
+        ("payments:signed", "rejected"),
+        ("payments:unknown", "settled"),
+        ("payments:unknown", "expired"),
+        ("payments:reserved", "released"),
+        ("claims:pending", "done"),
+        ("claims:pending", "unknown"),
+        ("claims:pending", "failed"),
+        ("claims:failed", "done"),
+    } <= seen, sorted(seen)
+
+
+def test_the_status_log_catches_a_write_outside_the_declared_moves(tmp_path):
+    path = _logged_ledger(tmp_path / "ledger.sqlite")
+    ledger = Ledger(path, user="t")
+    row = signed(ledger, "k", 10)
+    ledger.record_settled(row, tx_hash="0xabc", payer="0xPayer")
+    ledger.close()
+    with closing(sqlite3.connect(path)) as connection, connection:
+        connection.execute("UPDATE payments SET status = 'signed' WHERE id = ?", (row,))
+    wrong, _ = _undeclared(path)
+    assert wrong == [("payments", "settled", "signed")]
 
 
 # -- the transition functions refuse what their table does not allow -------------------------

@@ -7,21 +7,14 @@ after the test; emulators come from the shared ``emulator_factory`` fixture.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.media import TEST_KEY
 
-# pytest runs in importlib mode: make media_testdata importable.
-_HERE = str(Path(__file__).parent)
-if _HERE not in sys.path:
-    sys.path.append(_HERE)
-
-from media_testdata import TEST_KEY  # noqa: E402
-
-import x402lab as xl  # noqa: E402
+import x402lab as xl
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import struct
 import wave
 
 import pytest
-from media_testdata import FAST_POLL, MUSIC
+from support.media import FAST_POLL, MUSIC
 
 from x402lab.media.status import (
     Completed,

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import httpx
 import pytest
-from media_testdata import FAST_POLL, MUSIC, queue_payments
+from support.media import FAST_POLL, MUSIC, queue_payments
 
 import x402lab as xl
 from x402lab.media.status import Completed, Processing, Queued

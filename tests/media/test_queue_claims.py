@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from media_testdata import FAST_POLL, MUSIC, TEST_KEY, queue_payments
+from support.media import FAST_POLL, MUSIC, TEST_KEY, queue_payments
 
 import x402lab as xl
 from x402lab.gateway import request_key

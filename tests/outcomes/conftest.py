@@ -3,19 +3,16 @@ its chain, and a ledger file in tmp_path shared by the Labs (and processes) of o
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.outcomes import CHAT_MODEL, FAST, KEY
 
 import x402lab as xl
 from x402lab.emulator.server import RunningEmulator, start_emulator
 from x402lab.emulator.settings import EmulatorSettings, Faults
-
-sys.path.append(str(Path(__file__).parent))
-from outcomes_support import CHAT_MODEL, FAST, KEY  # noqa: E402
 
 __all__ = ["CHAT_MODEL", "FAST", "KEY"]
 

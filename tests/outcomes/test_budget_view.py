@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from outcomes_support import CHAT_MODEL
+from support.outcomes import CHAT_MODEL
 
 import x402lab as xl
 from x402lab.errors import AnswerLost

@@ -10,8 +10,13 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 from x402lab.emulator.server import start_emulator
 from x402lab.emulator.settings import EmulatorSettings, Faults
+
+# Its worker processes start inside benchmarks/chaos.py, out of the lane's sight.
+pytestmark = pytest.mark.spawns
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "chaos.py"
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from outcomes_support import (
+from support.outcomes import (
     CHAT,
     CHAT_MODEL,
     chat_body,

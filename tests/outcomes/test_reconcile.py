@@ -10,11 +10,11 @@ import socket
 import time
 
 import pytest
-from outcomes_support import CHAT, CHAT_MODEL, chat_body
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from support.outcomes import CHAT, CHAT_MODEL, chat_body
 
 import x402lab as xl
 from x402lab.chain.rpc import AUTHORIZATION_USED

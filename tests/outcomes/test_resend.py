@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 import pytest
-from outcomes_support import CHAT, CHAT_MODEL, FAST, KEY, chat_body, transfers_by_nonce
+from support.outcomes import CHAT, CHAT_MODEL, FAST, KEY, chat_body, transfers_by_nonce
 
 import x402lab as xl
 from x402lab.errors import AnswerLost

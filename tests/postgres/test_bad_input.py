@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from pg_support import admin, closed_port, database_url, query, server_port
+from support.postgres import admin, closed_port, database_url, query, server_port
 
 import x402lab as xl
 from x402lab.ledger import SCHEMA_VERSION, Ledger

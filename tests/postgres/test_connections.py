@@ -4,7 +4,7 @@ and nothing runs twice."""
 
 from __future__ import annotations
 
-from pg_support import admin, settled
+from support.postgres import admin, settled
 
 import x402lab as xl
 from x402lab.ledger import Ledger

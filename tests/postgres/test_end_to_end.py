@@ -57,7 +57,7 @@ def test_the_ledger_command_reads_a_postgresql_ledger(pg_url, tmp_path):
     import sys
 
     import pandas as pd
-    from pg_support import settled
+    from support.postgres import settled
 
     ledger = xl.Ledger(pg_url, user="ana@laptop")
     settled(ledger, "k1", 10_000)

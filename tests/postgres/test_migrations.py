@@ -4,7 +4,7 @@ by step, reopened unchanged, and refused when a newer x402lab wrote it."""
 from __future__ import annotations
 
 import pytest
-from pg_support import query, settled
+from support.postgres import query, settled
 
 import x402lab as xl
 from x402lab.ledger import MIGRATIONS, SCHEMA_VERSION, Ledger, open_database

@@ -9,7 +9,7 @@ import queue
 import random
 
 import pytest
-from pg_support import claim_and_pay, open_ledger, query, reserve_many
+from support.postgres import claim_and_pay, open_ledger, query, reserve_many
 
 from x402lab.ledger import SCHEMA_VERSION, Ledger
 from x402lab.ledger.postgres import VERSION_TABLE

@@ -14,7 +14,7 @@ import threading
 from decimal import Decimal
 
 import pytest
-from pg_support import meta, settled, signed
+from support.postgres import meta, settled, signed
 
 import x402lab as xl
 from x402lab.analysis.spend import spend
@@ -162,21 +162,6 @@ def test_a_stale_claim_is_taken_over_and_renewal_keeps_one(ledger_url):
     assert (got["a"].action, got["b"].action) == (A.PAY, A.WAIT)
     old, new = me.history(SCOPE, "a")
     assert old.status == "failed" and "abandoned" in (old.error or "") and new.status == "pending"
-
-
-def test_thousands_of_keys_in_one_call_keep_their_order(ledger_url):
-    ledger = open_ledger(ledger_url)
-    claims = Claims(ledger.db)
-    keys = [f"item-{i}" for i in range(3000)]
-    got = claims.claim(SCOPE, keys, payment_key={k: f"unit-{i // 8}" for i, k in enumerate(keys)})
-    assert list(got) == keys and {c.action for c in got.values()} == {A.PAY}
-    ids = [c.record.id for c in got.values()]
-    assert ids == sorted(ids) and len(set(ids)) == 3000
-    assert len(claims.complete(SCOPE, [(k, k.encode()) for k in keys[:2000]])) == 2000
-    assert len(claims.release(SCOPE, keys, "stopped")) == 3000
-    again = claims.claim(SCOPE, keys)
-    assert sum(c.action is A.REUSE for c in again.values()) == 2000
-    assert again["item-5"].record.answer == b"item-5"
 
 
 def test_an_illegal_move_refuses_naming_the_row_and_moves_nothing(ledger_url):

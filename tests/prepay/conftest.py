@@ -3,18 +3,15 @@ the same addresses), and Labs on them with a fixed wallet and a ledger in tmp_pa
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.prepay import FAST, KEY, settings
 
 import x402lab as xl
 from x402lab.emulator.server import RunningEmulator, start_emulator
-
-sys.path.append(str(Path(__file__).parent))
-from prepay_support import FAST, KEY, settings  # noqa: E402
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ and when a service stops being predicted."""
 from __future__ import annotations
 
 import httpx
-from prepay_support import CHAT, CHAT_MODEL
+from support.prepay import CHAT, CHAT_MODEL
 
 from x402lab.payments import CallInfo
 from x402lab.payments.prediction import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 
-from prepay_support import CHAT_MODEL, check_money, gate, restart
+from support.prepay import CHAT_MODEL, check_money, gate, restart
 
 import x402lab as xl
 from x402lab.batch import BatchSummary

@@ -11,7 +11,7 @@ emulator's payment gate; every test ends with the chain and the ledger agreeing.
 from __future__ import annotations
 
 import pytest
-from prepay_support import CHAT, CHAT_MODEL, MIN_ATOMIC, chat, check_money, gate, restart
+from support.prepay import CHAT, CHAT_MODEL, MIN_ATOMIC, chat, check_money, gate, restart
 
 import x402lab as xl
 from x402lab.batch import BatchSummary

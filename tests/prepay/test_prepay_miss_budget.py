@@ -4,7 +4,7 @@ the cap, the miss's hold gives way to the fresh payment of the same request."""
 from __future__ import annotations
 
 import pytest
-from prepay_support import MIN_ATOMIC, chat, check_money, restart
+from support.prepay import MIN_ATOMIC, chat, check_money, restart
 
 import x402lab as xl
 from x402lab.payments.prediction import PREPAY_REFUSED

@@ -5,7 +5,7 @@ predicted by price class, and a quote older than its window is not used."""
 
 from __future__ import annotations
 
-from prepay_support import check_money, report_gate
+from support.prepay import check_money, report_gate
 
 from x402lab.payments import CallInfo
 from x402lab.payments.prediction import QUOTE_TTL_S, Prediction, fingerprint

@@ -1,5 +1,5 @@
 import pytest
-from x402_testdata import OTHER, PAY_TO, challenge_wire, entry
+from support.x402 import OTHER, PAY_TO, challenge_wire, entry
 
 from x402lab.errors import PaymentRefused
 from x402lab.x402 import (

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from eth_account import Account
 from eth_account.messages import encode_typed_data
-from x402_testdata import NONCE, PAY_TO, TEST_KEY_HEX, challenge_wire, entry
+from support.x402 import NONCE, PAY_TO, TEST_KEY_HEX, challenge_wire, entry
 
 from x402lab.x402 import (
     BASE_USDC,

@@ -3,7 +3,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from x402_testdata import PAY_TO, challenge_wire, entry
+from support.x402 import PAY_TO, challenge_wire, entry
 
 from x402lab.errors import ProtocolError
 from x402lab.x402 import (

@@ -5,7 +5,7 @@ import secrets
 import pytest
 from eth_account import Account
 from eth_account.messages import encode_typed_data
-from x402_testdata import (
+from support.x402 import (
     NONCE,
     NOW,
     OTHER,

@@ -1,7 +1,7 @@
 import copy
 
 import pytest
-from x402_testdata import NONCE, NOW, OTHER, PAY_TO, challenge_wire, entry
+from support.x402 import NONCE, NOW, OTHER, PAY_TO, challenge_wire, entry
 
 from x402lab.x402 import (
     BASE_USDC,

@@ -1,5 +1,4 @@
-"""Constants and small builders of the gateway client tests (imported by name: pytest runs in
-importlib mode, and conftest.py puts this directory on sys.path)."""
+"""Constants and small builders of the gateway client tests."""
 
 from __future__ import annotations
 

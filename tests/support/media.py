@@ -1,4 +1,4 @@
-"""Constants and helpers shared by the media job tests (imported by name: importlib mode)."""
+"""Constants and helpers shared by the media job tests (``from support.media import ...``)."""
 
 from __future__ import annotations
 

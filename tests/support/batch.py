@@ -1,4 +1,4 @@
-"""Constants and helpers of the batch tests (importable: conftest puts this folder on the path)."""
+"""Constants and helpers of the batch tests (``from support.batch import ...``)."""
 
 from __future__ import annotations
 

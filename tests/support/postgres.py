@@ -1,5 +1,5 @@
 """Helpers of the PostgreSQL tests: the server, throwaway databases and roles, and payments
-made through the Ledger's API (imported by name; conftest.py puts this folder on sys.path)."""
+made through the Ledger's API (``from support.postgres import ...``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Helpers for the payment-outcome tests: what a chat request is, what the chain holds, and
-processes that die with a payment signed (run as ``python outcomes_support.py ...``)."""
+processes that die with a payment signed (run as ``python tests/support/outcomes.py ...``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers of the Dask tests (importable: conftest puts this folder on the path)."""
+"""Helpers of the Dask tests (``from support.dask_cluster import ...``)."""
 
 from __future__ import annotations
 
