@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from batch_testdata import CHEAP, PRICEY, transfers_per_key
+from support.batch import CHEAP, PRICEY, transfers_per_key
 
 from x402lab.batch import BatchSummary
 from x402lab.errors import ModelNotFound

@@ -96,6 +96,9 @@ class Buyer:
         self._limit = limit
         self._drain = drain
         self._on_fatal = on_fatal
+        #: Request keys whose payment re-sends a kept payload (``Claimed.resend``): sent even
+        #: once the budget ran out, since they take none.
+        self._resends: set[str] = set()
 
     def fail(self, exc: BaseException) -> None:
         """End the run: ``exc`` (answers that cannot be stored) would lose rows otherwise."""
@@ -113,6 +116,8 @@ class Buyer:
             record = claimed.record
             if claimed.action is ClaimAction.PAY:
                 pay.append(item)
+                if claimed.resend:
+                    self._resends.add(record.payment_key)
             elif claimed.action is ClaimAction.WAIT:
                 wait.append(item)
             elif claimed.action is ClaimAction.REUSE and record.answer is not None:
@@ -220,7 +225,7 @@ class Buyer:
     ) -> tuple[Reply | None, list[ItemResult]]:
         """Spends money: the one paid request (reserve, sign, write ahead, send, receipt);
         returns its reply (None when none came) and the rows of its ``n`` items."""
-        if self.stop_reason is not None:
+        if self.stop_reason is not None and key not in self._resends:
             skipped = ItemResult("skipped_budget", key, error=self.stop_reason, paid_atomic=0)
             return None, [skipped] * n
         self.tally.requests += 1

@@ -184,8 +184,11 @@ class Runner:
             stop_reason = self.buyer.stop_reason
             if stop_reason is not None:
                 # The budget ran out: give back what this run cannot pay, in one statement.
+                # A kept payload is still sent: it needs no budget, and it concludes its
+                # payment instead of leaving it ``unknown`` until its window ends.
                 self.store.release(
-                    [k for k, c in got.items() if c.action is ClaimAction.PAY], stop_reason
+                    [k for k, c in got.items() if c.action is ClaimAction.PAY and not c.resend],
+                    stop_reason,
                 )
             for unit in units:
                 decided = {i: got[plan.item_keys[i]] for i in plan.unit_items(unit)}
@@ -201,11 +204,12 @@ class Runner:
         results: Results = {}
         pay, wait = self.buyer.classify(decided, share, results)
         stop_reason = self.buyer.stop_reason
-        if pay and stop_reason is not None:  # released by _feed
-            key = self.plan.request_for(unit, pay)[0]
+        unpaid = [item for item in pay if not decided[item].resend]
+        if unpaid and stop_reason is not None:  # released by _feed
+            key = self.plan.request_for(unit, unpaid)[0]
             skipped = ItemResult("skipped_budget", key, error=stop_reason, paid_atomic=0)
-            results.update(dict.fromkeys(pay, skipped))
-            pay = []
+            results.update(dict.fromkeys(unpaid, skipped))
+            pay = [item for item in pay if decided[item].resend]
         if not pay and not wait:
             self._resolve(results)
             return

@@ -11,12 +11,10 @@ The rules of a route are the gateway's own description, kept nowhere else:
   (``extra_body={...}``, sent unchecked, as in openai-python); a value outside the schema's
   types and ranges raises ConfigError naming the field, the value and what the route takes.
 
-Where the gateway publishes no schema for a route, or no document at all, none of this runs
-and the gateway's own 4xx, which comes before any payment, stays the check. Bodies are
-validated by ``jsonschema`` (Draft 2020-12, local ``$ref``s into the document); this module
-adds only what a published schema needs from a client: OpenAPI 3.0's ``nullable``, a tuple
-taken as an array, NaN refused as a number, a pattern Python cannot read refusing nothing,
-and the errors said in the caller's words. A keyword it does not know never refuses.
+Without a published schema none of this runs: the gateway's 4xx, before any payment, stays
+the check. ``jsonschema`` validates (Draft 2020-12, local ``$ref``s); this module adds what a
+client needs: OpenAPI 3.0's ``nullable``, tuples as arrays, NaN refused, a pattern Python
+cannot read refusing nothing, errors in the caller's words, unknown keywords never refusing.
 """
 
 from __future__ import annotations
@@ -32,12 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ConfigError
 
-if TYPE_CHECKING:
-    from jsonschema import ValidationError
-
-# jsonschema is imported on the first check, not with this module: with the optional format
-# checkers installed (Jupyter brings rfc3987-syntax) its import takes a second or more, which
-# `import x402lab` and a lab that never sends a body should not pay.
+if TYPE_CHECKING:  # imported on the first check: with Jupyter's rfc3987-syntax installed,
+    from jsonschema import ValidationError  # importing jsonschema takes a second or more
 
 BODY_CALLERS = ("call()", "quote()")
 

@@ -93,11 +93,13 @@ class ClaimRecord:
 @dataclass(frozen=True, slots=True)
 class Claimed:
     """The answer of ``claim`` for one key: what to do, and the row that decided it (for
-    ``PAY`` the new pending row of this caller)."""
+    ``PAY`` the new pending row of this caller). ``resend``: a ``PAY`` whose payment sends
+    the signed payload an earlier run left ``unknown`` again, so it needs no new budget."""
 
     key: str
     action: ClaimAction
     record: ClaimRecord
+    resend: bool = False
 
 
 def claim_record(row: Row) -> ClaimRecord:

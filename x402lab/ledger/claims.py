@@ -257,8 +257,11 @@ class Claims:
                 built[row_id] = pending_record(row_id, new_rows[offset])
         records = records_in(tx, [i for _, i in decided.values() if i not in built])
         records.update(built)
-        self._follow_payments(tx, scope, payment_key, label, floor, decided, records, gone)
-        return {key: Claimed(key, decided[key][0], records[decided[key][1]]) for key in wanted}
+        resend = self._follow_payments(tx, scope, payment_key, label, floor, decided, records, gone)
+        return {
+            key: Claimed(key, decided[key][0], records[decided[key][1]], key in resend)
+            for key in wanted
+        }
 
     def _follow_payments(
         self,
@@ -270,17 +273,18 @@ class Claims:
         decided: dict[str, tuple[ClaimAction, int]],
         records: dict[int, ClaimRecord],
         gone: GoneOwners,
-    ) -> None:
+    ) -> set[str]:
         """A second look at the keys decided ``MAYBE_PAID``, through their payment now
         (``claim_rows.follow_payments``): a void claim is ``failed`` and its key paid again;
-        a key whose stored payload can be sent again is handed back to pay."""
+        a key whose stored payload can be sent again is handed back to pay. Returns those
+        keys (their payment needs no new budget: it was reserved when it was signed)."""
         maybe = {
             key: records[row_id]
             for key, (action, row_id) in decided.items()
             if action is ClaimAction.MAYBE_PAID and records[row_id].ledger_id is not None
         }
         if not maybe:
-            return
+            return set()
         valid_until = int(self._now()) + CLAIM_RESEND_MARGIN_S
         void, again = follow_payments(
             tx, maybe, lambda key: self._payment_key(payment_key, key), valid_until, gone
@@ -295,6 +299,7 @@ class Claims:
         for (key, _, _), row_id in zip(again, insert_rows(tx, rows), strict=True):
             decided[key] = (ClaimAction.PAY, row_id)
         records.update(records_in(tx, [decided[key][1] for key, _, _ in again]))
+        return {key for key, _, low in again if low is not None}
 
     def complete_in(
         self,
