@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 
 from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization
 
@@ -10,7 +11,7 @@ _NONCES = itertools.count(1)
 
 
 def nonce() -> str:
-    return "0x" + f"{next(_NONCES):064x}"
+    return "0x" + f"{os.getpid():08x}{next(_NONCES):056x}"  # unique across processes
 
 
 def meta(request_key: str | None = None, service: str = "gateway") -> PaymentMeta:
@@ -27,14 +28,16 @@ def signed(
     budget: str = "b",
     cap: int | None = None,
     valid_before: int = 10**10,
+    payload: str | None = None,
 ) -> int:
-    """A payment of ``request_key`` signed and written ahead (it has left the process)."""
+    """A payment of ``request_key`` signed and written ahead (it has left the process);
+    ``payload``: the signed header kept to send it again."""
     return ledger.reserve(
         budget=budget,
         cap_atomic=cap,
         amount_atomic=amount,
         meta=meta(request_key),
-        sign=lambda: SignedAuthorization(nonce(), "0xPayer", valid_before),
+        sign=lambda: SignedAuthorization(nonce(), "0xPayer", valid_before, payload),
     )
 
 

@@ -3,16 +3,16 @@ made through the Ledger's API (``from support.postgres import ...``)."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import secrets
 import socket
 from typing import Any
 
-from x402lab.ledger import Ledger, PaymentMeta, SignedAuthorization
+from support import ledger as ledger_support
+from support.ledger import meta
+from x402lab.ledger import Ledger
 
 ADMIN_URL = os.environ.get("X402LAB_TEST_POSTGRES_URL", "postgresql:///postgres")
-_NONCES = itertools.count(1)
 
 
 def server_problem() -> str | None:
@@ -108,40 +108,14 @@ def _hide(url: str) -> str:
 # -- payments made through the Ledger's API ------------------------------------------------
 
 
-def nonce() -> str:
-    return "0x" + f"{os.getpid():08x}{next(_NONCES):056x}"
-
-
-def meta(request_key: str | None = None, service: str = "gateway") -> PaymentMeta:
-    return PaymentMeta(
-        service=service, method="POST", path="/api/v1/chat/completions", request_key=request_key
-    )
-
-
-def signed(
-    ledger: Ledger,
-    request_key: str,
-    amount: int = 10_000,
-    *,
-    budget: str = "b",
-    cap: int | None = None,
-    valid_before: int = 10**10,
-) -> int:
-    """A payment of ``request_key`` signed and written ahead (it has left the process)."""
-    return ledger.reserve(
-        budget=budget,
-        cap_atomic=cap,
-        amount_atomic=amount,
-        meta=meta(request_key),
-        sign=lambda: SignedAuthorization(nonce(), "0xPayer", valid_before, "signed-payload"),
-    )
+def signed(ledger: Ledger, request_key: str, amount: int = 10_000, **kw: Any) -> int:
+    """``support.ledger.signed``, its signed payload kept (to be sent again)."""
+    return ledger_support.signed(ledger, request_key, amount, payload="signed-payload", **kw)
 
 
 def settled(ledger: Ledger, request_key: str, amount: int = 10_000, **kw: Any) -> int:
-    """A payment of ``request_key`` that settled; returns its ledger id."""
-    row = signed(ledger, request_key, amount, **kw)
-    ledger.record_settled(row, tx_hash=f"0xtx{row}", payer="0xPayer")
-    return row
+    """``support.ledger.settled``, its signed payload kept."""
+    return ledger_support.settled(ledger, request_key, amount, payload="signed-payload", **kw)
 
 
 # -- work for other processes (spawned: they import this module by name) -------------------
