@@ -48,6 +48,11 @@ def format_usd(atomic: int | None) -> str:
     return f"{whole}.{frac.ljust(2, '0')} USD"
 
 
+def budget_verdict(fits: bool, left_atomic: int) -> str:
+    """How an estimate or a quote says whether it fits: ``'fits the budget left (0.40 USD)'``."""
+    return f"{'fits' if fits else 'does NOT fit'} the budget left ({format_usd(left_atomic)})"
+
+
 def parse_atomic(value: object) -> int:
     """Parse an atomic amount from the wire (a string of digits, or an int).
 

@@ -9,7 +9,8 @@ import queue
 import random
 
 import pytest
-from support.postgres import claim_and_pay, open_ledger, query, reserve_many
+from support.ledger import claim_and_pay
+from support.postgres import open_ledger, query, reserve_many
 
 from x402lab.ledger import SCHEMA_VERSION, Ledger
 from x402lab.ledger.postgres import VERSION_TABLE

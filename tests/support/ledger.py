@@ -48,15 +48,15 @@ def settled(ledger: Ledger, request_key: str, amount: int = 10_000, **kw: object
     return row
 
 
-def claim_and_pay(path: str, scope: str, key: str, results: object) -> None:
-    """One process of the race: claim ``key``; pay and complete it if the claim is ours,
-    else wait for the winner's answer. Puts ``(pid, paid?, answer)`` on ``results``."""
-    import os
+def claim_and_pay(url: str, scope: str, key: str, results: object) -> None:
+    """One process of the race for ``key`` in the ledger at ``url`` (SQLite or PostgreSQL):
+    claim it; pay and complete it if the claim is ours, else wait for the winner's answer.
+    Puts ``(pid, paid?, answer)`` on ``results``."""
     import time
 
     from x402lab.ledger import ClaimAction, Claims
 
-    ledger = Ledger(path)
+    ledger = Ledger(url)
     claims = Claims(ledger.db)
     paid = False
     while True:
@@ -67,6 +67,7 @@ def claim_and_pay(path: str, scope: str, key: str, results: object) -> None:
             paid = True
         elif got.action is ClaimAction.REUSE:
             results.put((os.getpid(), paid, got.record.answer))  # type: ignore[attr-defined]
+            ledger.close()
             return
         elif got.action is ClaimAction.MAYBE_PAID:
             raise AssertionError(f"unexpected {got}")

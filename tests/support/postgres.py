@@ -137,31 +137,5 @@ def reserve_many(url: str, budget: str, cap: int, prices: list[int], start: Any)
     ledger.close()
 
 
-def claim_and_pay(url: str, scope: str, key: str, results: Any) -> None:
-    """One process racing for one key: claim it; pay and complete it if the claim is ours,
-    else wait for the winner's answer. Puts ``(pid, paid?, answer)`` on ``results``."""
-    import time
-
-    from x402lab.ledger import ClaimAction, Claims
-
-    ledger = Ledger(url)
-    claims = Claims(ledger.db)
-    paid = False
-    while True:
-        got = claims.claim(scope, [key])[key]
-        if got.action is ClaimAction.PAY:
-            row = settled(ledger, key)
-            claims.complete(scope, [(key, f"answer from {os.getpid()}".encode())], ledger_id=row)
-            paid = True
-        elif got.action is ClaimAction.REUSE:
-            results.put((os.getpid(), paid, got.record.answer))
-            ledger.close()
-            return
-        elif got.action is ClaimAction.MAYBE_PAID:
-            raise AssertionError(f"unexpected {got}")
-        else:
-            time.sleep(0.005)
-
-
 def open_ledger(url: str) -> None:
     Ledger(url).close()

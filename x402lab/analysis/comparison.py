@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from x402lab.analysis.intervals import rows_to_reach
-from x402lab.money import atomic_to_decimal, format_usd
+from x402lab.money import atomic_to_decimal, budget_verdict, format_usd
 from x402lab.reprs import card, scrolling
 
 if TYPE_CHECKING:
@@ -82,8 +82,7 @@ class ComparisonQuote:
             f" to pay: exact total {format_usd(self.total_atomic)}"
         )
         if self.budget_left_atomic is not None:
-            verdict = "fits" if self.fits_budget else "does NOT fit"
-            text += f"; {verdict} the budget left ({format_usd(self.budget_left_atomic)})"
+            text += f"; {budget_verdict(self.fits_budget is True, self.budget_left_atomic)}"
         return text
 
     def __repr__(self) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ConfigError
-from x402lab.money import atomic_to_usd, format_usd
+from x402lab.money import atomic_to_usd, budget_verdict, format_usd
 from x402lab.reprs import card, scrolling
 
 if TYPE_CHECKING:
@@ -316,8 +316,7 @@ class BatchEstimate:
         if self.saving is not None:
             text += f"; {self.saving}"
         if self.budget_left_atomic is not None:
-            verdict = "fits" if self.fits_budget else "does NOT fit"
-            text += f"; {verdict} the budget left ({format_usd(self.budget_left_atomic)})"
+            text += f"; {budget_verdict(self.fits_budget is True, self.budget_left_atomic)}"
         return text
 
     def __repr__(self) -> str:
