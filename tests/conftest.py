@@ -8,6 +8,7 @@ starts more with custom settings (``emulator_factory(rate_429=1.0)`` for a fault
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
 import os
@@ -112,43 +113,41 @@ def _source(thing: object) -> str:
         return ""
 
 
-def _spawning_helpers(
-    module: Any, found: dict[str, re.Pattern[str] | None]
-) -> re.Pattern[str] | None:
+@functools.cache
+def _spawning_helpers(module: Any) -> re.Pattern[str] | None:
     """The names of ``module``'s own functions and classes that start a process, as a pattern."""
     name = getattr(module, "__name__", "")
-    if name not in found:
-        helpers = [
-            helper
-            for helper, value in vars(module).items()
-            if (inspect.isfunction(value) or inspect.isclass(value))
-            and value.__module__ == name
-            and not helper.startswith("test_")
-            and _SPAWNS.search(_source(value))
-        ]
-        found[name] = re.compile(rf"\b(?:{'|'.join(helpers)})\(") if helpers else None
-    return found[name]
+    helpers = [
+        helper
+        for helper, value in vars(module).items()
+        if (inspect.isfunction(value) or inspect.isclass(value))
+        and value.__module__ == name
+        and not helper.startswith("test_")
+        and _SPAWNS.search(_source(value))
+    ]
+    return re.compile(rf"\b(?:{'|'.join(helpers)})\(") if helpers else None
 
 
-def _starts_processes(function: Any, found: dict[str, re.Pattern[str] | None]) -> bool:
+@functools.cache
+def _starts_processes(function: Any) -> bool:
     """Whether ``function`` (a test or a fixture) starts a process, itself or through a
-    function or class of its own module."""
+    function or class of its own module (once per function: a fixture serves many tests)."""
     source = _source(function)
-    helpers = _spawning_helpers(inspect.getmodule(function), found)
+    helpers = _spawning_helpers(inspect.getmodule(function))
     return bool(_SPAWNS.search(source) or (helpers and helpers.search(source)))
 
 
-def _spawns(item: pytest.Item, found: dict[str, re.Pattern[str] | None]) -> bool:
+def _spawns(item: pytest.Item) -> bool:
     if "nbval" in type(item).__module__ or item.get_closest_marker("browser"):
         return True
     if item.get_closest_marker("spawns") or item.nodeid.startswith(_ONE_WORKER):
         return True
     fixtures = getattr(item, "_fixtureinfo", None)
     for definitions in fixtures.name2fixturedefs.values() if fixtures else ():
-        if any(_starts_processes(definition.func, found) for definition in definitions):
+        if any(_starts_processes(definition.func) for definition in definitions):
             return True
     function = getattr(item, "function", None)
-    return function is not None and _starts_processes(function, found)
+    return function is not None and _starts_processes(function)
 
 
 # First: pytest-xdist reads the xdist_group marks in its own hook of the same name.
@@ -158,8 +157,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workers, scripts), and run them first: they are the long ones, so under pytest-xdist the
     short tests fill the workers in the end instead of one long test ending the run alone.
     The README's command runs both lanes; ``-m "not spawns"`` is the quick one."""
-    found: dict[str, re.Pattern[str] | None] = {}
-    lane = [item for item in items if _spawns(item, found)]
+    lane = [item for item in items if _spawns(item)]
     for item in lane:
         item.add_marker(pytest.mark.spawns)
         # A notebook's cells share one kernel, in order: the whole file on one worker.
