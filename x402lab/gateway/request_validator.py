@@ -15,8 +15,9 @@ needs around that validator.
 
 ``jsonschema_rs`` imports in milliseconds, where ``jsonschema`` pulls format checkers that
 take a second or more (rfc3987-syntax builds a grammar at import where Jupyter is installed).
-Benchmark (``benchmarks/schema_validation.py``, 2 shared cores): one ``RequestSchema.check`` of
-a chat body costs ~8 µs of CPU against ~80 µs with ``jsonschema``.
+Benchmark (``benchmarks/schema_validation.py``, 2 shared cores, load 1.6): one
+``RequestSchema.check`` of a valid chat body, 12 µs of CPU, against 57 µs for ``jsonschema``
+listing the errors of the same body (4.8x); importing the validator, 23 ms against 1.2 s.
 """
 
 from __future__ import annotations
