@@ -8,10 +8,10 @@ import json
 from decimal import Decimal
 from typing import Optional
 
-import pandas as pd
-import pyarrow as pa
 import jsonschema
 import jsonschema_rs
+import pandas as pd
+import pyarrow as pa
 import pytest
 from support.batch import CHEAP, chain_atomic
 

@@ -170,7 +170,7 @@ def test_python_values_are_read_as_the_json_they_stand_for():
 
     import numpy as np
 
-    class Colour(str, enum.Enum):
+    class Colour(enum.StrEnum):
         RED = "red"
 
     schema = schema_for(
@@ -178,6 +178,7 @@ def test_python_values_are_read_as_the_json_they_stand_for():
             "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
             "options": {"type": "object", "properties": {"n": {"type": "integer"}}},
             "colour": {"enum": ["red", "blue"]},
+            "shade": {"enum": ["red", "blue"]},
             "n": {"type": "integer", "minimum": 1},
             "scale": {"type": "number"},
         }
@@ -187,6 +188,7 @@ def test_python_values_are_read_as_the_json_they_stand_for():
             "tags": ("a", "b"),  # a tuple is an array
             "options": MappingProxyType({"n": np.int64(2)}),  # any Mapping is an object
             "colour": Colour.RED,  # a str enum is its value
+            "shade": np.str_("blue"),  # a str subclass (numpy's, from an array) is its text
             "n": np.int64(3),
             "scale": np.float32(0.5),
         },
