@@ -295,14 +295,11 @@ def main() -> None:
     gateway, stop = start_server(args.in_process, args.latency)
     where = "in this process" if args.in_process else "in a subprocess"
     # A process pays for importing what batches use once, whichever lab is first: it is timed
-    # here apart, not charged to round 1's fresh lab alone (jsonschema, imported on the first
-    # schema check, takes ~1.5 s where Jupyter's rfc3987-syntax is installed).
+    # here apart, not charged to round 1's fresh lab alone.
     imports = Clock()
-    import jsonschema  # noqa: F401
-
     import x402lab.connection  # noqa: F401
 
-    print(f"one-time imports of this process (x402lab, jsonschema): {imports.stop()[0]:.2f} s")
+    print(f"one-time imports of this process (x402lab): {imports.stop()[0]:.2f} s")
     print(
         f"python {platform.python_version()}, {os.cpu_count()} cores, load average"
         f" {os.getloadavg()[0]:.1f}; emulator {where}, latency {args.latency * 1000:.0f} ms;"

@@ -8,11 +8,11 @@ import json
 from decimal import Decimal
 from typing import Optional
 
+import jsonschema
+import jsonschema_rs
 import pandas as pd
 import pyarrow as pa
 import pytest
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from support.batch import CHEAP, chain_atomic
 
 import x402lab as xl
@@ -123,18 +123,23 @@ def test_the_whole_json_schema_is_enforced_under_constraint_violations(
     with pytest.warns(xl.IncompleteBatchWarning, match="invalid"):
         out = extract(lab, frame, BOUNDED, rows_per_request=10)
     assert set(out["status"]) == {"ok", "invalid"}
-    check = Draft202012Validator(BOUNDED)
+    # The outside judge is the reference implementation, jsonschema: every ok row validates
+    # against the whole schema the user gave (nothing was clamped), every invalid row does not.
+    judge = jsonschema.Draft202012Validator(BOUNDED)
     ok = out[out["status"] == "ok"]
-    # Every ok row validates against the whole schema the user gave: nothing was clamped.
     for raw in ok["response"]:
-        assert list(check.iter_errors(json.loads(raw))) == []
+        assert list(judge.iter_errors(json.loads(raw))) == []
     assert ok["rating"].between(1, 5).all() and ok["order"].str.fullmatch(r"ORD-\d{4}").all()
     assert (ok["keywords"].map(len) <= 2).all()
-    # The others are invalid with the validator's own message, their typed columns null.
+    # The others are invalid with one of the validator's own messages, their typed columns null.
     invalid = out[out["status"] == "invalid"]
     assert len(invalid) >= 1
+    check = jsonschema_rs.Draft202012Validator(BOUNDED)
     for raw, error in zip(invalid["response"], invalid["error"], strict=True):
-        assert best_match(check.iter_errors(json.loads(raw))).message in error
+        answer = json.loads(raw)
+        assert not judge.is_valid(answer)
+        messages = [e.message for e in check.iter_errors(answer)]
+        assert any(m in error for m in messages), (error, messages)
     assert invalid[["rating", "order", "keywords"]].isna().all().all()
     # Rows were asked again (more payments than packs), and every share is on a row:
     # the rows' paid_usd add up exactly to the chain's transfers.
@@ -191,6 +196,71 @@ def test_rules_a_strict_response_format_cannot_carry_are_stated_and_still_enforc
     assert "maxLength" not in sent and "uniqueItems" not in sent
     assert "summary: maxLength 12" in spec.instructions()
     assert "tags: uniqueItems true" in spec.instructions()
-    assert "is too long" in (spec.check({"summary": "x" * 13, "tags": []}) or "")
-    assert "non-unique" in (spec.check({"summary": "ok", "tags": ["a", "a"]}) or "")
+    too_long = spec.check({"summary": "x" * 13, "tags": []})
+    assert too_long == f'summary: "{"x" * 13}" is longer than 12 characters'
+    assert (
+        spec.check({"summary": "ok", "tags": ["a", "a"]})
+        == 'tags: ["a","a"] has non-unique elements'
+    )
+
     assert spec.check({"summary": "ok", "tags": ["a"]}) is None
+
+
+def typed_object(**properties):
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        (
+            typed_object(rating={"type": "integer", "minimum": "1"}),
+            'the JSON Schema is not valid at properties/rating/minimum: "1" is not of type'
+            ' "number"',
+        ),
+        (
+            typed_object(code={"type": "string", "pattern": "(unclosed"}),
+            'the JSON Schema is not valid at properties/code/pattern: "(unclosed" is not a "regex"',
+        ),
+        (
+            {"$schema": "https://schemas.example.org/own", **typed_object(n={"type": "integer"})},
+            "the JSON Schema names a meta-schema x402lab does not know ($schema 'https://schemas.example.org/own')",
+        ),
+        (
+            typed_object(n={"$ref": "https://schemas.example.org/n.json"}),
+            "the JSON Schema cannot be used to check answers: Resource"
+            " 'https://schemas.example.org/n.json' is not present in a registry and retrieving it"
+            " failed: Retrieval is disabled, cannot fetch https://schemas.example.org/n.json (a"
+            " $ref must point into the schema itself, for example #/$defs/Name)",
+        ),
+    ],
+)
+def test_a_schema_that_cannot_check_answers_is_refused_before_anything_is_sent(schema, says):
+    with pytest.raises(xl.ConfigError) as caught:
+        output_spec(schema=schema)
+    assert says in str(caught.value)
+
+
+def test_the_error_that_matters_most_is_the_outermost_and_inside_the_branch_of_its_type():
+    spec = output_spec(
+        schema=typed_object(
+            summary={"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}]},
+            email={"type": "string", "format": "email"},
+            tags={"type": "array", "items": {"type": "string", "minLength": 2}},
+        )
+    )
+    assert spec is not None
+    valid = {"summary": None, "email": "a@b.example", "tags": ["ab"]}
+    assert spec.check(valid) is None
+    # A missing field (at the answer's top) before a bad item inside another field.
+    assert spec.check({"summary": None, "tags": ["a"]}) == '"email" is a required property'
+    # The branch of the value's own type says why, not "valid under none of the schemas".
+    assert spec.check({**valid, "summary": "too long"}) == (
+        'summary: "too long" is longer than 5 characters'
+    )
+    # No branch of its type: the choice itself is the error.
+    assert spec.check({**valid, "summary": 5}) == (
+        "summary: 5 is not valid under any of the schemas listed in the 'anyOf' keyword"
+    )
+    assert spec.check({**valid, "email": "nobody"}) == 'email: "nobody" is not a "email"'
+    assert spec.check({**valid, "tags": ["ab", "c"]}) == 'tags.1: "c" is shorter than 2 characters'

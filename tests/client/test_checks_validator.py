@@ -132,3 +132,165 @@ def test_unknown_fields_own_fields_and_open_schemas():
     open_schema = schema_of("POST", "/v1/open")
     assert open_schema.fields is None
     open_schema.check({"anything": [1, 2]}, caller="open()")
+
+
+def schema_for(properties: dict[str, Any], **components: Any) -> RequestSchema:
+    """The request schema of a one-route document whose body has ``properties``."""
+    document = {
+        "paths": {
+            "/v1/x": {
+                "post": {
+                    "responses": {"402": {}},
+                    "requestBody": {
+                        "content": {
+                            "application/json": {
+                                "schema": {"type": "object", "properties": properties}
+                            }
+                        }
+                    },
+                }
+            }
+        },
+        "components": components,
+    }
+    found = request_schema_of(document, routes_of(document)[0])
+    assert found is not None
+    return found
+
+
+def refused(schema: RequestSchema, body: Any) -> str:
+    with pytest.raises(xl.ConfigError) as caught:
+        schema.check(body, caller="x()")
+    return str(caught.value)
+
+
+def test_python_values_are_read_as_the_json_they_stand_for():
+    import enum
+    from types import MappingProxyType
+
+    import numpy as np
+
+    class Colour(enum.StrEnum):
+        RED = "red"
+
+    schema = schema_for(
+        {
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+            "options": {"type": "object", "properties": {"n": {"type": "integer"}}},
+            "colour": {"enum": ["red", "blue"]},
+            "shade": {"enum": ["red", "blue"]},
+            "n": {"type": "integer", "minimum": 1},
+            "scale": {"type": "number"},
+        }
+    )
+    schema.check(
+        {
+            "tags": ("a", "b"),  # a tuple is an array
+            "options": MappingProxyType({"n": np.int64(2)}),  # any Mapping is an object
+            "colour": Colour.RED,  # a str enum is its value
+            "shade": np.str_("blue"),  # a str subclass (numpy's, from an array) is its text
+            "n": np.int64(3),
+            "scale": np.float32(0.5),
+        },
+        caller="x()",
+    )
+    # The caller's own value is shown: the tuple they gave, not the list it was read as.
+    assert "tags=('a', 'b', 'c') is not allowed: it must be a list of at most 2 items" in (
+        refused(schema, {"tags": ("a", "b", "c")})
+    )
+    assert "options.n='2' is not allowed: it must be an integer" in refused(
+        schema, {"options": MappingProxyType({"n": "2"})}
+    )
+    assert "n=np.int64(0) is not allowed: it must be an integer ≥ 1" in refused(
+        schema, {"n": np.int64(0)}
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (float("nan"), "scale=nan is not allowed: it must be a finite number"),
+        (float("-inf"), "scale=-inf is not allowed: it must be a finite number"),
+        (True, "scale=True is not allowed: it must be a number"),  # a bool is no number
+        (None, "scale=None is not allowed: it must be a number"),  # NaN is not read as null
+    ],
+)
+def test_nan_infinities_and_bools_are_not_numbers(value, says):
+    assert says in refused(schema_for({"scale": {"type": "number"}}), {"scale": value})
+
+
+def test_an_object_json_cannot_hold_is_named_and_the_rest_still_checked():
+    from decimal import Decimal
+
+    message = refused(
+        schema_for({"price": {"type": "number"}, "n": {"type": "integer"}}),
+        {"price": Decimal("1.5"), "n": "x"},
+    )
+    assert "price=Decimal('1.5') is not allowed: it must be a JSON value" in message
+    assert "not decimal.Decimal" in message
+    assert "n='x' is not allowed: it must be an integer" in message
+
+
+def test_openapi_30_nullable_and_boolean_exclusive_bounds():
+    schema = schema_for(
+        {
+            "note": {"type": "string", "nullable": True, "maxLength": 3},
+            "size": {"type": "integer", "minimum": 0, "exclusiveMinimum": True},
+            "top": {"type": "integer", "maximum": 9, "exclusiveMaximum": False},
+        }
+    )
+    schema.check({"note": None, "size": 1, "top": 9}, caller="x()")
+    assert "note=5 is not allowed: it must be a string of at most 3 characters or None" in (
+        refused(schema, {"note": 5})
+    )
+    assert "size=0 is not allowed: it must be an integer > 0" in refused(schema, {"size": 0})
+    assert "top=10 is not allowed: it must be an integer ≤ 9" in refused(schema, {"top": 10})
+
+
+def test_a_pattern_the_regex_engine_cannot_compile_refuses_nothing():
+    schema = schema_for(
+        {"code": {"type": "string", "pattern": "(unclosed"}, "n": {"type": "integer"}}
+    )
+    schema.check({"code": "anything"}, caller="x()")
+    assert "n='1' is not allowed" in refused(
+        schema, {"code": "anything", "n": "1"}
+    )  # still checked
+
+
+def test_a_remote_or_missing_reference_is_left_to_the_gateway_and_never_fetched():
+    import http.server
+    import threading
+
+    asked: list[str] = []
+
+    class Schemas(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # a schema that would refuse the body below
+            asked.append(self.path)
+            body = b'{"type": "integer"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/schema+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Schemas)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/n.json"
+        remote = schema_for({"n": {"$ref": url}})
+        remote.check({"n": "not an integer"}, caller="x()")  # not checked here: the gateway's
+        assert asked == []  # and nothing was fetched
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    missing = schema_for({"n": {"$ref": "#/components/schemas/Gone"}}, schemas={})
+    missing.check({"n": "anything at all"}, caller="x()")
+    local = schema_for(
+        {"n": {"$ref": "#/components/schemas/N"}}, schemas={"N": {"type": "integer"}}
+    )
+    assert "n='1' is not allowed: it must be an integer" in refused(local, {"n": "1"})

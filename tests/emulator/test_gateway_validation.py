@@ -1,9 +1,10 @@
 """The gateway refuses what its published request schemas call invalid, and only that.
 
-The emulator checks JSON bodies with ``jsonschema`` against the schemas /openapi.json
+The emulator checks JSON bodies with ``jsonschema_rs`` against the schemas /openapi.json
 publishes; here every route's example body passes, a violation names its field and keyword,
 and the answers of the running gateway are checked for the requests schemathesis once found
-accepted although the schema called them invalid.
+accepted although the schema called them invalid. An answer's fit to its published schema is
+judged by ``jsonschema``, the reference implementation (what any client would use).
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """Structured output on the gateway: ``response_format`` published, accepted and followed by
 the simulated upstream (answers derive from each item's own text), refused for a model
 without ``supportsResponseSchema`` before any payment, and broken on purpose by
-``Faults(schema_violation_rate=...)``."""
+``Faults(schema_violation_rate=...)``.
+
+The answers are judged by ``jsonschema``, the reference implementation, not by the
+``jsonschema_rs`` x402lab validates with: what the emulator answers must hold for any client.
+"""
 
 from __future__ import annotations
 

@@ -7,25 +7,27 @@ structure, ``pattern``, ``format``, numeric bounds and ``multipleOf``,
 ``minItems``/``maxItems``). What
 it cannot carry (``minLength``, ``uniqueItems``, ``oneOf``, ...) is left out of the wire
 schema and said in words in the task text (``split_wire``); every answer is still checked
-against all of it here, by ``jsonschema`` (Draft 2020-12, ``format`` checked where
-``jsonschema`` can), or by a pydantic model's own validation (its validators and
-constraints), in strict mode: an answer is valid or not, never coerced.
+against all of it here, by ``jsonschema_rs`` (Draft 2020-12, ``format`` checked for the
+formats it knows, nothing remote fetched), or by a pydantic model's own validation (its
+validators and constraints), in strict mode: an answer is valid or not, never coerced.
+
+Benchmark (``benchmarks/schema_validation.py``, 2 shared cores, load 1.6): 2,000 typed
+answers, a quarter of them invalid, checked with their messages in 7.7 ms of CPU, against
+157 ms with ``jsonschema`` and ``best_match`` (20x); and ``jsonschema_rs`` imports in 23 ms
+of CPU where ``jsonschema`` takes 1.2 s with Jupyter installed (its format checkers build a
+grammar at import).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import jsonschema_rs
+from jsonschema_rs import Draft202012Validator, ValidationError, ValidationErrorKind
 
 from x402lab.errors import ConfigError
-
-if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator
-
-# jsonschema is imported where a schema is checked, not with this module: with the optional
-# format checkers installed (Jupyter brings rfc3987-syntax) its import builds grammars for a
-# second or more, which `import x402lab` and every batch that is not typed should not pay.
 
 #: Keywords a strict ``response_format`` carries; the rest is said in the task text.
 WIRE_KEYWORDS = frozenset(
@@ -69,15 +71,30 @@ ANNOTATIONS = frozenset(
 _MAX_DEPTH = 32
 
 
-def check_schema(schema: Mapping[str, Any], where: str) -> None:
-    """Raises ConfigError when ``schema`` is not a valid Draft 2020-12 JSON Schema."""
-    from jsonschema import Draft202012Validator, SchemaError
+_NO_FETCHING = jsonschema_rs.Registry([])  # a registry given: nothing remote is fetched
+_CHOICES = (ValidationErrorKind.AnyOf, ValidationErrorKind.OneOfNotValid)
 
+
+def check_schema(schema: Mapping[str, Any], where: str) -> None:
+    """Raises ConfigError when ``schema`` is not a valid JSON Schema (its ``$schema`` draft,
+    else 2020-12) that validates offline: every ``$ref`` local, every pattern compiled."""
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        at = "/".join(str(p) for p in exc.absolute_path) or "the root"
-        raise ConfigError(f"{where} is not a valid JSON Schema at {at}: {exc.message}") from exc
+        jsonschema_rs.meta.validate(dict(schema), registry=_NO_FETCHING)
+        validator(schema)  # what the meta-schema leaves: patterns compile, $refs resolve
+    except jsonschema_rs.ReferencingError as exc:
+        raise ConfigError(
+            f"{where} names a meta-schema x402lab does not know ($schema"
+            f" {schema.get('$schema')!r}): leave $schema out, answers are checked as Draft"
+            " 2020-12"
+        ) from exc
+    except jsonschema_rs.ValidationError as exc:
+        if isinstance(exc.kind, ValidationErrorKind.Referencing):
+            raise ConfigError(
+                f"{where} cannot be used to check answers: {exc.message} (a $ref must point"
+                " into the schema itself, for example #/$defs/Name)"
+            ) from exc
+        at = "/".join(str(p) for p in exc.instance_path) or "the root"
+        raise ConfigError(f"{where} is not valid at {at}: {exc.message}") from exc
 
 
 def inline_refs(schema: Any, defs: Mapping[str, Any], where: str, depth: int = 0) -> Any:
@@ -133,22 +150,44 @@ def _split_sub(schema: Any, path: str) -> tuple[Any, list[str]]:
 
 
 def validator(schema: Mapping[str, Any]) -> Draft202012Validator:
-    """A Draft 2020-12 validator of ``schema`` that checks ``format`` where it can."""
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    """A Draft 2020-12 validator of ``schema`` that checks the ``format``s it knows (unknown
+    ones are annotations) and fetches nothing. Raises ValueError when it does not compile."""
+    return Draft202012Validator(dict(schema), validate_formats=True, offline=True)
 
 
 def schema_problem(check: Draft202012Validator, entry: Any) -> str | None:
-    """The validator's message for the error that matters most (``best_match``), led by the
-    field it is about; None when ``entry`` is valid."""
-    from jsonschema.exceptions import best_match
+    """The validator's message for the error that matters most, led by the field it is
+    about (``"rating: 9 is greater than the maximum of 5"``); None when ``entry`` is valid.
 
-    error = best_match(check.iter_errors(entry))
-    if error is None:
+    The error that matters most is the outermost one (the shortest instance path: a missing
+    field before a bad item inside another). A choice (``anyOf``/``oneOf``) no branch takes
+    says only "not valid under any of the schemas"; when exactly one branch is of the
+    answer's own type (``"x" * 50`` against "a string of at most 40, or null"), that
+    branch's error says more, and it is taken instead, the same way down.
+    """
+    if check.is_valid(entry):  # most answers: no error objects built at all
         return None
-    at = ".".join(str(p) for p in error.absolute_path)
+    error = _most_telling(list(check.iter_errors(entry)))
+    at = ".".join(str(p) for p in error.instance_path)
     return f"{at}: {error.message}" if at else error.message
+
+
+def _most_telling(errors: list[ValidationError]) -> ValidationError:
+    error = min(errors, key=lambda e: len(e.instance_path))  # the first among equals
+    kind = error.kind
+    if isinstance(kind, _CHOICES):
+        own = [subs for subs in kind.context if subs and not _wrong_type(subs, error)]
+        if len(own) == 1:
+            return _most_telling(own[0])
+    return error
+
+
+def _wrong_type(errors: list[ValidationError], choice: ValidationError) -> bool:
+    """Whether a branch refused the value the choice is about for its type."""
+    return any(
+        isinstance(e.kind, ValidationErrorKind.Type) and e.instance_path == choice.instance_path
+        for e in errors
+    )
 
 
 def model_problem(model: Any, raw: str) -> str | None:

@@ -1,7 +1,7 @@
 """Typed answers of ``batch_chat``: ``labels=`` and ``schema=`` become a JSON Schema the
 gateway's ``response_format`` carries, typed columns cast through a declared Arrow schema, and
 a check of every answer against the whole schema the user gave (``answer_schema``: by
-``jsonschema``, or by a pydantic model's own validation). An answer that does not validate is
+``jsonschema_rs``, or by a pydantic model's own validation). An answer that does not validate is
 ``invalid``, never coerced.
 
 ``OutputSpec`` is built once per batch, before anything is signed: a malformed ``labels`` or
@@ -191,7 +191,7 @@ class OutputSpec:
 
     def check(self, entry: Any) -> str | None:
         """Why ``entry`` (one item's answer, its ``id`` removed) is not valid, or None: the
-        message of ``jsonschema`` (or of the pydantic model's own validation)."""
+        message of ``jsonschema_rs`` (or of the pydantic model's own validation)."""
         if self.model is not None:
             return answer_schema.model_problem(self.model, json.dumps(entry))
         return answer_schema.schema_problem(self._validator, entry)

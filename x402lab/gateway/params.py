@@ -12,9 +12,10 @@ The rules of a route are the gateway's own description, kept nowhere else:
   types and ranges raises ConfigError naming the field, the value and what the route takes.
 
 Without a published schema none of this runs: the gateway's 4xx, before any payment, stays
-the check. ``jsonschema`` validates (Draft 2020-12, local ``$ref``s); this module adds what a
-client needs: OpenAPI 3.0's ``nullable``, tuples as arrays, NaN refused, a pattern Python
-cannot read refusing nothing, errors in the caller's words, unknown keywords never refusing.
+the check. ``jsonschema_rs`` validates (Draft 2020-12, local ``$ref``s, nothing fetched;
+``request_validator`` reads OpenAPI 3.0's ``nullable``, tuples as arrays, refuses NaN and
+drops a pattern the regex engine cannot compile); this module puts its errors in the
+caller's words. Unknown keywords never refuse.
 """
 
 from __future__ import annotations
@@ -23,15 +24,21 @@ import difflib
 import math
 import numbers
 import re
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache, cached_property
-from typing import TYPE_CHECKING, Any
+from functools import cached_property
+from typing import Any
+
+from jsonschema_rs import ValidationError, ValidationErrorKind
 
 from x402lab.errors import ConfigError
-
-if TYPE_CHECKING:  # imported on the first check: with Jupyter's rfc3987-syntax installed,
-    from jsonschema import ValidationError  # importing jsonschema takes a second or more
+from x402lab.gateway.request_validator import (
+    CompiledSchema,
+    Where,
+    at_pointer,
+    compile_schema,
+    json_value,
+)
 
 BODY_CALLERS = ("call()", "quote()")
 
@@ -103,7 +110,7 @@ def find_route(listed: Sequence[Route], method: str, path: str) -> Route | None:
 class Problem:
     """One value a schema does not allow: where, what was given, what the route takes."""
 
-    where: tuple[str | int, ...]
+    where: Where
     value: Any
     takes: str
 
@@ -142,8 +149,8 @@ class RequestSchema:
         return tuple(names) or None
 
     @cached_property
-    def _validator(self) -> Any:
-        return _validator(self.schema, self.document)
+    def _compiled(self) -> CompiledSchema | None:
+        return compile_schema(self.schema, self.document)
 
     def check(
         self,
@@ -162,15 +169,17 @@ class RequestSchema:
                 # call() and quote() take a body, the route methods keyword arguments.
                 noun = "body field" if caller in BODY_CALLERS else "keyword argument"
                 raise _unexpected(caller, noun, unknown, body, fields, self.route)
-        from referencing.exceptions import Unresolvable
-
-        try:
-            errors = list(self._validator.iter_errors(body))
-        except Unresolvable:
+        compiled = self._compiled
+        if compiled is None:
             return  # a reference outside the document: the gateway's own 4xx decides
+        value, unfit = json_value(body)
+        errors = compiled.errors(value)
+        if not errors and not unfit:
+            return
+        first = [Problem(where, given, takes) for where, given, takes in unfit]
         found = [
             p
-            for p in _problems(errors, self.document)
+            for p in _problems(first, errors, compiled.root, body)
             if not (p.where[:1] and p.where[0] in _MODEL_FIELDS and p.value is not _MISSING)
         ]
         if found:
@@ -233,7 +242,7 @@ def with_extra_body(body: Any, extra_body: Mapping[str, Any] | None, *, caller: 
 
 def positive_int(name: str, value: Any, meaning: str) -> int:
     """``value`` as an int when it is a whole number ≥ 1; else ConfigError naming ``name``."""
-    if _integer(None, value) and float(value) >= 1:
+    if _integer(value) and float(value) >= 1:
         return int(float(value))
     raise ConfigError(
         f"{name} must be a whole number ≥ 1 ({meaning}), got {_show(value)}: pass for example"
@@ -243,7 +252,7 @@ def positive_int(name: str, value: Any, meaning: str) -> int:
 
 # -- errors in words ----------------------------------------------------------------------
 #
-# jsonschema finds what a body breaks; what follows only says it the way a caller reads it:
+# jsonschema_rs finds what a body breaks; what follows only says it the way a caller reads it:
 # where, the value given, and what the route takes ("an integer ≥ 1", "one of 'a', 'b'").
 
 
@@ -266,128 +275,90 @@ def _resolve(schema: Any, document: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}
 
 
-def _finite_number(checker: Any, value: Any) -> bool:
+def _finite_number(value: Any) -> bool:
     # NaN and infinities are not JSON numbers; a bool is not a number.
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _integer(checker: Any, value: Any) -> bool:
-    return _finite_number(checker, value) and float(value).is_integer()
+def _integer(value: Any) -> bool:
+    return _finite_number(value) and float(value).is_integer()
 
 
-def _array(checker: Any, value: Any) -> bool:
-    return isinstance(value, list | tuple)  # a Python caller's tuple is a JSON array
-
-
-def _object(checker: Any, value: Any) -> bool:
-    return isinstance(value, Mapping)
-
-
-def _pattern(validator: Any, pattern: Any, value: Any, schema: Any) -> Iterator[ValidationError]:
-    """``pattern``, except that a pattern Python cannot read refuses nothing."""
-    if not isinstance(value, str) or not isinstance(pattern, str):
-        return
-    try:
-        found = re.search(pattern, value)
-    except re.error:
-        return
-    if found is None:
-        from jsonschema import ValidationError
-
-        yield ValidationError(f"{value!r} does not match {pattern!r}")
-
-
-def _nullable_type(validator: Any, kinds: Any, value: Any, schema: Any) -> Iterator[Any]:
-    """``type``, with OpenAPI 3.0's ``nullable: true`` still read as "or None"."""
-    if value is None and schema.get("nullable") is True:
-        return
-    from jsonschema import Draft202012Validator
-
-    yield from Draft202012Validator.VALIDATORS["type"](validator, kinds, value, schema)
-
-
-@cache
-def _validator_class() -> Any:
-    from jsonschema import Draft202012Validator, validators
-
-    base = Draft202012Validator
-    return validators.extend(
-        base,
-        {"pattern": _pattern, "type": _nullable_type},
-        type_checker=base.TYPE_CHECKER.redefine_many(
-            {"number": _finite_number, "integer": _integer, "array": _array, "object": _object}
-        ),
-    )
-
-
-def _validator(schema: Mapping[str, Any], document: Mapping[str, Any]) -> Any:
-    # Local references ("#/components/...") are JSON pointers into the root: the root carries
-    # the document's components beside the schema (a key that is no keyword checks nothing).
-    root = {"allOf": [schema], "components": document.get("components", {})}
-    return _validator_class()(root)
-
-
-def _problems(errors: Iterable[ValidationError], document: Mapping[str, Any]) -> list[Problem]:
-    found: dict[tuple[str | int, ...], Problem] = {}
+def _problems(
+    first: list[Problem], errors: list[ValidationError], root: Mapping[str, Any], body: Any
+) -> list[Problem]:
+    found: dict[Where, Problem] = {p.where: p for p in first}
     for error in errors:
-        for problem in _problems_of(error, document):
+        for problem in _problems_of(error, root, body):
             found.setdefault(problem.where, problem)  # one problem a place, the outermost
     return sorted(found.values(), key=lambda p: len(p.where))
 
 
-def _problems_of(error: ValidationError, document: Mapping[str, Any]) -> list[Problem]:
-    where = tuple(error.absolute_path)
-    if error.validator == "required":
-        return [
-            Problem((*where, name), _MISSING, "")
-            for name in error.validator_value
-            if isinstance(name, str)
-            and isinstance(error.instance, Mapping)
-            and name not in error.instance
-        ]
-    if error.validator == "additionalProperties":
+def _problems_of(error: ValidationError, root: Mapping[str, Any], body: Any) -> list[Problem]:
+    """``error`` in words; its ``schema_path`` points into ``root`` (the compiled schema)."""
+    where = tuple(error.instance_path)
+    kind = error.kind
+    if isinstance(kind, ValidationErrorKind.Required):
+        return [Problem((*where, kind.property), _MISSING, "")]
+    if isinstance(kind, ValidationErrorKind.AdditionalProperties):
         if not where:
             return []  # unknown top-level fields are check()'s TypeError, with extra_body
-        listed = ", ".join(map(str, error.schema.get("properties") or {})) or "none"
-        extra = [n for n in error.instance if n not in (error.schema.get("properties") or {})]
+        listed = ", ".join(map(str, _subschema(root, error).get("properties") or {})) or "none"
+        takes = f"absent (the fields are {listed})"
         return [
-            Problem((*where, str(n)), error.instance[n], f"absent (the fields are {listed})")
-            for n in extra
+            Problem((*where, n), _given(body, (*where, n), None), takes) for n in kind.unexpected
         ]
-    if error.validator in ("anyOf", "oneOf") and error.context:
-        return _choice_problems(error, document)
-    if error.validator == "allOf":
-        return []  # the branch's own errors are reported where they are
-    return [Problem(where, error.instance, _describe(error.schema, document))]
+    if isinstance(kind, ValidationErrorKind.AnyOf | ValidationErrorKind.OneOfNotValid):
+        return _choice_problems(error, kind.context, root, body)
+    given = _given(body, where, error.instance)
+    return [Problem(where, given, _describe(_subschema(root, error), root))]
 
 
-def _choice_problems(error: ValidationError, document: Mapping[str, Any]) -> list[Problem]:
+def _choice_problems(
+    error: ValidationError,
+    context: list[list[ValidationError]],
+    root: Mapping[str, Any],
+    body: Any,
+) -> list[Problem]:
     """Name what went wrong in a choice: "model or modelId is required", the problems inside
     the one branch of the value's own type, or else every form the choice takes."""
-    where = tuple(error.absolute_path)
-    branches = list(error.validator_value)
-    by_branch: dict[int, list[ValidationError]] = {i: [] for i in range(len(branches))}
-    for sub in error.context or ():
-        by_branch[int(sub.relative_schema_path[0])].append(sub)
-    if all(subs and all(s.validator == "required" for s in subs) for subs in by_branch.values()):
-        names = dict.fromkeys(
-            _where((*where, str(name)))
-            for subs in by_branch.values()
-            for s in subs
-            for name in s.validator_value
-            if name not in s.instance
-        )
-        return [Problem((" or ".join(names),), _MISSING, "")]
+    where = tuple(error.instance_path)
+    found = at_pointer(root, error.schema_path)
+    branches = found if isinstance(found, list) else []
+    required = [[_required(s) for s in subs] for subs in context]
+    if context and all(names and None not in names for names in required):
+        missing = dict.fromkeys(_where((*where, str(n))) for names in required for n in names)
+        return [Problem((" or ".join(missing),), _MISSING, "")]
     typed = [
         subs
-        for i, subs in by_branch.items()
-        if "type" in _resolve(branches[i], document)
-        and not any(s.validator == "type" and not s.relative_path for s in subs)
+        for branch, subs in zip(branches, context, strict=False)
+        if "type" in _resolve(branch, root)
+        and not any(
+            isinstance(s.kind, ValidationErrorKind.Type) and tuple(s.instance_path) == where
+            for s in subs
+        )
     ]
     if len(typed) == 1:
-        return [p for s in typed[0] for p in _problems_of(s, document)]
-    takes = " or ".join(dict.fromkeys(_describe(b, document) for b in branches))
-    return [Problem(where, error.instance, takes)]
+        return [p for s in typed[0] for p in _problems_of(s, root, body)]
+    takes = " or ".join(dict.fromkeys(_describe(b, root) for b in branches))
+    return [Problem(where, _given(body, where, error.instance), takes)]
+
+
+def _required(error: ValidationError) -> str | None:
+    kind = error.kind
+    return kind.property if isinstance(kind, ValidationErrorKind.Required) else None
+
+
+def _subschema(root: Mapping[str, Any], error: ValidationError) -> Mapping[str, Any]:
+    """The schema holding the keyword ``error`` is about."""
+    found = at_pointer(root, error.schema_path[:-1])
+    return found if isinstance(found, Mapping) else {}
+
+
+def _given(body: Any, where: Where, instance: Any) -> Any:
+    """The caller's own value at ``where`` (a tuple stays a tuple in the message)."""
+    found = at_pointer(body, where)
+    return instance if found is None else found
 
 
 def _describe(schema: Any, document: Mapping[str, Any]) -> str:
@@ -411,9 +382,7 @@ def _describe(schema: Any, document: Mapping[str, Any]) -> str:
 def _describe_type(kind: str, schema: Mapping[str, Any]) -> str:
     if kind in ("integer", "number"):
         name = "an integer" if kind == "integer" else "a number"
-        limits = [
-            f"{sign} {schema[k]!r}" for k, sign in _BOUNDS if _finite_number(None, schema.get(k))
-        ]
+        limits = [f"{sign} {schema[k]!r}" for k, sign in _BOUNDS if _finite_number(schema.get(k))]
         return f"{name} {' and '.join(limits)}".strip()
     if kind in ("string", "array"):
         low, high = ("minLength", "maxLength") if kind == "string" else ("minItems", "maxItems")
@@ -434,7 +403,7 @@ def _describe_type(kind: str, schema: Mapping[str, Any]) -> str:
     return {"boolean": "True or False", "null": "None", "object": "a dict"}.get(kind, kind)
 
 
-def _where(path: tuple[str | int, ...]) -> str:
+def _where(path: Where) -> str:
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)

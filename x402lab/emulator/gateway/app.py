@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from jsonschema import Draft202012Validator
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -21,7 +20,7 @@ from x402lab.emulator.gateway.catalog import LIST_TYPES, MODEL_TYPES
 from x402lab.emulator.gateway.errors import GatewayError, bad_request
 from x402lab.emulator.gateway.route_table import request_schemas
 from x402lab.emulator.gateway.service import Gateway
-from x402lab.emulator.gateway.validation import body_validator, check_body
+from x402lab.emulator.gateway.validation import BodyValidator, body_validator, check_body
 from x402lab.emulator.settings import EmulatorSettings
 
 Handler = Callable[[Gateway, Request], Awaitable[Response]]
@@ -126,7 +125,7 @@ _ROUTES: tuple[tuple[str, str, Handler], ...] = (
 
 
 def _bind(
-    gw: Gateway, handler: Handler, validator: Draft202012Validator | None
+    gw: Gateway, handler: Handler, validator: BodyValidator | None
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:

@@ -6,8 +6,9 @@ the description and the server cannot drift apart: a body the schema calls inval
 field: its errors are left to the handler, whose 400 (``model_required``,
 ``model_not_found``, ``model_wrong_type``, ``model_unpriced``) carries a hint naming close ids.
 
-Bodies are validated by ``jsonschema`` (Draft 2020-12; ``format`` is an annotation, as the
-standard says); this module only turns its errors into the gateway's 400.
+Bodies are validated by ``jsonschema_rs`` (Draft 2020-12; ``format`` is an annotation, as the
+standard says; no remote ``$ref`` is ever fetched); this module only turns its errors into the
+gateway's 400.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator, ValidationError
+from jsonschema_rs import Draft202012Validator, ValidationError, ValidationErrorKind
 from starlette.requests import Request
 
 from x402lab.emulator.gateway.errors import bad_request
@@ -45,28 +46,51 @@ class Violation:
         return text or "body"
 
 
-def body_validator(schema: Schema) -> Draft202012Validator:
-    """The validator of one route's published body schema (built once per route)."""
-    return Draft202012Validator(schema)
+@dataclass(frozen=True)
+class BodyValidator:
+    """One route's published body schema and its compiled validator (built once per route)."""
+
+    schema: Schema
+    compiled: Draft202012Validator
 
 
-def violations(value: Any, validator: Draft202012Validator) -> list[Violation]:
+def body_validator(schema: Schema) -> BodyValidator:
+    """The validator of one route's published body schema; nothing remote is fetched."""
+    return BodyValidator(schema, Draft202012Validator(schema, offline=True))
+
+
+def violations(value: Any, validator: BodyValidator) -> list[Violation]:
     """Every way ``value`` breaks the validator's schema (at most a few dozen), outermost
     first."""
-    errors = sorted(validator.iter_errors(value), key=lambda e: len(e.absolute_path))
-    return [_violation(error) for error in errors[:_MAX_VIOLATIONS]]
+    errors = sorted(validator.compiled.iter_errors(value), key=lambda e: len(e.instance_path))
+    return [_violation(error, validator.schema) for error in errors[:_MAX_VIOLATIONS]]
 
 
-def _violation(error: ValidationError) -> Violation:
+def _violation(error: ValidationError, schema: Schema) -> Violation:
     names: frozenset[str] = frozenset()
-    if error.validator == "required":
-        names = frozenset(n for n in error.validator_value if n not in error.instance)
-    elif error.validator == "anyOf":
-        names = frozenset(n for b in error.validator_value for n in b.get("required", ()))
+    kind = error.kind
+    if isinstance(kind, ValidationErrorKind.Required):
+        names = frozenset({kind.property})
+    elif isinstance(kind, ValidationErrorKind.AnyOf):
+        # schema_path is a pointer into the published schema: the anyOf's branches are there.
+        branches = _at(schema, error.schema_path)
+        listed = branches if isinstance(branches, list) else []
+        names = frozenset(n for b in listed if isinstance(b, dict) for n in b.get("required", ()))
     message = error.message
     if len(message) > _MAX_MESSAGE:
         message = message[: _MAX_MESSAGE - 3] + "..."
-    return Violation(tuple(error.absolute_path), str(error.validator), message, names)
+    return Violation(tuple(error.instance_path), kind.name, message, names)
+
+
+def _at(schema: Any, pointer: list[str | int]) -> Any:
+    for part in pointer:
+        if isinstance(schema, dict):
+            schema = schema.get(str(part))
+        elif isinstance(schema, list) and isinstance(part, int) and part < len(schema):
+            schema = schema[part]
+        else:
+            return None
+    return schema
 
 
 def _about_the_model(violation: Violation) -> bool:
@@ -79,7 +103,7 @@ def _about_the_model(violation: Violation) -> bool:
     )
 
 
-async def check_body(request: Request, validator: Draft202012Validator | None) -> None:
+async def check_body(request: Request, validator: BodyValidator | None) -> None:
     """Raise a 400 ``invalid_request`` when the JSON body breaks the route's schema.
 
     Bodies that are not JSON, multipart forms and model errors are left to the handler.
