@@ -52,14 +52,16 @@ def _read_urls(process: subprocess.Popen[str], timeout: float = 30.0) -> dict[st
     return urls
 
 
-def _serve(*args: str, command: tuple[str, ...] | None = None) -> subprocess.Popen[str]:
+def _serve(
+    *args: str, command: tuple[str, ...] | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     command = command or (sys.executable, "-m", "x402lab")
     return subprocess.Popen(
         [*command, "serve", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_ENV,
+        env=env or _ENV,
     )
 
 
@@ -87,6 +89,7 @@ def _console_script() -> str:
 
 # Each way in stops on its own signal: ``python -m`` on SIGTERM (a service manager), the
 # console script on SIGINT (Ctrl+C), so both signals and both entry points run once each.
+# Both runs carry an operator setting in the environment, which the paid route must show.
 @pytest.mark.parametrize(
     ("entry", "stop_signal"),
     [("module", signal.SIGTERM), ("script", signal.SIGINT)],
@@ -94,7 +97,8 @@ def _console_script() -> str:
 )
 def test_serve_prints_three_urls_serves_and_exits_cleanly(serve, entry, stop_signal):
     command = (_console_script(),) if entry == "script" else None
-    process = _serve("--seed", "3", "--job-seconds", "0.5", command=command)
+    env = {**_ENV, "X402_INTEL_REPORT_USD": "0.05"}
+    process = _serve("--seed", "3", "--job-seconds", "0.5", command=command, env=env)
     serve.append(process)
     urls = _read_urls(process)
     assert len(set(urls.values())) == 3
@@ -103,6 +107,9 @@ def test_serve_prints_three_urls_serves_and_exits_cleanly(serve, entry, stop_sig
     shelf = httpx.get(f"{urls['reports']}/api/intel/list", timeout=10)
     assert shelf.status_code == 200
     assert shelf.json()["configured"] is True
+    params = {"username": "quantquill", "select": "all"}
+    body = httpx.get(f"{urls['reports']}/api/intel/reports", params=params, timeout=10).json()
+    assert body["extensions"]["unitPriceUsd"] == 0.05  # read from the environment
     assert httpx.get(f"{urls['gateway']}/openapi.json", timeout=10).status_code == 200
     os.kill(process.pid, stop_signal)
     assert process.wait(15) == 0
@@ -128,23 +135,6 @@ def test_serve_flags_set_the_ports_and_the_faults(serve):
     assert response.headers["retry-after"] == "3"
     # Free routes are not rate limited.
     assert httpx.get(f"{urls['reports']}/api/intel/list", timeout=10).status_code == 200
-    os.kill(process.pid, signal.SIGTERM)
-    assert process.wait(15) == 0
-
-
-def test_serve_reads_operator_settings_from_the_environment(serve):
-    process = subprocess.Popen(
-        [sys.executable, "-m", "x402lab", "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**_ENV, "X402_INTEL_REPORT_USD": "0.05"},
-    )
-    serve.append(process)
-    urls = _read_urls(process)
-    params = {"username": "quantquill", "select": "all"}
-    body = httpx.get(f"{urls['reports']}/api/intel/reports", params=params, timeout=10).json()
-    assert body["extensions"]["unitPriceUsd"] == 0.05
     os.kill(process.pid, signal.SIGTERM)
     assert process.wait(15) == 0
 
