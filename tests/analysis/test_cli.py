@@ -1,16 +1,25 @@
-"""The analysis commands as a user runs them: ``python -m x402lab ...`` in a subprocess."""
+"""The analysis commands as a user runs them: ``python -m x402lab ...``.
+
+Each command family (ledger, catalog, demo) runs once as a real subprocess, so the entry
+point, the exit status and the streams are those a shell sees. The other calls, which test
+what a command prints or writes, run ``main([...])`` in this process: a subprocess costs a
+second of imports and would prove nothing more about the output.
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from x402lab.cli import main
 from x402lab.ledger import ledger_schema
 from x402lab.money import format_usd
 
@@ -27,11 +36,31 @@ def x402lab(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProc
     )
 
 
+class Ran(NamedTuple):
+    """What an in-process command gave: the fields of a finished subprocess it is read by."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]:
+    """``cli(*args)``: ``main([...args])`` in this process, with its status and streams."""
+
+    def run(*args: str | Path) -> Ran:
+        capsys.readouterr()  # drop what came before
+        status = main([str(arg) for arg in args])
+        return Ran(status, *capsys.readouterr())
+
+    return run
+
+
 def settled_atomic(frame: pd.DataFrame) -> int:
     return int(frame.loc[frame["status"] == "settled", "amount_atomic"].sum())
 
 
-def test_ledger_summary(workload):
+def test_ledger_summary(workload, cli):
     done = x402lab("ledger", "summary", "--ledger", workload.ledger_path)
     assert done.returncode == 0, done.stderr
     total = settled_atomic(workload.lab.ledger.to_pandas())
@@ -42,16 +71,16 @@ def test_ledger_summary(workload):
     )
     assert "/api/intel/reports" in done.stdout
     assert "/api/v1/audio/queue" in done.stdout
-    by_budget = x402lab("ledger", "summary", "--ledger", workload.ledger_path, "--by", "budget,day")
+    by_budget = cli("ledger", "summary", "--ledger", workload.ledger_path, "--by", "budget,day")
     assert by_budget.returncode == 0, by_budget.stderr
     assert workload.main_budget in by_budget.stdout
     assert workload.faulty_budget in by_budget.stdout
 
 
-def test_ledger_export_parquet_and_csv_read_back(workload, tmp_path):
+def test_ledger_export_parquet_and_csv_read_back(workload, tmp_path, cli):
     rows = workload.lab.ledger.to_pandas()
     parquet = tmp_path / "ledger.parquet"
-    done = x402lab("ledger", "export", parquet, "--ledger", workload.ledger_path)
+    done = cli("ledger", "export", parquet, "--ledger", workload.ledger_path)
     assert done.returncode == 0, done.stderr
     assert f"wrote {len(rows)} ledger rows" in done.stdout
     table = pq.read_table(parquet)
@@ -61,7 +90,7 @@ def test_ledger_export_parquet_and_csv_read_back(workload, tmp_path):
     assert settled_atomic(back) == settled_atomic(rows)
 
     csv = tmp_path / "out" / "ledger.csv"
-    done = x402lab("ledger", "export", csv, "--ledger", workload.ledger_path)
+    done = cli("ledger", "export", csv, "--ledger", workload.ledger_path)
     assert done.returncode == 0, done.stderr
     back = pd.read_csv(csv)
     assert list(back.columns) == ledger_schema().names
@@ -69,26 +98,26 @@ def test_ledger_export_parquet_and_csv_read_back(workload, tmp_path):
     assert settled_atomic(back) == settled_atomic(rows)
 
     spend_csv = tmp_path / "spend.csv"
-    done = x402lab("ledger", "export", spend_csv, "--ledger", workload.ledger_path, "--by", "model")
+    done = cli("ledger", "export", spend_csv, "--ledger", workload.ledger_path, "--by", "model")
     assert done.returncode == 0, done.stderr
     spend = pd.read_csv(spend_csv)
     # USD by default; --atomic adds the exact integer columns.
     assert not [name for name in spend.columns if name.endswith("_atomic")]
     assert spend["settled_usd"].sum() == pytest.approx(settled_atomic(rows) / 1e6)
     args = ("--ledger", workload.ledger_path, "--by", "model", "--atomic")
-    done = x402lab("ledger", "export", spend_csv, *args)
+    done = cli("ledger", "export", spend_csv, *args)
     assert done.returncode == 0, done.stderr
     spend = pd.read_csv(spend_csv)
     assert int(spend["settled_atomic"].sum()) == settled_atomic(rows)
     assert int(spend["unknown_atomic"].sum()) == workload.received(workload.faulty)
 
 
-def test_ledger_commands_refuse_bad_paths(workload, tmp_path):
-    missing = x402lab("ledger", "summary", "--ledger", tmp_path / "nope.sqlite")
+def test_ledger_commands_refuse_bad_paths(workload, tmp_path, cli):
+    missing = cli("ledger", "summary", "--ledger", tmp_path / "nope.sqlite")
     assert missing.returncode == 2
     assert "no ledger at" in missing.stderr
     assert not (tmp_path / "nope.sqlite").exists()
-    wrong = x402lab("ledger", "export", tmp_path / "x.txt", "--ledger", workload.ledger_path)
+    wrong = cli("ledger", "export", tmp_path / "x.txt", "--ledger", workload.ledger_path)
     assert wrong.returncode == 2
     assert ".parquet or .csv" in wrong.stderr
 
@@ -96,27 +125,28 @@ def test_ledger_commands_refuse_bad_paths(workload, tmp_path):
 @pytest.mark.parametrize(
     ("command", "suffix"), [("models", "parquet"), ("prices", "csv")], ids=["models", "prices"]
 )
-def test_catalog_commands(workload, tmp_path, command, suffix):
+def test_catalog_commands(workload, tmp_path, cli, command, suffix):
     url = workload.main.gateway_url
     if command == "models":
+        # The catalog family's one real subprocess.
         shown = x402lab(command, "--gateway-url", url, "--type", "embedding")
         expected = workload.lab.models(type="embedding")
         assert workload.text_model not in shown.stdout
     else:
-        shown = x402lab(command, "--gateway-url", url)
+        shown = cli(command, "--gateway-url", url)
         expected = workload.lab.prices()
     assert shown.returncode == 0, shown.stderr
     assert workload.embed_model in shown.stdout
     assert len(shown.stdout.splitlines()) == len(expected) + 1  # a header, then one per row
     target = tmp_path / f"{command}.{suffix}"
-    done = x402lab(command, "--gateway-url", url, "--out", target)
+    done = cli(command, "--gateway-url", url, "--out", target)
     assert done.returncode == 0, done.stderr
     back = pq.read_table(target).to_pandas() if suffix == "parquet" else pd.read_csv(target)
     everything = workload.lab.models() if command == "models" else expected
     assert list(back["id"]) == list(everything["id"])
 
 
-def test_demo_writes_the_cost_report(tmp_path):
+def test_demo_writes_the_cost_report(tmp_path, cli):
     out = tmp_path / "demo"
     done = x402lab("demo", "--out", out, "--job-seconds", "0.2", timeout=300)
     assert done.returncode == 0, done.stderr
@@ -147,6 +177,6 @@ def test_demo_writes_the_cost_report(tmp_path):
     } <= paths
     status = pq.read_table(out / "batch_status.parquet").to_pandas().set_index("batch")
     assert status.loc["batch_chat", "cached_rows"] == 1
-    summary = x402lab("ledger", "summary", "--ledger", out / "ledger.sqlite")
+    summary = cli("ledger", "summary", "--ledger", out / "ledger.sqlite")
     assert summary.returncode == 0, summary.stderr
     assert summary.stdout.startswith(f"settled {format_usd(totals['settled_atomic'])} in ")

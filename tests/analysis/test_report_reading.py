@@ -48,6 +48,20 @@ def report(workload):
     return workload.lab.cost_report(batches={"chats": rows}, purchases=workload.purchases)
 
 
+# The report's two pages, drawn once for the module: each draws every figure to PNG, and
+# the tests below only read them.
+@pytest.fixture(scope="module")
+def saved_page(report, tmp_path_factory) -> str:
+    """The page ``report.to_html(..., embed=True)`` writes."""
+    return report.to_html(tmp_path_factory.mktemp("page"), embed=True).read_text()
+
+
+@pytest.fixture(scope="module")
+def notebook_page(report) -> str:
+    """The HTML a notebook shows for the report."""
+    return report._repr_html_()
+
+
 def visible_text(page: str) -> str:
     """What a reader sees: no stylesheet, no code samples, no tags or attributes."""
     page = re.sub(r"<style>.*?</style>", " ", page, flags=re.S)
@@ -55,8 +69,8 @@ def visible_text(page: str) -> str:
     return htmllib.unescape(re.sub(r"<[^>]+>", " ", page))
 
 
-def test_the_page_starts_with_the_key_figures(report, tmp_path):
-    page = report.to_html(tmp_path, embed=True).read_text()
+def test_the_page_starts_with_the_key_figures(report, saved_page):
+    page = saved_page
     top = visible_text(page[: page.index("<h3>")])
     table = report.tables["totals"]
     totals = {column: int(table[column].iloc[0]) for column in table if "usd" not in column}
@@ -82,8 +96,8 @@ def test_the_page_starts_with_the_key_figures(report, tmp_path):
     assert top.index("Total spent") < top.index("Period") < top.index("Top model")
 
 
-def test_no_wire_or_column_names_in_what_a_reader_sees(report, tmp_path):
-    for page in (report.to_html(tmp_path, embed=True).read_text(), report._repr_html_()):
+def test_no_wire_or_column_names_in_what_a_reader_sees(report, saved_page, notebook_page):
+    for page in (saved_page, notebook_page):
         text = visible_text(page)
         assert not SNAKE.findall(text)
         assert not CAMEL.findall(text)
@@ -95,8 +109,8 @@ def test_no_wire_or_column_names_in_what_a_reader_sees(report, tmp_path):
     assert "settled_atomic" in report.tables["totals"].columns
 
 
-def test_every_table_scrolls_with_its_header_in_view(report):
-    page = report._repr_html_()
+def test_every_table_scrolls_with_its_header_in_view(report, notebook_page):
+    page = notebook_page
     tables = re.findall(r"<div class='scroll' style='([^']*)'><table>", page)
     assert len(tables) == page.count("<table>") >= 8
     for style in tables:

@@ -3,8 +3,12 @@
 Two checks, through schemathesis's pytest integration (one subtest per operation):
 ``not_a_server_error`` (no input gives a 5xx) and ``negative_data_rejection`` (every request
 the published schema calls invalid is refused with a 4xx, never served or answered 402). The
-examples, coverage and fuzzing phases run with both valid and invalid data, a fixed seed and
-a few examples per operation, so the run is the same every time and takes seconds. schemathesis
+examples, coverage and fuzzing phases run with both valid and invalid data and a fixed seed, so
+the run is the same every time and takes seconds. The coverage phase is the systematic part:
+for every operation it sends bodies and parameters at and past each constraint the schema
+states (missing required fields, wrong types, values out of range). Fuzzing adds a few random
+bodies of each kind per operation on top (``max-examples``: 4; 12 took 19 s of CPU against
+14 s, for more random cases from the same seed, not a new kind of input). schemathesis
 is a declared dev dependency: if it is missing this module fails to import, it never skips.
 """
 
@@ -22,7 +26,7 @@ from x402lab.emulator.settings import EmulatorSettings
 SEED = 402
 CONFIG = {
     "seed": SEED,
-    "generation": {"mode": "all", "max-examples": 12, "database": "none"},
+    "generation": {"mode": "all", "max-examples": 4, "database": "none"},
     "phases": {
         "examples": {"enabled": True},
         "coverage": {"enabled": True},

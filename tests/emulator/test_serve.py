@@ -1,4 +1,5 @@
-"""``x402lab serve`` as a real subprocess, and start_emulator's lifecycle in process."""
+"""``x402lab serve`` as a real subprocess (each test that starts one tests the process: its
+signals, flags, environment or exit status), and start_emulator's lifecycle in process."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from x402lab.cli import main
 from x402lab.emulator.server import start_emulator
 from x402lab.emulator.settings import EmulatorSettings
 
@@ -49,14 +52,16 @@ def _read_urls(process: subprocess.Popen[str], timeout: float = 30.0) -> dict[st
     return urls
 
 
-def _serve(*args: str, command: tuple[str, ...] | None = None) -> subprocess.Popen[str]:
+def _serve(
+    *args: str, command: tuple[str, ...] | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     command = command or (sys.executable, "-m", "x402lab")
     return subprocess.Popen(
         [*command, "serve", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_ENV,
+        env=env or _ENV,
     )
 
 
@@ -73,9 +78,27 @@ def serve() -> Iterator[list[subprocess.Popen[str]]]:
                 stream.close()
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
-def test_serve_prints_three_urls_serves_and_exits_cleanly(serve, stop_signal):
-    process = _serve("--seed", "3", "--job-seconds", "0.5")
+def _console_script() -> str:
+    """The installed ``x402lab`` command, next to this Python first (a venv not on PATH)."""
+    here = Path(sys.executable).parent
+    found = shutil.which("x402lab", path=os.pathsep.join([str(here), os.environ.get("PATH", "")]))
+    if found is None:
+        pytest.fail("the x402lab console script is not installed: pip install -e .")
+    return found
+
+
+# Each way in stops on its own signal: ``python -m`` on SIGTERM (a service manager), the
+# console script on SIGINT (Ctrl+C), so both signals and both entry points run once each.
+# Both runs carry an operator setting in the environment, which the paid route must show.
+@pytest.mark.parametrize(
+    ("entry", "stop_signal"),
+    [("module", signal.SIGTERM), ("script", signal.SIGINT)],
+    ids=["python-m-sigterm", "console-script-sigint"],
+)
+def test_serve_prints_three_urls_serves_and_exits_cleanly(serve, entry, stop_signal):
+    command = (_console_script(),) if entry == "script" else None
+    env = {**_ENV, "X402_INTEL_REPORT_USD": "0.05"}
+    process = _serve("--seed", "3", "--job-seconds", "0.5", command=command, env=env)
     serve.append(process)
     urls = _read_urls(process)
     assert len(set(urls.values())) == 3
@@ -84,55 +107,34 @@ def test_serve_prints_three_urls_serves_and_exits_cleanly(serve, stop_signal):
     shelf = httpx.get(f"{urls['reports']}/api/intel/list", timeout=10)
     assert shelf.status_code == 200
     assert shelf.json()["configured"] is True
+    params = {"username": "quantquill", "select": "all"}
+    body = httpx.get(f"{urls['reports']}/api/intel/reports", params=params, timeout=10).json()
+    assert body["extensions"]["unitPriceUsd"] == 0.05  # read from the environment
     assert httpx.get(f"{urls['gateway']}/openapi.json", timeout=10).status_code == 200
     os.kill(process.pid, stop_signal)
     assert process.wait(15) == 0
 
 
-def test_serve_listens_on_the_ports_asked_for(serve):
+def test_serve_flags_set_the_ports_and_the_faults(serve):
     ports = []
     for _ in range(3):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             ports.append(sock.getsockname()[1])
     flags = [f"--{name}-port" for name in NAMES]
-    process = _serve(*(arg for pair in zip(flags, map(str, ports), strict=True) for arg in pair))
+    port_args = (arg for pair in zip(flags, map(str, ports), strict=True) for arg in pair)
+    process = _serve(*port_args, "--rate-429", "1", "--retry-after", "3")
     serve.append(process)
     urls = _read_urls(process)
     assert urls == {
         name: f"http://127.0.0.1:{port}" for name, port in zip(NAMES, ports, strict=True)
     }
-    os.kill(process.pid, signal.SIGTERM)
-    assert process.wait(15) == 0
-
-
-def test_serve_fault_flags_reach_the_services(serve):
-    process = _serve("--rate-429", "1", "--retry-after", "3")
-    serve.append(process)
-    urls = _read_urls(process)
     params = {"username": "quantquill", "select": "all"}
     response = httpx.get(f"{urls['reports']}/api/intel/reports", params=params, timeout=10)
     assert response.status_code == 429
     assert response.headers["retry-after"] == "3"
     # Free routes are not rate limited.
     assert httpx.get(f"{urls['reports']}/api/intel/list", timeout=10).status_code == 200
-    os.kill(process.pid, signal.SIGTERM)
-    assert process.wait(15) == 0
-
-
-def test_serve_reads_operator_settings_from_the_environment(serve):
-    process = subprocess.Popen(
-        [sys.executable, "-m", "x402lab", "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**_ENV, "X402_INTEL_REPORT_USD": "0.05"},
-    )
-    serve.append(process)
-    urls = _read_urls(process)
-    params = {"username": "quantquill", "select": "all"}
-    body = httpx.get(f"{urls['reports']}/api/intel/reports", params=params, timeout=10).json()
-    assert body["extensions"]["unitPriceUsd"] == 0.05
     os.kill(process.pid, signal.SIGTERM)
     assert process.wait(15) == 0
 
@@ -158,31 +160,21 @@ def test_serve_refuses_bad_settings_with_exit_2(args, env, message):
     assert result.stdout == ""
 
 
-def test_serve_port_in_use_fails_without_a_traceback():
+def test_serve_port_in_use_fails_with_exit_2_and_a_message(capsys, monkeypatch):
+    # In this process: what is tested is main()'s answer (exit 2 and the port named, no
+    # exception escaping); how a status of 2 leaves the process is tested above.
+    for name in os.environ:
+        if name not in _ENV:
+            monkeypatch.delenv(name)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "x402lab", "serve", "--reports-port", str(port)],
-            capture_output=True,
-            text=True,
-            env=_ENV,
-            timeout=60,
-        )
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    assert str(port) in result.stderr
-
-
-@pytest.mark.skipif(shutil.which("x402lab") is None, reason="console script not installed")
-def test_console_script_runs_serve(serve):
-    process = _serve(command=(str(shutil.which("x402lab")),))
-    serve.append(process)
-    urls = _read_urls(process)
-    assert httpx.get(f"{urls['reports']}/api/intel/list", timeout=10).status_code == 200
-    os.kill(process.pid, signal.SIGINT)
-    assert process.wait(15) == 0
+        status = main(["serve", "--reports-port", str(port)])
+    out, err = capsys.readouterr()
+    assert status == 2
+    assert str(port) in err
+    assert out == ""
 
 
 def test_help_lists_serve():

@@ -16,21 +16,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from x402lab.ledger import IN_FLIGHT, PaymentStatus, arrow_to_pandas, ledger_schema
 from x402lab.money import ATOMIC_PER_USD
 from x402lab.tables.spend import (
     DEFAULT_SPEND_BY,
-    SPEND_VALUES,
     TIMELINE,
     UNIT_COSTS,
     spend_keys,
     spend_schema,
     typed,
 )
-from x402lab.tables.usd import usd_series
+from x402lab.tables.usd import usd_array, usd_series
 
 if TYPE_CHECKING:
     from x402lab.ledger import Ledger
@@ -60,13 +61,9 @@ _SAVED_BEFORE: dict[str, object] = {
 }
 
 
-def ledger_frame(rows: LedgerRows) -> pd.DataFrame:
-    """Ledger rows as a DataFrame with the ledger's declared dtypes.
-
-    Accepts a ``Ledger``, the Arrow table of ``Ledger.to_arrow()`` or a DataFrame with the
-    ledger's columns (extra columns are dropped; a table saved before ``held`` was exported
-    reads as nothing held). Raises KeyError for a missing column.
-    """
+def ledger_arrow(rows: LedgerRows) -> pa.Table:
+    """Ledger rows as an Arrow table with the ledger's declared schema (see ``ledger_frame``
+    for what is accepted). Raises KeyError for a missing column."""
     if hasattr(rows, "to_arrow") and hasattr(rows, "budget_state"):
         rows = rows.to_arrow()
     schema = ledger_schema()
@@ -75,16 +72,23 @@ def ledger_frame(rows: LedgerRows) -> pd.DataFrame:
             if name not in rows.schema.names:
                 column = pa.array([value] * len(rows), schema.field(name).type)
                 rows = rows.append_column(name, column)
-        table = rows.select(schema.names).cast(schema)
-    else:
-        frame = pd.DataFrame(rows)
-        # Saved before these columns were exported: nothing held, never sent again.
-        frame = frame.assign(**{k: v for k, v in _SAVED_BEFORE.items() if k not in frame})
-        if len(frame) == 0:
-            table = schema.empty_table()
-        else:
-            table = pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
-    return arrow_to_pandas(table)
+        return rows.select(schema.names).cast(schema)
+    frame = pd.DataFrame(rows)
+    # Saved before these columns were exported: nothing held, never sent again.
+    frame = frame.assign(**{k: v for k, v in _SAVED_BEFORE.items() if k not in frame})
+    if len(frame) == 0:
+        return schema.empty_table()
+    return pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
+
+
+def ledger_frame(rows: LedgerRows) -> pd.DataFrame:
+    """Ledger rows as a DataFrame with the ledger's declared dtypes.
+
+    Accepts a ``Ledger``, the Arrow table of ``Ledger.to_arrow()`` or a DataFrame with the
+    ledger's columns (extra columns are dropped; a table saved before ``held`` was exported
+    reads as nothing held). Raises KeyError for a missing column.
+    """
+    return arrow_to_pandas(ledger_arrow(rows))
 
 
 def budget_rows(ledger: Ledger, budget: str | None) -> pd.DataFrame:
@@ -112,19 +116,31 @@ def _usd(atomic: pd.Series) -> pd.Series:
     return usd_series(atomic)
 
 
-def _with_groups(frame: pd.DataFrame) -> pd.DataFrame:
+def _with_groups(table: pa.Table) -> dict[str, pa.ChunkedArray | pa.Array]:
     """Per-row counts and amounts of each status group, summed later by the grouping."""
-    out = pd.DataFrame(index=frame.index)
-    amount = frame["amount_atomic"].astype("int64")
-    out["payments"] = 1
+    amount = table["amount_atomic"]
+    zero = pa.scalar(0, pa.int64())
+    out: dict[str, pa.ChunkedArray | pa.Array] = {
+        "payments": pa.array(np.ones(len(table), dtype="int64"))
+    }
     for group, statuses in STATUS_GROUPS.items():
-        member = frame["status"].isin([str(status) for status in statuses])
-        out[f"{group}_count"] = member.astype("int64")
-        out[f"{group}_atomic"] = amount.where(member, 0)
-    held = frame["held"].fillna(False).astype(bool)
-    out["held_count"] = held.astype("int64")
-    out["held_atomic"] = amount.where(held, 0)
+        member = pc.is_in(table["status"], value_set=pa.array([str(s) for s in statuses]))
+        out[f"{group}_count"] = pc.cast(member, pa.int64())
+        out[f"{group}_atomic"] = pc.if_else(member, amount, zero)
+    held = pc.fill_null(table["held"], False)
+    out["held_count"] = pc.cast(held, pa.int64())
+    out["held_atomic"] = pc.if_else(held, amount, zero)
     return out
+
+
+def _key_column(table: pa.Table, key: str) -> pa.ChunkedArray:
+    """The column a spend table groups ``key`` by: the day of ``ts`` (midnight UTC), the
+    route of ``path`` (see ``route_path``), the ledger's own column otherwise."""
+    if key == "day":
+        return pc.floor_temporal(table["ts"], unit="day")
+    if key == "path":
+        return pc.list_element(pc.split_pattern(table["path"], "?", max_splits=1), 0)
+    return table[key]
 
 
 def spend(
@@ -147,26 +163,29 @@ def spend(
     """
     keys = spend_keys(by)
     schema = spend_schema(keys, atomic=atomic)
-    frame = ledger_frame(rows)
-    if len(frame) == 0:
+    table = ledger_arrow(rows)
+    if table.num_rows == 0:
         return typed(None, schema)
-    parts = _with_groups(frame)
-    frame = by_route(frame)
-    for key in keys:
-        parts[key] = frame["ts"].dt.floor("D") if key == "day" else frame[key]
-    sums = [c for c in parts.columns if c not in keys]
+    # Summed in Arrow (int64 all the way, so sums stay exact): a fraction of pandas' cost.
+    parts = _with_groups(table)
+    sums = list(parts)
     if keys:
-        grouped = parts.groupby(list(keys), dropna=False, sort=True)[sums].sum().reset_index()
+        columns = {**parts, **{key: _key_column(table, key) for key in keys}}
+        grouped = pa.table(columns).group_by(list(keys), use_threads=False)
+        totals = grouped.aggregate([(name, "sum") for name in sums])
+        totals = totals.rename_columns([name.removesuffix("_sum") for name in totals.column_names])
+        order = [(key, "ascending") for key in keys]
+        totals = totals.sort_by(order)  # nulls last, as pandas sorts them
+        out = {name: totals[name] for name in (*keys, *sums)}
     else:
-        # One row of totals, summed column by column so integers never pass through float.
-        grouped = pd.DataFrame({column: [parts[column].sum()] for column in sums})
-    grouped["committed_atomic"] = sum(grouped[f"{name}_atomic"] for name in COMMITTED_GROUPS)
+        out = {name: pa.array([pc.sum(parts[name]).as_py()], pa.int64()) for name in sums}
+    committed = out["settled_atomic"]
+    for name in COMMITTED_GROUPS[1:]:
+        committed = pc.add(committed, out[f"{name}_atomic"])
+    out["committed_atomic"] = committed
     for name in (*COMMITTED_GROUPS, "committed", "refused"):
-        grouped[f"{name}_usd"] = _usd(grouped[f"{name}_atomic"])
-    for field in SPEND_VALUES:
-        if pa.types.is_integer(field.type):
-            grouped[field.name] = grouped[field.name].astype("int64")
-    return typed(grouped, schema)
+        out[f"{name}_usd"] = usd_array(out[f"{name}_atomic"])
+    return arrow_to_pandas(pa.table({name: out[name] for name in schema.names}).cast(schema))
 
 
 def settled_rows(rows: LedgerRows) -> pd.DataFrame:

@@ -99,7 +99,6 @@ def run(args: argparse.Namespace) -> int:
 
     Raises ConfigError for a bad flag or environment value (before anything listens).
     """
-    from x402lab.emulator.server import start_emulator
     from x402lab.emulator.settings import EmulatorSettings, Faults
 
     # argparse names each value after its flag (``--retry-after``: ``args.retry_after``).
@@ -113,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
         rate_limit_tpm=args.tpm,
         faults=faults,
     )
+    # Imported once the settings are known good: the services take a second or two to
+    # import, and a bad flag should be refused at once.
+    from x402lab.emulator.server import start_emulator
+
     # The handler only records the signal: one that took a lock (``threading.Event.set``)
     # could deadlock when the signal lands while the main thread holds that same lock.
     stopping: list[int] = []
