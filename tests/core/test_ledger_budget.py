@@ -1,4 +1,3 @@
-import multiprocessing
 import threading
 from decimal import Decimal
 
@@ -6,6 +5,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.processes import racing
 
 import x402lab as xl
 from x402lab.ledger import PaymentMeta, SignedAuthorization, ledger_schema
@@ -188,7 +188,7 @@ def _reserve_many(path: str, prices: list[int]) -> None:
 def test_processes_sharing_a_ledger_never_overshoot(tmp_path):
     path = str(tmp_path / "shared.sqlite")
     xl.Ledger(path)
-    context = multiprocessing.get_context("spawn")
+    context = racing()
     prices = [[37_000 + 1000 * i + p for i in range(30)] for p in range(4)]
     procs = [context.Process(target=_reserve_many, args=(path, chunk)) for chunk in prices]
     for proc in procs:

@@ -7,11 +7,11 @@ bulk calls, and processes racing for one key (exactly one pays).
 
 from __future__ import annotations
 
-import multiprocessing
 import queue
 
 import pytest
 from support.ledger import claim_and_pay, meta, settled, signed
+from support.processes import racing
 
 from x402lab.ledger import ClaimAction, Claims, ClaimStatus, Ledger
 
@@ -258,7 +258,7 @@ def test_thousands_of_keys_in_one_call(ledger):
 def test_processes_racing_for_one_key_pay_once(tmp_path):
     path = str(tmp_path / "shared.sqlite")
     Ledger(path).close()
-    context = multiprocessing.get_context("spawn")
+    context = racing()
     results = context.Queue()
     procs = [
         context.Process(target=claim_and_pay, args=(path, SCOPE, "the-key", results))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import sqlite3
 
 import pytest
 from support.ledger import settled
+from support.processes import racing
 
 import x402lab as xl
 from x402lab.ledger import (
@@ -86,7 +86,7 @@ def _open(path: str) -> None:
 
 def test_processes_opening_a_new_file_together_migrate_it_once(tmp_path):
     path = str(tmp_path / "l.sqlite")
-    context = multiprocessing.get_context("spawn")
+    context = racing()
     procs = [context.Process(target=_open, args=(path,)) for _ in range(4)]
     for proc in procs:
         proc.start()

@@ -4,18 +4,18 @@ request key pay once, and processes opening a new database together migrate it o
 
 from __future__ import annotations
 
-import multiprocessing
 import queue
 import random
 
 import pytest
 from support.ledger import claim_and_pay
 from support.postgres import open_ledger, query, reserve_many
+from support.processes import racing
 
 from x402lab.ledger import SCHEMA_VERSION, Ledger
 from x402lab.ledger.postgres import VERSION_TABLE
 
-SPAWN = multiprocessing.get_context("spawn")
+SPAWN = racing()
 
 
 def run_all(procs: list) -> None:
