@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.dask_cluster import KEY_VARIABLE, require
+from support.dask_cluster import KEY_VARIABLE, local_cluster, require
 
 import x402lab as xl
 from x402lab.emulator.server import RunningEmulator
@@ -35,17 +35,9 @@ def wallet_key() -> Iterator[str]:
 def cluster(wallet_key: str) -> Iterator[Any]:
     """A distributed Client on a LocalCluster of two single-threaded worker processes,
     shared by the module (starting one takes seconds on two cores)."""
-    distributed = require("distributed")
     require("dask.dataframe")
-    # The scheduler's HTTP server on a free port: with None it still takes 8787, and fails
-    # when another cluster on this machine holds it.
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-    )
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
+    with local_cluster() as client:
+        yield client
 
 
 @pytest.fixture

@@ -16,7 +16,15 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from support.dask_cluster import EMBED, postgres_database, require, texts, transfers_per_key, when
+from support.dask_cluster import (
+    EMBED,
+    local_cluster,
+    postgres_database,
+    require,
+    texts,
+    transfers_per_key,
+    when,
+)
 
 require("dask.dataframe")
 distributed = require("distributed")
@@ -52,11 +60,7 @@ def _run_and_kill_a_worker(lab: Any, series: Any) -> tuple[int, pd.DataFrame]:
     """The batch on a cluster of its own, one worker SIGKILLed halfway through its second
     partition; returns the settled count at the kill and the rows (Dask runs the dead
     worker's partitions, the finished one too, again on the workers left)."""
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=THREADS, processes=True, dashboard_address=":0"
-    )
-    client = distributed.Client(cluster)
-    try:
+    with local_cluster(THREADS) as client:
         pid = sorted(client.run(os.getpid).items())[0][1]
         killed: list[int] = []
 
@@ -71,9 +75,6 @@ def _run_and_kill_a_worker(lab: Any, series: Any) -> tuple[int, pd.DataFrame]:
             series, model=EMBED, dimensions=8, per_request=1, concurrency=CONCURRENCY, progress=None
         ).compute()
         watcher.join(timeout=5)
-    finally:
-        client.close()
-        cluster.close()
     assert killed and killed[0] < TEXTS, "the worker was not killed mid-run"
     return killed[0], frame
 

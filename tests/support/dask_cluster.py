@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -98,3 +99,32 @@ def postgres_database() -> tuple[str, Callable[[], None]]:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     return url, drop
+
+
+@contextlib.contextmanager
+def local_cluster(threads: int = 1) -> Iterator[Any]:
+    """A distributed Client on a LocalCluster of two worker processes (``threads`` each).
+
+    The workers fork from one server process that imported distributed, pandas and numpy once
+    (``forkserver``) instead of each importing them again (spawned, about 2 s of CPU a
+    worker). A forked worker has the fork server's environment, not this process's, so the
+    test wallet's key (``KEY_VARIABLE``) reaches it through its nanny, as it would reach a
+    worker started where the variable is set.
+    """
+    distributed = require("distributed")
+    import dask
+
+    env = {KEY_VARIABLE: os.environ[KEY_VARIABLE]} if KEY_VARIABLE in os.environ else {}
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        # The scheduler's HTTP server on a free port: with None it still takes 8787, and
+        # fails when another cluster on this machine holds it.
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=threads, processes=True, dashboard_address=":0",
+            env=env,
+        )  # fmt: skip
+        client = distributed.Client(cluster)
+        try:
+            yield client
+        finally:
+            client.close()
+            cluster.close()
