@@ -21,14 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
-from eth_utils import keccak
 
 from x402lab.errors import ConfigError, TransportError
 from x402lab.payments.reconcile import UsedLog
+from x402lab.x402.keccak import keccak
 
-AUTHORIZATION_STATE = "0x" + keccak(text="authorizationState(address,bytes32)")[:4].hex()
-AUTHORIZATION_USED = "0x" + keccak(text="AuthorizationUsed(address,bytes32)").hex()
-TRANSFER = "0x" + keccak(text="Transfer(address,address,uint256)").hex()
+AUTHORIZATION_STATE = "0x" + keccak(b"authorizationState(address,bytes32)")[:4].hex()
+AUTHORIZATION_USED = "0x" + keccak(b"AuthorizationUsed(address,bytes32)").hex()
+TRANSFER = "0x" + keccak(b"Transfer(address,address,uint256)").hex()
 #: Seconds per block on Base (OP Stack): a lower bound of the block a past moment was in.
 BASE_BLOCK_TIME_S = 2
 _HEX = re.compile(r"0x[0-9a-fA-F]*")

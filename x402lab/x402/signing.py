@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any, NoReturn, Protocol, runtime_checkable
 
 import coincurve
-from eth_utils import to_checksum_address
 
 from x402lab.errors import ConfigError, PaymentRefused
 from x402lab.x402._wire import ADDRESS_RE, NONCE_RE, copy_json
+from x402lab.x402.address import checksum_address
 from x402lab.x402.eip712 import authorization_digest
 from x402lab.x402.keccak import keccak
 from x402lab.x402.models import (
@@ -65,7 +65,7 @@ class KeySigner:
             ) from None
         self._key = key
         public = key.public_key.format(compressed=False)[1:]
-        self.address: str = to_checksum_address(keccak(public)[-20:])
+        self.address: str = checksum_address(keccak(public)[-20:])
 
     def sign_digest(self, digest: bytes) -> bytes:
         """65 bytes r‖s‖v (v in {27, 28}, low s) over the 32-byte ``digest``."""

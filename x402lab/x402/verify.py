@@ -10,9 +10,9 @@ from functools import lru_cache
 from typing import Any
 
 import coincurve
-from eth_utils import to_checksum_address
 
 from x402lab.errors import ProtocolError
+from x402lab.x402.address import checksum_address
 from x402lab.x402.eip712 import authorization_digest
 from x402lab.x402.keccak import keccak
 from x402lab.x402.models import X402_VERSION, PaymentPayload, PaymentRequirements
@@ -22,7 +22,7 @@ from x402lab.x402.tokens import token_for
 _SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 _HALF_N = _SECP256K1_N // 2
 # EIP-55 checksums cost a keccak each, and a server sees the same few payers again and again.
-_checksum = lru_cache(maxsize=4096)(to_checksum_address)
+_checksum = lru_cache(maxsize=4096)(checksum_address)
 # The SDK facilitator wants validBefore at least this far ahead, to leave time to settle.
 VALID_BEFORE_MARGIN_SECONDS = 6
 
