@@ -10,7 +10,9 @@ import gzip
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import certifi
 import httpx
 import pytest
 
@@ -18,6 +20,7 @@ from x402lab.emulator.server import start_emulator
 from x402lab.emulator.settings import EmulatorSettings
 from x402lab.errors import ConfigError
 from x402lab.transport import Wire
+from x402lab.transport.wire import ssl_context
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +157,21 @@ def test_a_header_with_a_line_break_is_a_config_error_that_hides_the_value(heade
         with pytest.raises(ConfigError, match="line break") as raised:
             wire.build_request("POST", url, headers=dict([header]), **body)
         assert "s3cret" not in str(raised.value)
+
+
+def test_labs_share_one_trust_store_until_its_setting_changes(tmp_path, monkeypatch):
+    # Loading the certificates costs ~40 ms a lab: made once per process and setting.
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    shared = ssl_context(True)
+    assert ssl_context(True) is shared
+    assert ssl_context(False) is not shared
+    end = "-----END CERTIFICATE-----"
+    certificates = Path(certifi.where()).read_text(encoding="ascii")
+    bundle = tmp_path / "one-ca.pem"  # the first certificate of certifi's bundle
+    bundle.write_text(certificates[: certificates.index(end) + len(end)] + "\n")
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    own = ssl_context(True)
+    assert own is not shared
+    assert len(own.get_ca_certs()) == 1  # SSL_CERT_FILE read when it is set, as httpx does
+    monkeypatch.delenv("SSL_CERT_FILE")
+    assert ssl_context(True) is shared

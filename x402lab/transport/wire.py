@@ -24,6 +24,7 @@ through httpx's own transport), ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` the trust
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import os
 import ssl
@@ -85,7 +86,8 @@ def ssl_context(verify: Verify = True) -> ssl.SSLContext:
     if isinstance(verify, ssl.SSLContext):
         return verify
     if isinstance(verify, bool):
-        return httpx.create_ssl_context(verify=verify)  # SSL_CERT_FILE/SSL_CERT_DIR, certifi
+        environment = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+        return _trust_store(verify, *environment)
     path = os.fspath(verify)
     try:
         return ssl.create_default_context(cafile=path)
@@ -94,6 +96,15 @@ def ssl_context(verify: Verify = True) -> ssl.SSLContext:
             f"verify={path!r} is not a readable CA bundle ({exc}); give the path of a PEM file"
             " of trusted certificates, an ssl.SSLContext, or True"
         ) from None
+
+
+@functools.lru_cache(maxsize=4)
+def _trust_store(verify: bool, cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """httpx's context (SSL_CERT_FILE/SSL_CERT_DIR, else certifi), one per process and
+    setting: loading the certificates takes about 40 ms of CPU, and every lab would load them
+    again (aiohttp shares its default context the same way). A changed variable makes a new
+    one."""
+    return httpx.create_ssl_context(verify=verify)
 
 
 def http_options(verify: Verify = True) -> dict[str, Any]:
