@@ -92,6 +92,34 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path) -> str:
     return str(request.getfixturevalue("pg_url"))
 
 
+# -- notebook kernels --------------------------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _start_a_dead_kernel_once_more()
+
+
+def _start_a_dead_kernel_once_more() -> None:
+    """nbval starts each notebook's kernel once. A kernel can die before it answers its first
+    request ("Kernel died before replying to kernel_info", seen in one CI run out of many):
+    jupyter_client hands it five TCP ports it found free by binding and releasing them, and
+    until the kernel binds them any socket of the suite (its clients open thousands) can
+    take one. A second start, on new ports, is what a person would do."""
+    import nbval.kernel
+
+    start = nbval.kernel.start_new_kernel
+
+    def start_again_if_it_died(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return start(*args, **kwargs)
+        except RuntimeError as exc:
+            if "Kernel died" not in str(exc):
+                raise
+            return start(*args, **kwargs)
+
+    nbval.kernel.start_new_kernel = start_again_if_it_died
+
+
 # -- the lane of tests that start other processes -------------------------------------------
 
 #: What the source of a test, of a helper it calls or of a fixture it uses says when it starts
