@@ -45,6 +45,7 @@ from x402lab.batch.plan import Plan
 from x402lab.errors import BudgetExceeded, PaymentRefused, SettlementUnknown, X402LabError
 from x402lab.ledger import ClaimAction, Claimed, ClaimStatus, CommitGroup, Settlement
 from x402lab.payments import PrepayTally
+from x402lab.transport.turn import SendTurn
 
 if TYPE_CHECKING:
     from x402lab.batch.store import BatchStore
@@ -99,6 +100,8 @@ class Buyer:
         #: Request keys whose payment re-sends a kept payload (``Claimed.resend``): sent even
         #: once the budget ran out, since they take none.
         self._resends: set[str] = set()
+        #: One request at a time from its reservation to its socket (``transport.turn``).
+        self.turn = SendTurn()
 
     def fail(self, exc: BaseException) -> None:
         """End the run: ``exc`` (answers that cannot be stored) would lose rows otherwise."""
@@ -231,24 +234,27 @@ class Buyer:
         self.tally.requests += 1
         started = time.perf_counter()
         try:
-            with self._drain.sending():
-                reply = await self._paid.send(
-                    "POST",
-                    self.plan.path,
-                    json_body=body,
-                    model=self.plan.model,
-                    max_usd=self.max_usd,
-                    key=key,
-                    # The batch checked its first body against the schema once (extra_body
-                    # fields on purpose not): rows differ only in their texts, which the
-                    # batch's input checks refuse when empty or missing. The prompt size is
-                    # checked per row.
-                    own=body.keys(),
-                    schema_checked=True,
-                    stores_answer=True,
-                    group=self.group,
-                    prepay_tally=self.prepay,
-                )
+            # One request at a time from its reservation to its socket (``transport.turn``);
+            # one waiting for its turn has sent nothing, and a drain cancels it.
+            async with self.turn.take():
+                with self._drain.sending():
+                    reply = await self._paid.send(
+                        "POST",
+                        self.plan.path,
+                        json_body=body,
+                        model=self.plan.model,
+                        max_usd=self.max_usd,
+                        key=key,
+                        # The batch checked its first body against the schema once
+                        # (extra_body fields on purpose not): rows differ only in their
+                        # texts, which the batch's input checks refuse when empty or
+                        # missing. The prompt size is checked per row.
+                        own=body.keys(),
+                        schema_checked=True,
+                        stores_answer=True,
+                        group=self.group,
+                        prepay_tally=self.prepay,
+                    )
         except Exception as exc:  # noqa: BLE001 (one row's failure never fails the batch)
             return None, self._unanswered(exc, n, key, time.perf_counter() - started)
         return reply, self._rows(reply, n, key, time.perf_counter() - started)

@@ -169,8 +169,13 @@ class Runner:
 
     async def _feed(self) -> None:
         plan = self.plan
-        for first in range(0, plan.units, self._claim_units):
-            units = range(first, min(first + self._claim_units, plan.units))
+        # The first claim is one wave's worth; each later one waits for the send turn behind
+        # the requests queued to leave (``transport.turn``): a fresh batch's first wave is not
+        # held back while the rest of its rows are claimed and their tasks started.
+        first, size = 0, min(self._claim_units, self._limit.ceiling)
+        while first < plan.units:
+            units = range(first, min(first + size, plan.units))
+            first, size = units.stop, self._claim_units
             for _ in units:
                 await self._window.acquire()
             payment_keys = {
@@ -178,7 +183,12 @@ class Runner:
                 for unit in units
                 for item in plan.unit_items(unit)
             }
-            got = self.store.claim(payment_keys, payment_keys)
+            if units.start:
+                await asyncio.sleep(0)  # the requests just started queue for the turn first
+                async with self.buyer.turn.take():
+                    got = self.store.claim(payment_keys, payment_keys)
+            else:
+                got = self.store.claim(payment_keys, payment_keys)
             claimed_at = time.monotonic()
             share = claim_shares(got.values())
             stop_reason = self.buyer.stop_reason

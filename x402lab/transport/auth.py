@@ -33,6 +33,7 @@ from x402lab.errors import ProtocolError
 from x402lab.payments import CallInfo, Cost, Kind, Outcome, Payer, Ticket, read_challenge
 from x402lab.payments.payer import is_prepay_refusal
 from x402lab.payments.prediction import Predicted, fingerprint
+from x402lab.transport import turn
 from x402lab.transport.retry import retry_after_of
 
 
@@ -215,5 +216,12 @@ class PaymentAuth(httpx.Auth):
         (one fsync shared with the other tasks' rows signed meanwhile)."""
         ticket = self.state.ticket
         if ticket is not None and not ticket.durable:
-            await self.payer.ledger.write_ahead.durable()
+            # A request holding a batch's send turn is the only one that could join an fsync
+            # now: on a fast disk it syncs at once instead of an iteration later; a slow
+            # disk's fsync is shared, and the turn goes on meanwhile (``transport.turn``).
+            write_ahead = self.payer.ledger.write_ahead
+            at_once = turn.holding() and write_ahead.inline
+            if not at_once:
+                turn.hand_on()
+            await write_ahead.durable(at_once=at_once)
             ticket.durable = True

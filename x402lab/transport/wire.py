@@ -37,6 +37,7 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from x402lab.errors import ConfigError
+from x402lab.transport.turn import send_in_turn
 
 #: What ``verify=`` takes: True (the environment's trust store, else certifi's), False (no
 #: check), a CA bundle's path or an ``ssl.SSLContext``.
@@ -213,7 +214,7 @@ class _Transport(AiohttpTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         with _mapped(request):
-            response = await super().handle_async_request(streamed_if_large(request))
+            response = await send_in_turn(super().handle_async_request(streamed_if_large(request)))
         assert isinstance(response.stream, httpx.AsyncByteStream)
         return httpx.Response(
             response.status_code,

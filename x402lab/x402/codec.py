@@ -45,6 +45,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: One decoder for every header (``json.loads`` with an option builds a new one per call).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _lenient_base64(value: str) -> bytes:
     """``value`` decoded as urlsafe or standard base64, padded or not, whitespace ignored."""
     text = _WHITESPACE.sub("", value).translate(_URLSAFE).rstrip("=")
@@ -86,7 +90,7 @@ def decode_header(value: str | bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ProtocolError("header is not UTF-8 JSON: invalid UTF-8 bytes") from exc
     try:
-        obj = json.loads(decoded, parse_constant=_reject_constant)
+        obj = _DECODER.decode(decoded)
     except ValueError as exc:
         raise ProtocolError(f"header is not JSON: {preview(decoded)}") from exc
     if not isinstance(obj, dict):

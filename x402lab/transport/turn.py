@@ -1,0 +1,132 @@
+"""A batch's requests leave one at a time, each as soon as it is ready, not in bursts.
+
+asyncio runs the tasks that are ready one after another, each until it next waits. When many
+of a batch's requests become ready together (its first wave; the answers of a wave that
+arrive together), each does its own work (reserve in the budget, sign, make its ledger row
+durable, build the HTTP request), and its bytes reach the socket only in a later loop
+iteration: aiohttp writes a request's body from a task of its own (on Python below 3.12 that
+task first runs an iteration later), and a shared fsync of the write-ahead rows runs in a
+callback of the next iteration. So none of them leaves before all of them have done their
+work, and they leave in a burst. A server answers a burst one request after another, the
+answers come back bunched, the client works through them one after another, and the next wave
+leaves in a burst again: each wave's requests wait for the work of those ahead of them.
+
+A batch holds a ``SendTurn``: one of its requests at a time goes from its reservation to the
+moment aiohttp has taken it (``send_in_turn``, in the wire), then the next one starts. The
+holder makes its row durable with an fsync of its own at once (no other request can share it
+in that iteration), and its bytes leave before the next request's work begins: requests
+leave one by one, each as soon as its own work is done.
+
+``benchmarks/batch_throughput.py --latency 0.25`` (a fresh lab's 400 rows at concurrency 32):
+see ``docs/rate-limits.md``, "The first paid wave", for what it buys there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: Above this share of wall time spent on the event loop's thread, the turn steps aside.
+BUSY_MAX = 0.9
+#: How long each measure of that share lasts.
+BUSY_WINDOW_S = 0.1
+
+
+class _Held:
+    """The turn one request holds until aiohttp has taken it (or it ends without sending)."""
+
+    def __init__(self, lock: asyncio.Lock) -> None:
+        self._lock = lock
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._lock.release()
+
+
+#: The turn the request this task sends holds (None outside a batch, or once released).
+_current: contextvars.ContextVar[_Held | None] = contextvars.ContextVar(
+    "x402lab_send_turn", default=None
+)
+
+
+class SendTurn:
+    """One request at a time from its reservation to its socket; waiters in arrival order.
+
+    The order costs CPU (an fsync per request rather than one shared by the requests of an
+    iteration, a task and an iteration per hand-off) and buys latency. When the event loop's
+    thread is busy nearly all the time (fast answers: the batch is bound by the client's
+    work, not by the round trip), requests go without the turn, as before it existed, until
+    the thread is less busy (``busy``: its CPU time over wall time, measured over
+    ``BUSY_WINDOW_S``; above ``busy_max`` the turn steps aside).
+    """
+
+    def __init__(self, *, busy_max: float = BUSY_MAX) -> None:
+        self._lock = asyncio.Lock()  # fair: released to the first waiter
+        self._window = (time.perf_counter(), time.thread_time())
+        self.busy = 0.0
+        self.busy_max = busy_max
+
+    @contextlib.asynccontextmanager
+    async def take(self) -> AsyncIterator[None]:
+        """Hold the turn while sending one request: the wire releases it once the request is
+        handed to aiohttp; leaving the block releases it if that never happened."""
+        if self._measured_busy() > self.busy_max:
+            yield  # bound by the client's work: no turn (see the class docstring)
+            return
+        await self._lock.acquire()
+        held = _Held(self._lock)
+        token = _current.set(held)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+            held.release()
+
+    def _measured_busy(self) -> float:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        wall_0, cpu_0 = self._window
+        if wall - wall_0 >= BUSY_WINDOW_S:
+            self.busy = (cpu - cpu_0) / (wall - wall_0)
+            self._window = (wall, cpu)
+        return self.busy
+
+
+def holding() -> bool:
+    """Whether this task's request holds a turn it has not handed on yet."""
+    held = _current.get()
+    return held is not None and held.held
+
+
+def hand_on() -> None:
+    """Pass this task's turn on before its request is handed over (its row waits for a
+    slow disk's shared fsync, which the next requests may join meanwhile)."""
+    held = _current.get()
+    if held is not None:
+        held.release()
+
+
+async def send_in_turn(send: Coroutine[Any, Any, T]) -> T:
+    """Await ``send`` (the request's whole exchange); when this task holds a turn, pass the
+    turn on once ``send`` has handed the request to aiohttp (its first step)."""
+    held = _current.get()
+    if held is None or not held.held:
+        return await send
+    task = asyncio.ensure_future(send)
+    try:
+        # The task's first step runs before this one resumes: it hands the request over
+        # (aiohttp schedules its write, which runs before whatever the next holder does).
+        await asyncio.sleep(0)
+    except BaseException:
+        task.cancel()
+        raise
+    finally:
+        held.release()
+    return await task
