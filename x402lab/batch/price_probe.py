@@ -28,13 +28,12 @@ price list already (a warm lab has met the class, or its ``estimate`` quoted the
 when prepaying is off.
 
 Measured (``benchmarks/batch_throughput.py --latency 0.25``: a fresh lab's 400 rows at
-concurrency 32, load average 0.4): 0.81, 0.82 and 0.79 of the one-trip floor over three
-rounds (the bare two-trip client 0.47); the first paid request leaves 0.31-0.33 s after the
-start, one round trip and about 60 ms of checks, claims and signatures. The collection: in
-round 1 it ran 0.07 s after the start, in the probes' round trip (65 ms); in round 3, whose
-process had collected already, CPython's own one (90 ms) landed 0.9 s into the batch and held
-a wave. ``tests/batch/test_price_probe.py``: a fresh process's 400 rows at 50 ms saw 1 full
-collection among their paid waves without it, 0 with it.
+concurrency 32, five rounds): 0.86 of the one-trip floor (the bare two-trip client 0.47);
+the round trip of learning ends 271-276 ms after the start and the first paid request leaves
+at 281-290 ms (``docs/rate-limits.md``, "The first paid wave"). The collection ran 10-20 ms
+after the start, inside that round trip (32-47 ms). ``tests/batch/test_price_probe.py``: a
+fresh process's 400 rows at 50 ms saw 1 full collection among their paid waves without it,
+0 with it.
 """
 
 from __future__ import annotations
