@@ -78,24 +78,6 @@ first_paid = lab.ledger.to_pandas()["ts"].min().timestamp()
 during_probe = [t for t in collections if started < t < first_paid]
 print(len(during_probe), len([t for t in collections if t >= first_paid]))
 lab.close()
-
-# A later fresh lab, once the process has made a full collection due: kept objects until
-# half the middle-generation collections that bring on the next one have run.
-kept = []
-while 2 * gc.get_count()[2] < gc.get_threshold()[2]:
-    kept.append([[] for _ in range(1000)])
-collections.clear()
-lab = xl.connect(sys.argv[1], sys.argv[2], wallet=xl.Wallet.create(), ledger=sys.argv[3],
-                budget=xl.Budget(usd=50))
-started = time.time()
-frame = lab.batch_chat([f"r {i}" for i in range(400)], model=sys.argv[4], max_tokens=16,
-                       concurrency=32, progress=None)
-assert (frame["status"] == "ok").all()
-ts = lab.ledger.to_pandas()["ts"]
-first_paid = ts[ts.map(lambda t: t.timestamp()) > started].min().timestamp()
-during_probe = [t for t in collections if started < t < first_paid]
-print(len(during_probe), len([t for t in collections if t >= first_paid]))
-lab.close()
 """
 
 
@@ -109,13 +91,8 @@ def test_a_fresh_process_collects_while_the_probes_are_on_the_wire(emulator_fact
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
-    before_first_wave, during_waves, before_later_wave, during_later_waves = map(
-        int, ran.stdout.split()
-    )
+    before_first_wave, during_waves = map(int, ran.stdout.split())
     # Left to CPython, one lands among the paid waves of these 400 rows (seen: 3 before, 1
     # during); the imports of the batch's first call make the ones before.
     assert before_first_wave >= 1
     assert during_waves == 0
-    # A later fresh lab's batch collects in its probes' round trip when one is due.
-    assert before_later_wave >= 1
-    assert during_later_waves == 0

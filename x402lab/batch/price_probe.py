@@ -21,13 +21,6 @@ has nothing to do, so the process's first such batch collects then
 trip is shorter than the collection, and the next full collection is as far off as after any
 other.
 
-A later fresh lab's batch in the same process collects there too when a full collection is
-due soon (half of the middle-generation collections that bring on CPython's next one have
-run since its last), unless the last such collection took 0.15 s or more. In the fourth
-round of ``benchmarks/batch_throughput.py`` (its process had run three batches and two
-other clients' calls) CPython's own full collection had landed 0.87 s into the batch and
-taken 83 ms; with this, the five rounds' collections all ran 11-14 ms after the start.
-
 The batch waits for the probes only when they can confirm such a class. A probe that fails
 (an error answer, a service that cannot be reached) changes nothing: the check reports a bad
 request, and the batch pays as it would have. Nothing is probed when the lab has fetched the
@@ -47,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
@@ -109,30 +101,16 @@ async def checked_and_priced(
         await asyncio.gather(*probes, return_exceptions=True)
 
 
-#: How long this process's last collection in a probe's round trip took (None: none yet).
-_last_took_s: float | None = None
-#: A later batch collects only while they take less than this (a heap so large that a full
-#: collection takes longer is left to CPython, which collects it less often).
-COLLECT_UNDER_S = 0.15
+_collected = False  # this process has collected in a probe's round trip
 
 
 def _collect_while_waiting() -> None:
-    """A full garbage collection, unless collection is off: in the process's first batch
-    that waits for its probes, and in a later one when a full collection is due (see the
-    module docstring)."""
-    global _last_took_s
-    if not gc.isenabled():
-        return
-    if _last_took_s is None or (_last_took_s < COLLECT_UNDER_S and _full_collection_due()):
-        started = time.perf_counter()
+    """One full garbage collection per process, unless collection is off (see the module
+    docstring)."""
+    global _collected
+    if not _collected and gc.isenabled():
+        _collected = True
         gc.collect()
-        _last_took_s = time.perf_counter() - started
-
-
-def _full_collection_due() -> bool:
-    """Whether half the middle-generation collections that bring on CPython's next full one
-    have run since its last (a batch of 400 rows runs about four)."""
-    return 2 * gc.get_count()[2] >= gc.get_threshold()[2]
 
 
 async def _probe(client: ServiceClient, path: str, body: dict[str, Any]) -> PaymentRequired | None:
