@@ -169,8 +169,8 @@ class Runner:
 
     async def _feed(self) -> None:
         plan = self.plan
-        # The first claim is one wave's worth; each later one waits for the send turn behind
-        # the requests queued to leave (``transport.turn``): a fresh batch's first wave is not
+        # The first claim is one wave's worth; every claim waits for the send turn behind the
+        # requests already started (``transport.turn``): a fresh batch's first wave is not
         # held back while the rest of its rows are claimed and their tasks started.
         first, size = 0, min(self._claim_units, self._limit.ceiling)
         while first < plan.units:
@@ -183,11 +183,8 @@ class Runner:
                 for unit in units
                 for item in plan.unit_items(unit)
             }
-            if units.start:
-                await asyncio.sleep(0)  # the requests just started queue for the turn first
-                async with self.buyer.turn.take():
-                    got = self.store.claim(payment_keys, payment_keys)
-            else:
+            await asyncio.sleep(0)  # the requests just started queue for the turn first
+            async with self.buyer.turn.take():
                 got = self.store.claim(payment_keys, payment_keys)
             claimed_at = time.monotonic()
             share = claim_shares(got.values())
