@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.http import QuietHandler, serving
 
 import x402lab as xl
 from x402lab.gateway.params import RequestSchema, find_route, request_schema_of, routes_of
@@ -258,36 +259,18 @@ def test_a_pattern_the_regex_engine_cannot_compile_refuses_nothing():
 
 
 def test_a_remote_or_missing_reference_is_left_to_the_gateway_and_never_fetched():
-    import http.server
-    import threading
-
     asked: list[str] = []
 
-    class Schemas(http.server.BaseHTTPRequestHandler):
+    class Schemas(QuietHandler):
         def do_GET(self) -> None:  # a schema that would refuse the body below
             asked.append(self.path)
-            body = b'{"type": "integer"}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/schema+json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(b'{"type": "integer"}', "application/schema+json")
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Schemas)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Schemas) as server:
         url = f"http://127.0.0.1:{server.server_address[1]}/n.json"
         remote = schema_for({"n": {"$ref": url}})
         remote.check({"n": "not an integer"}, caller="x()")  # not checked here: the gateway's
         assert asked == []  # and nothing was fetched
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
     missing = schema_for({"n": {"$ref": "#/components/schemas/Gone"}}, schemas={})
     missing.check({"n": "anything at all"}, caller="x()")
     local = schema_for(

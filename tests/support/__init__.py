@@ -2,4 +2,5 @@
 pytest's ``pythonpath`` option puts ``tests/`` on ``sys.path``, so no test touches it.
 
 One module per suite's subject: ``postgres`` (the server, throwaway databases), ``dask_cluster``,
-``media``, ``ledger``, ``x402``, ``prepay``, ``client``, ``outcomes``, ``batch``, ``gateway``."""
+``media``, ``ledger``, ``x402``, ``prepay``, ``client``, ``outcomes``, ``batch``, ``gateway``,
+``http`` (a small HTTP server besides the emulator)."""

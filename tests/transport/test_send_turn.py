@@ -6,13 +6,12 @@ the turn steps aside. The lab's real ``Wire`` sends to a real HTTP server on
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from support.http import QuietHandler, serving
 
 from x402lab.transport import Wire
 from x402lab.transport.turn import BUSY_WINDOW_S, SendTurn, holding
@@ -21,45 +20,31 @@ WORK_S = 0.02  # each request's own work before it is sent (signing, the ledger)
 REQUESTS = 6
 
 
-class _Arrivals(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    arrived: dict[int, float]
+class _Handler(QuietHandler):
+    """Notes when each request arrived, by its ``n``."""
 
-
-class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the connections opened first are reused
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        server = self.server
-        assert isinstance(server, _Arrivals)
-        server.arrived[json.loads(body)["n"]] = time.perf_counter()
-        answer = b"{}"
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        _ARRIVED[json.loads(body)["n"]] = time.perf_counter()
+        self.reply(b"{}", "application/json")
 
-    def log_message(self, *args: object) -> None:
-        pass
+
+_ARRIVED: dict[int, float] = {}  # each request's arrival, by its ``n`` (one test at a time)
 
 
 @pytest.fixture
-def server() -> Iterator[_Arrivals]:
-    httpd = _Arrivals(("127.0.0.1", 0), _Handler)
-    httpd.arrived = {}
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+def server() -> Iterator[str]:
+    """The server's URL; ``_ARRIVED`` empty."""
+    _ARRIVED.clear()
+    with serving(_Handler) as httpd:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
 
 
-def _send_all(server: _Arrivals, turn: SendTurn | None) -> dict[int, float]:
+def _send_all(url: str, turn: SendTurn | None) -> dict[int, float]:
     """Each request's work started (perf_counter), for ``REQUESTS`` requests made ready
     together, each doing ``WORK_S`` of work and then sending, with or without ``turn``."""
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
     started: dict[int, float] = {}
 
     async def one(wire: Wire, n: int) -> None:
@@ -90,13 +75,13 @@ def _send_all(server: _Arrivals, turn: SendTurn | None) -> dict[int, float]:
 
     asyncio.run(run())
     for n in range(-REQUESTS, 0):
-        del server.arrived[n]
+        del _ARRIVED[n]
     return started
 
 
 def test_with_the_turn_each_request_arrives_before_the_next_ones_work_starts(server):
     started = _send_all(server, SendTurn())
-    arrived = server.arrived
+    arrived = _ARRIVED
     assert sorted(arrived) == list(range(REQUESTS))
     order = sorted(started, key=started.get)
     for this, after in zip(order, order[1:], strict=False):
@@ -108,7 +93,7 @@ def test_with_the_turn_each_request_arrives_before_the_next_ones_work_starts(ser
 def test_without_it_the_requests_leave_in_a_burst_after_all_their_work(server):
     started = _send_all(server, None)
     # None arrives before the last one started its work: they all left together after it.
-    assert min(server.arrived.values()) > max(started.values())
+    assert min(_ARRIVED.values()) > max(started.values())
 
 
 @pytest.mark.parametrize(("busy_max", "held"), [(0.05, [False, False]), (1.01, [True, True])])
