@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.http import QuietHandler, serving
+from support.http_server import QuietHandler, serving
 
 import x402lab as xl
 from x402lab.gateway.params import RequestSchema, find_route, request_schema_of, routes_of

@@ -3,4 +3,5 @@ pytest's ``pythonpath`` option puts ``tests/`` on ``sys.path``, so no test touch
 
 One module per suite's subject: ``postgres`` (the server, throwaway databases), ``dask_cluster``,
 ``media``, ``ledger``, ``x402``, ``prepay``, ``client``, ``outcomes``, ``batch``, ``gateway``,
-``http`` (a small HTTP server besides the emulator)."""
+``http_server`` (a small HTTP server besides the emulator; not ``http``: scripts run from
+this folder would import it for the standard library's)."""

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from support.http import QuietHandler, serving
+from support.http_server import QuietHandler, serving
 
 from x402lab.transport import Wire
 from x402lab.transport.turn import BUSY_WINDOW_S, SendTurn, holding
