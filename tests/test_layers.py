@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "x402lab.routes",
         "x402lab.pricing",
         "x402lab.reprs",
+        "x402lab.private",
     ),
     ("x402lab.x402",),
     ("x402lab.tables",),

@@ -30,7 +30,6 @@ from x402lab.ledger.database import (
     Tx,
     owner_alive,
     owner_gone,
-    private_folder,
     process_owner,
     user_label,
 )
@@ -71,6 +70,7 @@ from x402lab.ledger.store import (
     EXPIRY_SLACK_S,
     Ledger,
 )
+from x402lab.private import private_folder
 from x402lab.tables.ledger import arrow_to_pandas, ledger_schema
 
 __all__ = [

@@ -1,0 +1,80 @@
+"""Files and folders private to their owner, whatever the umask: the one helper for all of them.
+
+Everything x402lab creates on disk can hold what the owner paid for or signed (prompts and
+answers, bought report bodies, media, signed payments, the embedded world's wallet), so on a
+shared host (JupyterHub) nobody else may read it. Every path that creates a folder or a file
+goes through this module: folders we create are 0700 (``~/.x402lab`` always, as it is ours),
+files 0600. A folder the user already had is left as it is: it is theirs, not ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
+#: Our own folder, private even when it already exists (it holds only our files).
+HOME_FOLDER = "~/.x402lab"
+
+
+def private_folder(folder: str | os.PathLike[str]) -> Path:
+    """Create ``folder`` (and missing parents) 0700 and return it; ``~/.x402lab`` is made 0700
+    even if it exists. Folders that were already there keep their mode."""
+    folder = Path(folder)
+    missing: list[Path] = []
+    current = folder
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    for created in missing:
+        with contextlib.suppress(OSError):  # a race with another process creating it
+            os.chmod(created, FOLDER_MODE)
+    home = Path(HOME_FOLDER).expanduser().resolve()
+    resolved = folder.resolve()
+    if resolved == home or home in resolved.parents:
+        with contextlib.suppress(OSError):
+            os.chmod(home, FOLDER_MODE)
+    return folder
+
+
+def private_file(path: str | os.PathLike[str]) -> Path:
+    """Create ``path`` empty if missing (its folder private), and bring it to 0600."""
+    path = Path(path)
+    private_folder(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    os.close(fd)
+    if path.stat().st_mode & 0o777 != FILE_MODE:
+        os.chmod(path, FILE_MODE)
+    return path
+
+
+@contextlib.contextmanager
+def open_private(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]:
+    """Write ``path`` whole or not at all: a 0600 temporary file beside it, renamed over it on
+    success (so a reader never sees half a file, and a crash leaves the old one)."""
+    if not mode.startswith("w"):
+        raise ValueError(f"open_private writes files; mode {mode!r} is not a write mode")
+    path = Path(path)
+    private_folder(path.parent)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, mode) as handle:  # mkstemp creates it 0600
+            yield handle
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def write_private(path: str | os.PathLike[str], data: bytes | str) -> Path:
+    """Write ``data`` to ``path`` as a 0600 file in a private folder (whole or not at all)."""
+    with open_private(path, "wb" if isinstance(data, bytes) else "w") as handle:
+        handle.write(data)
+    return Path(path)
