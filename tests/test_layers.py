@@ -525,3 +525,42 @@ def test_no_client_module_is_over_the_line_limit():
         and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}, f"client modules over {MAX_LINES} lines (split each by concept): {long}"
+
+
+# Process-wide switches a library must not pull in the user's process: a full collection walks
+# every object the notebook holds (a large DataFrame's too), and freezing or disabling the
+# collector changes the user's program. Only ``x402lab serve``, a process of its own, may.
+_PROCESS_WIDE_GC = {"collect", "freeze", "disable", "enable", "set_threshold"}
+_MAY_TUNE_GC = ("x402lab.cli.serve",)
+
+
+def gc_calls(path: Path, package: Path = PACKAGE) -> list[str]:
+    """Calls of ``gc.collect()`` and the like in ``path``, as ``module:line gc.name``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        f"{module_name(path, package)}:{node.lineno} gc.{node.func.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "gc"
+        and node.func.attr in _PROCESS_WIDE_GC
+    ]
+
+
+def test_no_client_module_runs_the_garbage_collector():
+    found = [
+        call
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not _matches(module_name(path), EMULATOR) and module_name(path) not in _MAY_TUNE_GC
+        for call in gc_calls(path)
+    ]
+    assert found == []
+
+
+def test_the_gc_check_sees_a_collection(tmp_path):
+    # A guard against a check that cannot fail.
+    module = tmp_path / "x402lab" / "probe.py"
+    module.parent.mkdir()
+    module.write_text("import gc\n\ndef f():\n    gc.collect()\n", encoding="utf-8")
+    assert gc_calls(module, module.parent) == ["x402lab.probe:4 gc.collect"]

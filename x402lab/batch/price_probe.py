@@ -11,16 +11,6 @@ price class: when the price list says that class's price is the minimum charge o
 rate (the same for every request in it), every request of the first wave goes paid with its
 first send, and the batch spends one round trip, not two, before its first paid wave.
 
-A fresh process has one more cost to place: the full garbage collection its imports have made
-due (CPython runs one when a quarter more objects than the last one found have survived; a
-batch's imports leave about 120,000, a walk of 50-65 ms on this machine, 120-150 ms when they
-were 240,000). Left to CPython it lands a second or so into the first batch, where it holds a
-whole wave of paid requests. While the catalog and the probes are on the wire the event loop
-has nothing to do, so the process's first such batch collects then
-(``_collect_while_waiting``): the same work, at a moment that delays nothing unless the round
-trip is shorter than the collection, and the next full collection is as far off as after any
-other.
-
 The batch waits for the probes only when they can confirm such a class. A probe that fails
 (an error answer, a service that cannot be reached) changes nothing: the check reports a bad
 request, and the batch pays as it would have. Nothing is probed when the lab has fetched the
@@ -30,16 +20,12 @@ when prepaying is off.
 Measured (``benchmarks/batch_throughput.py --latency 0.25``: a fresh lab's 400 rows at
 concurrency 32, five rounds): 0.86 of the one-trip floor (the bare two-trip client 0.47);
 the round trip of learning ends 271-276 ms after the start and the first paid request leaves
-at 281-290 ms (``docs/rate-limits.md``, "The first paid wave"). The collection ran 10-20 ms
-after the start, inside that round trip (32-47 ms). ``tests/batch/test_price_probe.py``: a
-fresh process's 400 rows at 50 ms saw 1 full collection among their paid waves without it,
-0 with it.
+at 281-290 ms (``docs/rate-limits.md``, "The first paid wave").
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
@@ -59,9 +45,6 @@ if TYPE_CHECKING:
 PROBES = 2
 #: Price classes whose price the price list tells (every request in one pays the same).
 LISTED = ("min", "fixed")
-#: How long after the catalog and probe requests start the collection waits: long enough for
-#: them to be written to their sockets (a new loopback connection takes about 1 ms).
-_REQUESTS_LEAVE_S = 0.005
 
 
 async def checked_and_priced(
@@ -78,7 +61,6 @@ async def checked_and_priced(
     client = session.client(GATEWAY)
     bodies = [plan.unit_body(unit) for unit in range(units)]
     probes = [asyncio.ensure_future(_probe(client, plan.path, body)) for body in bodies]
-    collecting = asyncio.get_running_loop().call_later(_REQUESTS_LEAVE_S, _collect_while_waiting)
     try:
         await check
         try:
@@ -95,22 +77,9 @@ async def checked_and_priced(
             if challenge is not None:
                 prediction.observe(call, challenge)
     finally:
-        collecting.cancel()  # a no-op once it ran
         for probe in probes:
             probe.cancel()  # not needed (a check failed, or no class to confirm): free anyway
         await asyncio.gather(*probes, return_exceptions=True)
-
-
-_collected = False  # this process has collected in a probe's round trip
-
-
-def _collect_while_waiting() -> None:
-    """One full garbage collection per process, unless collection is off (see the module
-    docstring)."""
-    global _collected
-    if not _collected and gc.isenabled():
-        _collected = True
-        gc.collect()
 
 
 async def _probe(client: ServiceClient, path: str, body: dict[str, Any]) -> PaymentRequired | None:
