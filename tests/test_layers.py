@@ -66,7 +66,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("x402lab.batch", "x402lab.integrations"),
     ("x402lab.widgets", "x402lab.plots", "x402lab.analysis", "x402lab.planning", "x402lab.cli"),
 )
-ROOT = ("x402lab", "x402lab.lab", "x402lab.connection", "x402lab.__main__")
+ROOT = ("x402lab", "x402lab.lab", "x402lab.connection", "x402lab.types", "x402lab.__main__")
 EMULATOR = "x402lab.emulator"
 EMULATOR_MAY_IMPORT = ("x402lab.errors", "x402lab.money", "x402lab.x402", EMULATOR)
 

@@ -139,3 +139,45 @@ def test_all_is_sorted_and_complete():
     assert public == set(x402lab.__all__)
     for name in x402lab.__all__:
         assert getattr(x402lab, name) is not None
+
+
+def _x402lab_classes() -> dict[str, type]:
+    """Every class defined in an imported x402lab module (the emulator's aside), by name."""
+    import sys
+
+    found: dict[str, type] = {}
+    for module_name, module in list(sys.modules.items()):
+        if not module_name.startswith("x402lab.") or module_name.startswith("x402lab.emulator"):
+            continue
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == module_name:
+                found.setdefault(value.__name__, value)
+    return found
+
+
+def test_every_type_a_lab_method_returns_is_importable_from_x402lab_types():
+    import re
+
+    import x402lab.types
+
+    assert x402lab.types.__all__ == sorted(x402lab.types.__all__)
+    exported = {getattr(x402lab.types, name) for name in x402lab.types.__all__}
+    ours = _x402lab_classes()
+    returned: dict[str, set[type]] = {}
+    for owner in (xl.AsyncLab, xl.Lab, x402lab.reports.AsyncReports, Reports):
+        for name, member in inspect.getmembers(owner, inspect.isfunction):
+            if name.startswith("_"):
+                continue
+            annotation = inspect.signature(member).return_annotation
+            if not isinstance(annotation, str):
+                annotation = inspect.formatannotation(annotation)
+            words = re.findall(r"[A-Za-z_]\w*", annotation)
+            if classes := {ours[word] for word in words if word in ours}:
+                returned[f"{owner.__name__}.{name}"] = classes
+    assert len(returned) > 20  # the check sees the methods' annotations
+    missing = {
+        method: sorted(c.__name__ for c in classes - exported)
+        for method, classes in returned.items()
+        if classes - exported
+    }
+    assert missing == {}
