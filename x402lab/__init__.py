@@ -11,6 +11,7 @@ import x402lab.widgets  # noqa: F401  (registers the job display with IPython; i
 from x402lab.errors import (
     AnswerLost,
     ApiError,
+    ArgumentError,
     BatchInterrupted,
     BudgetExceeded,
     ConfigError,
@@ -86,6 +87,7 @@ __version__ = "0.3.0"
 __all__ = [
     "AnswerLost",
     "ApiError",
+    "ArgumentError",
     "AsyncLab",
     "AutoConcurrency",
     "BatchInterrupted",

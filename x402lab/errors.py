@@ -2,6 +2,7 @@
 
     X402LabError
     ├── ConfigError                 bad arguments or settings (bad key, unknown budget, bad path)
+    │   └── ArgumentError           an unknown keyword (with a did-you-mean) or a wrong type
     ├── ProtocolError               a malformed x402 message (header, JSON, version)
     ├── PaymentError                anything about paying
     │   ├── PaymentRefused          the client refused to sign (challenge failed a check)
@@ -39,6 +40,11 @@ class X402LabError(Exception):
 
 class ConfigError(X402LabError, ValueError):
     """Bad arguments or settings."""
+
+
+class ArgumentError(ConfigError, TypeError):
+    """A call's arguments are wrong: an unknown keyword (the message guesses the one meant) or
+    a value of the wrong type. Also a TypeError, as Python's own for a bad keyword."""
 
 
 class ProtocolError(X402LabError, ValueError):

@@ -9,9 +9,11 @@ Both are made by ``x402lab.connect()`` and ``connect_async()`` (``x402lab.connec
 
 from __future__ import annotations
 
+import difflib
 import functools
+import inspect
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
@@ -20,6 +22,7 @@ from x402lab.analysis.api import CostAnalysis
 from x402lab.analysis.compare import Comparisons
 from x402lab.batch.api import Batches
 from x402lab.chain import Reconciler
+from x402lab.errors import ArgumentError
 from x402lab.gateway import Audio, Catalog, Generic, Images, PaidRequests, Text, Tools
 from x402lab.gateway.chat_stream import ChatStream
 from x402lab.integrations import PayingClients
@@ -44,15 +47,49 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _to(
     resource: str, method: Callable[Concatenate[Any, P], R]
 ) -> Callable[Concatenate[AsyncLab, P], R]:
-    """A method forwarding to ``method`` of the lab's ``resource``, with that method's docs."""
+    """A method forwarding to ``method`` of the lab's ``resource``, with that method's docs.
+
+    A keyword ``method`` does not take is refused here, with a guess of the one meant
+    (``ArgumentError``, a TypeError): Python's own error would name the resource's class and
+    guess nothing."""
 
     owner = operator.attrgetter(resource)
+    keywords = _keywords_of(method)
 
     @functools.wraps(method)
     def forward(self: AsyncLab, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if keywords is not None and not keywords.issuperset(kwargs):
+            raise _unknown_keywords(method.__name__, kwargs, keywords)
         return method(owner(self), *args, **kwargs)
 
     return forward
+
+
+def _keywords_of(method: Callable[..., Any]) -> frozenset[str] | None:
+    """The keywords ``method`` takes, or None when it takes any (``**kwargs``)."""
+    parameters = inspect.signature(method).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return frozenset(p.name for p in parameters if p.kind in named)
+
+
+def _unknown_keywords(
+    name: str, given: Mapping[str, Any], keywords: frozenset[str]
+) -> ArgumentError:
+    unknown = [k for k in given if k not in keywords]
+    guesses = [
+        f"{guess[0]!r} for {k!r}" if len(unknown) > 1 else repr(guess[0])
+        for k in unknown
+        if (guess := difflib.get_close_matches(k, sorted(keywords - {"self"}), n=1, cutoff=0.6))
+    ]
+    plural = "s" if len(unknown) > 1 else ""
+    hint = f"; did you mean {', '.join(guesses)}?" if guesses else "."
+    takes = ", ".join(sorted(keywords - {"self"}))
+    return ArgumentError(
+        f"{name}() got an unexpected keyword argument{plural}"
+        f" {', '.join(repr(k) for k in unknown)}{hint} It takes: {takes}. Nothing was sent."
+    )
 
 
 def _forward(resource: str, method: F) -> F:

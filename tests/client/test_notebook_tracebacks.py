@@ -45,3 +45,31 @@ def test_a_misspelled_model_in_a_notebook_cell_is_a_short_traceback(tmp_path):
     assert "skipping hidden" in text
     assert lines[-1].startswith("ModelNotFound: unknown model 'zai-org-glm-4.7-flahs'")
     assert not [out for out in notebook.cells[2].outputs if out.output_type == "error"]
+
+
+def test_a_misspelled_keyword_is_a_short_did_you_mean_from_every_batch_method(tmp_path):
+    calls = {
+        "batch_chat": 'lab.batch_chat(["a"], model="zai-org-glm-4.7-flash", max_token=5)',
+        "batch_embed": 'lab.batch_embed(["a"], model="text-embedding-bge-m3", dimension=8)',
+        "compare": 'lab.compare(["a", "b"], prompt="Say: {text}", labels=["x", "y"],'
+        ' models=["zai-org-glm-4.7-flash"], dry_rn=True)',
+    }
+    meant = {"batch_chat": "max_tokens", "batch_embed": "dimensions", "compare": "dry_run"}
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell(
+            f"import x402lab as xl\nlab = xl.connect(ledger={str(tmp_path / 'ledger.sqlite')!r})"
+        ),
+        *(nbformat.v4.new_code_cell(call) for call in calls.values()),
+        nbformat.v4.new_code_cell("assert lab.ledger.to_pandas().empty\nlab.close()"),
+    ]
+    client = NotebookClient(notebook, timeout=120, allow_errors=True)
+    client.execute(cwd=str(tmp_path))
+    for cell, method in zip(notebook.cells[1:-1], calls, strict=True):
+        name, lines = _error_output(cell)
+        text = "\n".join(lines)
+        assert name == "ArgumentError", text
+        assert len(lines) <= 25, text
+        assert lines[-1].startswith(f"ArgumentError: {method}() got an unexpected keyword"), text
+        assert f"did you mean {meant[method]!r}" in lines[-1], text
+    assert not [out for out in notebook.cells[-1].outputs if out.output_type == "error"]

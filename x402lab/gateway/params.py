@@ -31,7 +31,7 @@ from typing import Any
 
 from jsonschema_rs import ValidationError, ValidationErrorKind
 
-from x402lab.errors import ConfigError
+from x402lab.errors import ArgumentError, ConfigError
 from x402lab.gateway.request_validator import (
     CompiledSchema,
     Where,
@@ -212,7 +212,7 @@ def _unexpected(
     body: Mapping[str, Any],
     fields: Sequence[str],
     route: Route,
-) -> TypeError:
+) -> ArgumentError:
     plural = "s" if len(unknown) > 1 else ""
     names = ", ".join(repr(n) for n in unknown)
     guesses = {n: difflib.get_close_matches(n, fields, n=1, cutoff=0.6) for n in unknown}
@@ -221,7 +221,7 @@ def _unexpected(
     ]
     hint = f"; did you mean {', '.join(means)}?" if means else "."
     extra = "{" + ", ".join(f"{n!r}: {_show(body[n])}" for n in unknown) + "}"
-    return TypeError(
+    return ArgumentError(
         f"{caller} got an unexpected {noun}{plural} {names}{hint} {route} takes"
         f" {', '.join(fields)} (its published request schema). To send a field the schema"
         f" does not list, pass it unchecked as extra_body={extra}."
