@@ -93,6 +93,17 @@ def test_anything_that_spends_money_says_so_first():
             assert "Spends money" not in doc.splitlines()[0], f"{cls.__name__}.{name}"
 
 
+def _unreachable(twin: object) -> list[str]:
+    """The names ``dir(twin)`` offers that raise AttributeError."""
+    missing = []
+    for name in dir(twin):
+        try:
+            getattr(twin, name)
+        except AttributeError:
+            missing.append(name)
+    return missing
+
+
 def test_the_sync_lab_runs_the_async_core_and_wraps_its_objects(tmp_path):
     with xl.connect(
         ledger=tmp_path / "ledger.sqlite", emulator_settings=EmulatorSettings(job_seconds=0.2)
@@ -100,6 +111,8 @@ def test_the_sync_lab_runs_the_async_core_and_wraps_its_objects(tmp_path):
         assert isinstance(lab.async_, xl.AsyncLab)
         assert lab.wallet.address in repr(lab)
         assert "chat" in dir(lab) and "_async" not in dir(lab)
+        # Tab completion offers only what works (the async lab's resources are not reachable).
+        assert _unreachable(lab) == [] and "session" not in dir(lab)
 
         models = lab.models()
         assert isinstance(models, pd.DataFrame) and len(models) > 0
@@ -114,9 +127,11 @@ def test_the_sync_lab_runs_the_async_core_and_wraps_its_objects(tmp_path):
         assert isinstance(job, Job) and isinstance(job.async_, AsyncJob)
         assert job.wait(timeout=30).name == "completed"
         assert isinstance(lab.job(job.queue_id), Job)
+        assert "queue_id" in dir(job) and _unreachable(job) == []
 
         assert isinstance(lab.reports, Reports) and lab.reports is lab.reports
         assert isinstance(lab.reports.shelf(), pd.DataFrame)
+        assert _unreachable(lab.reports) == [] and "buy" in dir(lab.reports)
 
         lab.validate_models = False
         assert lab.async_.validate_models is False

@@ -52,9 +52,9 @@ class Twin(Generic[A]):
         setattr(self._async, name, value)  # settings (validate_models, a job's timeout) live there
 
     def __dir__(self) -> list[str]:
-        """The public names, for tab completion (not the slots behind them)."""
-        names = set(object.__dir__(self)) | set(dir(self._async))
-        return sorted(n for n in names if n.startswith("__") or n[0] != "_")
+        """The public names, for tab completion: those this class declares (the async
+        object's own resources are not reachable from here, so they are not offered)."""
+        return sorted(n for n in object.__dir__(self) if n.startswith("__") or n[0] != "_")
 
 
 class ReadThrough(Twin[A]):
@@ -66,6 +66,11 @@ class ReadThrough(Twin[A]):
         if name.startswith("__"):
             raise AttributeError(name)
         return getattr(self._async, name)
+
+    def __dir__(self) -> list[str]:
+        """The declared names and the async object's public ones (both resolve here)."""
+        names = set(super().__dir__()) | {n for n in dir(self._async) if n[0] != "_"}
+        return sorted(names)
 
 
 class Mirror(Generic[T]):
