@@ -39,6 +39,12 @@ def atomic_to_decimal(atomic: int) -> Decimal:
     return Decimal(int(atomic)) / ATOMIC_PER_USD
 
 
+def exact_usd(atomic: int | None) -> Decimal | None:
+    """The exact USD value of an atomic amount, as a Decimal (sums of them are exact);
+    ``None`` stays ``None``: unknown is not 0. Every money figure a result object shows."""
+    return None if atomic is None else atomic_to_decimal(atomic)
+
+
 def format_usd(atomic: int | None) -> str:
     """``'0.012500 USD'``-style text, trimmed to at least 2 decimals; ``'unknown'`` for None."""
     if atomic is None:

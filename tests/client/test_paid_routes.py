@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -286,6 +287,15 @@ def test_paid_amount_equals_the_free_quote(lab):
     result = lab.chat("Name three rivers.", model=CHAT_MODEL, max_tokens=300)
     assert result.cost.amount_atomic == quote.amount_atomic
     assert result.cost.upstream_usd == quote.upstream_usd
+    assert result.paid_usd == quote.amount_usd == Decimal(quote.amount_atomic) / 10**6
+
+
+def test_money_on_results_adds_up_exactly(lab):
+    # Thirty 0.01 USD searches summed as floats print 0.30000000000000004: results give Decimals.
+    results = [lab.search(f"rivers of country {i}") for i in range(30)]
+    total = sum(r.paid_usd for r in results)
+    assert isinstance(total, Decimal)
+    assert total == Decimal(sum(r.cost.amount_atomic for r in results)) / 10**6
 
 
 def test_media_results_save_their_bytes(lab, tmp_path):

@@ -36,7 +36,7 @@ def test_quote_is_free_exact_and_shows_the_price_list_estimate(lab):
     assert quote.network == "eip155:8453" and quote.pay_to.startswith("0x")
     assert quote.accuracy == "estimate"
     # The published list and the 402 agree here to the base unit (same documented estimate).
-    assert quote.estimate_usd == pytest.approx(quote.amount_usd, abs=1e-6)
+    assert quote.estimate_usd == pytest.approx(float(quote.amount_usd), abs=1e-6)
     assert "price list says" in repr(quote)
     assert lab.ledger.rows() == []  # nothing signed, nothing recorded
 
@@ -58,7 +58,7 @@ def test_quote_is_free_exact_and_shows_the_price_list_estimate(lab):
 )
 def test_price_list_estimates_match_the_402_for_list_and_configured_rates(lab, path, body):
     quote = lab.quote("POST", path, body)
-    assert quote.estimate_usd == pytest.approx(quote.amount_usd, abs=1e-6)
+    assert quote.estimate_usd == pytest.approx(float(quote.amount_usd), abs=1e-6)
 
 
 def test_quote_of_a_job_route_has_no_local_estimate(lab):

@@ -37,8 +37,9 @@ def test_music_lifecycle_quote_pay_once_wait_save_complete(lab, emulator, wallet
 
     job = lab.music(**MUSIC, poll_interval=FAST_POLL)
     assert isinstance(job.status, Queued) and not job.done
-    assert job.quoted_usd == pytest.approx(quote.amount_usd)
-    assert job.paid_usd == pytest.approx(quote.amount_usd)
+    # Exact money: Decimals, equal to the atomic unit.
+    assert job.quoted_usd == quote.amount_usd
+    assert job.paid_usd == quote.amount_usd
 
     final = job.wait(timeout=10)
     assert isinstance(final, Completed) and final.content_type == "audio/wav"
@@ -96,7 +97,7 @@ def test_kernel_restart_resumes_polling_without_paying(emulator, connect_lab, wa
     assert after.job(queue_id).queue_id == queue_id
     assert isinstance(resumed.wait(timeout=10), Completed)
     assert resumed.result()[:4] == b"RIFF"
-    assert resumed.paid_usd == pytest.approx(0.015)
+    assert resumed.paid_usd == Decimal("0.015")
 
     rows = queue_payments(after, AUDIO_QUEUE)
     assert rows["status"].tolist() == ["settled"]
@@ -151,7 +152,7 @@ def test_video_arguments_are_checked_before_any_request(lab, emulator):
 def test_quotes_match_what_the_queue_charges(lab):
     quote = lab.quote_video(**WAN, aspect_ratio="16:9")
     job = lab.video(**WAN, aspect_ratio="16:9", prompt="a paper boat", poll_interval=FAST_POLL)
-    assert job.quoted_usd == pytest.approx(quote.amount_usd) == pytest.approx(0.175)
+    assert job.quoted_usd == quote.amount_usd == Decimal("0.175")
     with pytest.raises(xl.QuoteRejected, match="duration_seconds 45"):
         lab.quote_music(model="ace-step-15", duration_seconds=45)
     job.wait(timeout=10)

@@ -6,6 +6,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ApiError, ConfigError, NotFound
@@ -13,7 +14,7 @@ from x402lab.gateway.paid import CALLERS
 from x402lab.gateway.params import Route, find_route, with_extra_body
 from x402lab.gateway.replies import result_of
 from x402lab.gateway.results import Result
-from x402lab.money import atomic_to_usd, format_usd
+from x402lab.money import atomic_to_decimal, format_usd
 from x402lab.pricing import local_estimate_usd
 from x402lab.reprs import card
 from x402lab.routes import GATEWAY
@@ -42,8 +43,9 @@ class Quote:
     accuracy: str | None = None
 
     @property
-    def amount_usd(self) -> float:
-        return float(atomic_to_usd(self.amount_atomic) or 0.0)
+    def amount_usd(self) -> Decimal:
+        """The amount, exact."""
+        return atomic_to_decimal(self.amount_atomic)
 
     def __repr__(self) -> str:
         upstream = (

@@ -11,6 +11,7 @@ import base64
 import builtins
 import html
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ class Result:
     content_type: str | None = None
 
     @property
-    def paid_usd(self) -> float | None:
+    def paid_usd(self) -> Decimal | None:
+        """What this call paid, exact (a Decimal: sums of many are exact)."""
         return self.cost.amount_usd if self.cost else None
 
     def _cost_text(self) -> str:

@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from x402lab.media.status import (
     estimate_progress,
     status_of,
 )
-from x402lab.money import atomic_to_usd, format_usd
+from x402lab.money import exact_usd, format_usd
 from x402lab.reprs import card
 from x402lab.routes import MEDIA_KINDS, media_route
 from x402lab.sync import ReadThrough, blocking, direct, iterating
@@ -112,14 +113,14 @@ class AsyncJob(JobPolling):
         return self._record.request_key
 
     @property
-    def quoted_usd(self) -> float | None:
-        """The amount the queue's 402 asked for."""
-        return atomic_to_usd(self._record.quoted_atomic)
+    def quoted_usd(self) -> Decimal | None:
+        """The amount the queue's 402 asked for, exact."""
+        return exact_usd(self._record.quoted_atomic)
 
     @property
-    def paid_usd(self) -> float | None:
-        """The settled amount; None when not known."""
-        return atomic_to_usd(self._record.paid_atomic)
+    def paid_usd(self) -> Decimal | None:
+        """The settled amount, exact; None when not known."""
+        return exact_usd(self._record.paid_atomic)
 
     @property
     def paid_atomic(self) -> int | None:

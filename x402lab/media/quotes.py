@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from x402lab.errors import ApiError, ModelNotFound, QuoteRejected
-from x402lab.money import atomic_to_usd, format_usd
+from x402lab.money import atomic_to_decimal, format_usd
 
 # Catalog keys of the allowed video values; the upstream catalog uses the plural names.
 _CONSTRAINT_KEYS = {
@@ -30,8 +31,9 @@ class MediaQuote:
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def amount_usd(self) -> float:
-        return float(atomic_to_usd(self.amount_atomic) or 0.0)
+    def amount_usd(self) -> Decimal:
+        """The amount, exact."""
+        return atomic_to_decimal(self.amount_atomic)
 
     def __repr__(self) -> str:
         upstream = f" (upstream {self.upstream_usd:g} USD)" if self.upstream_usd is not None else ""

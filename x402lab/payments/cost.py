@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from x402lab.money import atomic_to_usd, format_usd
+from x402lab.money import exact_usd, format_usd
 from x402lab.reprs import card
 
 if TYPE_CHECKING:
@@ -61,12 +62,14 @@ class Cost:
     prepaid: bool = False
 
     @property
-    def amount_usd(self) -> float | None:
-        return atomic_to_usd(self.amount_atomic)
+    def amount_usd(self) -> Decimal | None:
+        """What was paid, exact (None when not known)."""
+        return exact_usd(self.amount_atomic)
 
     @property
-    def quoted_usd(self) -> float:
-        return float(atomic_to_usd(self.quoted_atomic) or 0.0)
+    def quoted_usd(self) -> Decimal:
+        """What the 402 asked for, exact."""
+        return exact_usd(self.quoted_atomic) or Decimal(0)
 
     def __str__(self) -> str:
         tx = f", tx {self.tx_hash[:10]}…" if self.tx_hash else ""

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
 from x402lab.errors import ConfigError
-from x402lab.money import atomic_to_usd, format_usd, usd_to_atomic
+from x402lab.money import atomic_to_decimal, format_usd, usd_to_atomic
 from x402lab.routes import REPORTS_BUY
 
 SELECTS = ("all", "range")
@@ -36,8 +37,9 @@ class ReportQuote:
     resource: str | None
 
     @property
-    def amount_usd(self) -> float:
-        return float(atomic_to_usd(self.amount_atomic) or 0.0)
+    def amount_usd(self) -> Decimal:
+        """The amount, exact."""
+        return atomic_to_decimal(self.amount_atomic)
 
     @property
     def unit_price_atomic(self) -> int:
@@ -48,8 +50,8 @@ class ReportQuote:
         return self.unit_price_atomic * max(0, self.report_count - self.owned)
 
     @property
-    def to_pay_usd(self) -> float:
-        return float(atomic_to_usd(self.to_pay_atomic) or 0.0)
+    def to_pay_usd(self) -> Decimal:
+        return atomic_to_decimal(self.to_pay_atomic)
 
     def __repr__(self) -> str:
         return (
