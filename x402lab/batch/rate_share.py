@@ -1,12 +1,13 @@
 """One limit, shared: the processes paying from one wallet learn a service's rate together.
 
 Each batch running ``concurrency="auto"`` keeps one row of the ledger's ``rate_limits``
-table (wallet, service, a random member id): its rate, the rate it saw all of them run at,
-the time of its last cut. Every ``PERIOD_S`` (and at once after a 429) it writes its row and
-reads the others' (``RateController.merge``): a cut by one is a cut by all, the additive
-increase is divided among them, and a process that starts while others run (or soon after
-they ran) starts at the rate they learned instead of finding it again with 429s. The same
-works through SQLite (notebooks on one machine) and PostgreSQL (a team, Dask workers).
+table (``ledger.RateLimits``: wallet, service, a random member id): its rate, the rate it
+saw all of them run at, the time of its last cut. Every ``PERIOD_S`` (and at once after a
+429) it writes its row and reads the others' (``RateController.merge``): a cut by one is a
+cut by all, the additive increase is divided among them, and a process that starts while
+others run (or soon after they ran) starts at the rate they learned instead of finding it
+again with 429s. The same works through SQLite (notebooks on one machine) and PostgreSQL (a
+team, Dask workers).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from x402lab.batch.rate import ACTIVE_S, Peer, RateController
+from x402lab.ledger import RateLimits, RateRow
 
 if TYPE_CHECKING:
     from x402lab.ledger import Database
@@ -45,53 +47,25 @@ class RateShare:
         member: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.db = db
-        self.payer = payer.lower()
-        self.service = service
+        self.table = RateLimits(db, payer, service)
         self.member = member or uuid.uuid4().hex
         self._clock = clock
         self._poked = asyncio.Event()
 
     def sync(self, controller: RateController) -> None:
         """Write this process's row, read the others' and let ``controller`` take them in."""
-        mine = controller.shared()
         now = self._clock()
-        self._write(mine, now)
-        rows = self.db.read(
-            "SELECT rate, wallet_rate, cut_at, seen_at FROM rate_limits"
-            " WHERE payer = ? AND service = ? AND member <> ? AND seen_at > ?",
-            (self.payer, self.service, self.member, now - REMEMBER_S),
-        )
-        controller.merge(Peer(r[0], r[1], r[2], r[3]) for r in rows)
+        self._write(controller.shared(), now)
+        others = self.table.others(self.member, since=now - REMEMBER_S)
+        controller.merge(Peer(r.rate, r.wallet_rate, r.cut_at, r.seen_at) for r in others)
 
     def _write(self, mine: Peer, seen_at: float) -> None:
-        self.db.write_one(
-            "INSERT INTO rate_limits (payer, service, member, rate, wallet_rate, cut_at, seen_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payer, service, member) DO UPDATE SET"
-            " rate = excluded.rate, wallet_rate = excluded.wallet_rate,"
-            " cut_at = excluded.cut_at, seen_at = excluded.seen_at",
-            (
-                self.payer,
-                self.service,
-                self.member,
-                mine.rate,
-                mine.wallet_rate,
-                mine.cut_at,
-                seen_at,
-            ),
-        )
+        self.table.write(self.member, RateRow(mine.rate, mine.wallet_rate, mine.cut_at, seen_at))
 
     def sent_times(self, seconds: float) -> list[float]:
         """When this wallet's processes made their payments over the last ``seconds`` (each
         one request sent), read from the ledger they share."""
-        since_us = int((self._clock() - seconds) * 1_000_000)
-        # The newest rows only (ids grow with time): the scan stays short in a long ledger.
-        rows = self.db.read(
-            "SELECT ts_us FROM payments WHERE id > (SELECT COALESCE(MAX(id), 0) FROM payments)"
-            " - 100000 AND ts_us >= ? AND lower(payer) = ? ORDER BY ts_us",
-            (since_us, self.payer),
-        )
-        return [int(row[0]) / 1_000_000 for row in rows]
+        return self.table.sent_times(since=self._clock() - seconds)
 
     def poke(self) -> None:
         """Exchange now (a 429 was met: the others should hear of the cut)."""
@@ -114,10 +88,7 @@ class RateShare:
         """The run ended: the row stays (the next run starts from its rate) but no longer
         counts as a process sharing the limit now."""
         self._write(controller.shared(), self._clock() - ACTIVE_S - 1)
-        self.db.write_one(
-            "DELETE FROM rate_limits WHERE payer = ? AND service = ? AND seen_at < ?",
-            (self.payer, self.service, self._clock() - REMEMBER_S),
-        )
+        self.table.forget(before=self._clock() - REMEMBER_S)
 
 
 def share_for(session: Session, service: str = "gateway") -> RateShare:

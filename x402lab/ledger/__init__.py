@@ -43,6 +43,7 @@ from x402lab.ledger.payments import (
     answer_transaction,
 )
 from x402lab.ledger.postgres import PostgresDatabase
+from x402lab.ledger.rate_limits import RateLimits, RateRow
 from x402lab.ledger.schema import MIGRATIONS, SCHEMA_VERSION, job_scope, report_scope
 from x402lab.ledger.sqlite import SQLiteDatabase, open_database
 from x402lab.ledger.statuses import (
@@ -106,6 +107,8 @@ __all__ = [
     "Order",
     "PaymentMeta",
     "PaymentStatus",
+    "RateLimits",
+    "RateRow",
     "PostgresDatabase",
     "ReportLibrary",
     "Resolution",
