@@ -70,9 +70,8 @@ def shares(
     rows = gold_rows(frame, gold, weights)
     model = frame[column]
     labels = _labels(model, rows.truth, values, column)
-    said = model.to_numpy(dtype=object)
-    predicted = np.column_stack([_equals(said, v) for v in labels]).astype(float)
-    truth = np.column_stack([_equals(rows.truth.to_numpy(dtype=object), v) for v in labels])
+    predicted = np.column_stack([_equals(model, v) for v in labels]).astype(float)
+    truth = np.column_stack([_equals(rows.truth, v) for v in labels])
     ppi, gold_only = _intervals(truth.astype(float), predicted, rows, level)
     table = pd.DataFrame(
         {
@@ -175,8 +174,9 @@ def _intervals(
     return ppi, gold_means(truth, weights=rows.weights, level=level)
 
 
-def _equals(values: np.ndarray, value: Any) -> np.ndarray:
-    return np.array([v is not None and v is not pd.NA and v == value for v in values], dtype=bool)
+def _equals(values: pd.Series, value: Any) -> np.ndarray:
+    """Whether each of ``values`` is ``value`` (a null never is)."""
+    return values.eq(value).fillna(False).to_numpy(dtype=bool)
 
 
 def _labels(model: pd.Series, truth: pd.Series, values: Sequence[Any] | None, column: str) -> list:
