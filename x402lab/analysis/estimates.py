@@ -70,8 +70,8 @@ def shares(
     rows = gold_rows(frame, gold, weights)
     model = frame[column]
     labels = _labels(model, rows.truth, values, column)
-    predicted = np.column_stack([_equals(model, v) for v in labels]).astype(float)
-    truth = np.column_stack([_equals(rows.truth, v) for v in labels])
+    predicted = _one_hot(model, labels).astype(float)
+    truth = _one_hot(rows.truth, labels)
     ppi, gold_only = _intervals(truth.astype(float), predicted, rows, level)
     table = pd.DataFrame(
         {
@@ -174,9 +174,10 @@ def _intervals(
     return ppi, gold_means(truth, weights=rows.weights, level=level)
 
 
-def _equals(values: pd.Series, value: Any) -> np.ndarray:
-    """Whether each of ``values`` is ``value`` (a null never is)."""
-    return values.eq(value).fillna(False).to_numpy(dtype=bool)
+def _one_hot(values: pd.Series, labels: list[Any]) -> np.ndarray:
+    """One column per label: whether each of ``values`` is it (a null is none of them)."""
+    codes = pd.Categorical(values, categories=labels).codes
+    return np.asarray(codes)[:, None] == np.arange(len(labels))
 
 
 def _labels(model: pd.Series, truth: pd.Series, values: Sequence[Any] | None, column: str) -> list:
