@@ -114,7 +114,9 @@ def test_bad_gold_input_is_refused_with_the_problem_and_the_fix():
     sample = xl.gold_sample(frame, 60, seed=1)
     gold = sample["truth"]
     cases = {
-        "a Series of true values indexed by the frame": lambda: xl.shares(frame, "label", list(gold)),
+        "a Series of true values indexed by the frame": lambda: xl.shares(
+            frame, "label", list(gold)
+        ),
         r"2 rows the frame does not have \(index 0, 1\).*frame's own index": lambda: xl.shares(
             frame, "label", pd.concat([gold, pd.Series(["a", "b"], index=[0, 1])])
         ),
