@@ -22,10 +22,10 @@ import pandas as pd
 
 from x402lab.analysis.estimates_gold import (
     GoldRows,
-    _preview,
     check_frame,
     check_level,
     gold_rows,
+    preview,
 )
 from x402lab.analysis.estimates_math import Intervals, gold_means, ppi_means, worth
 from x402lab.analysis.estimates_result import Estimates
@@ -91,7 +91,7 @@ def shares(
     unseen = [v for v, count in zip(labels, table["n_gold"], strict=True) if count == 0]
     if unseen:
         notes.append(
-            f"no gold row has the value(s) {_preview(unseen)}: their intervals lean on the"
+            f"no gold row has the value(s) {preview(unseen)}: their intervals lean on the"
             f" model alone and may be too narrow; label rows of them too (xl.gold_sample(frame,"
             f" n, by={column!r}) draws from every value)"
         )
@@ -100,7 +100,7 @@ def shares(
     if unlabelled:
         notes.append(
             f"{unlabelled} rows have no model label: they count as none of the values (the"
-            " estimates stay valid; model_share leaves them out)"
+            " estimates stay valid; the model_share column adds up to less than 1)"
         )
     return Estimates(table, "share", column, len(frame), rows.n, level, rows.weights is not None,
                      notes)  # fmt: skip
@@ -143,7 +143,7 @@ def mean(
     truth = pd.to_numeric(rows.truth.astype(object), errors="coerce").astype("float64")
     if truth.isna().any():
         bad = rows.truth[truth.isna()].tolist()
-        raise ConfigError(f"gold values must be numbers or booleans for mean(): {_preview(bad)}")
+        raise ConfigError(f"gold values must be numbers or booleans for mean(): {preview(bad)}")
     ppi, gold_only = _intervals(truth.to_numpy()[:, None], predicted, rows, level)
     table = pd.DataFrame(
         {
@@ -191,13 +191,13 @@ def _labels(model: pd.Series, truth: pd.Series, values: Sequence[Any] | None, co
         strays = sorted({str(v) for v in given.unique() if v not in set(labels)})
         if strays:
             raise ConfigError(
-                f"the model's labels in {column!r} hold {_preview(strays)}, not among values"
+                f"the model's labels in {column!r} hold {preview(strays)}, not among values"
                 f" {labels}: add them to values"
             )
         fix = "add them to values, or correct the gold labels"
     wrong = sorted({str(v) for v in truth.unique() if v not in set(labels)})
     if wrong:
-        raise ConfigError(f"gold values {_preview(wrong)} are not among the labels {labels}: {fix}")
+        raise ConfigError(f"gold values {preview(wrong)} are not among the labels {labels}: {fix}")
     if not labels:
         raise ConfigError(f"{column!r} holds no label: nothing to estimate")
     return labels

@@ -36,7 +36,7 @@ class GoldRows:
         return len(self.truth)
 
 
-def _preview(labels: Sequence[Any]) -> str:
+def preview(labels: Sequence[Any]) -> str:
     shown = ", ".join(repr(v) for v in list(labels)[:3])
     return shown + (", ..." if len(labels) > 3 else "")
 
@@ -87,7 +87,7 @@ def gold_rows(frame: pd.DataFrame, gold: Any, weights: Any) -> GoldRows:
     foreign = gold.index.difference(frame.index)
     if len(foreign):
         raise ConfigError(
-            f"gold has {len(foreign)} rows the frame does not have (index {_preview(foreign)}):"
+            f"gold has {len(foreign)} rows the frame does not have (index {preview(foreign)}):"
             " gold is indexed by the frame's own index (xl.gold_sample keeps it)"
         )
     if len(gold) < MIN_GOLD:
@@ -122,7 +122,7 @@ def _weights(gold: pd.Series, weights: Any, order: pd.Index) -> np.ndarray | Non
     missing = order.difference(weights.index)
     if len(missing):
         raise ConfigError(
-            f"weights has no value for {len(missing)} gold rows (index {_preview(missing)}):"
+            f"weights has no value for {len(missing)} gold rows (index {preview(missing)}):"
             f" pass the sample's {WEIGHT!r} column"
         )
     values = pd.to_numeric(weights.loc[order], errors="coerce").to_numpy(dtype=float)
