@@ -161,6 +161,9 @@ class Comparisons:
             raise ConfigError(f"target is a share in (0, 1], got {target!r}")
         frame = _sample_frame(sample, column)
         gold, frame = gold_labels(reference, frame, spec, models)
+        notes = [] if gold is None else values_without_gold(gold, spec)
+        for note in notes:  # before anything is quoted or paid (shown when the call returns)
+            warn(note, GoldWarning)
         if len(frame) < max(sizes):
             raise ConfigError(
                 f"the sample has {len(frame)} rows, fewer than the largest pack size"
@@ -189,9 +192,6 @@ class Comparisons:
             answers[config] = await self._batches.run_chat(frame, task, options)
         total = total_rows or len(frame)
         table = self._table(answers, quote, ref, gold, spec, total)
-        notes = [] if gold is None else values_without_gold(gold, spec)
-        for note in notes:
-            warn(note, GoldWarning)
         return Comparison(
             table, ref, total, answers, quote,
             measure="accuracy" if gold is not None else "agreement", target=target,
