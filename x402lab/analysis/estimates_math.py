@@ -56,11 +56,22 @@ def _normalised(weights: np.ndarray | None, rows: int) -> np.ndarray:
     return w / w.sum() * rows
 
 
-def _point(y, yhat, yhat_u, w, w_u, lam):  # type: ignore[no-untyped-def]
+def _point(
+    y: np.ndarray,
+    yhat: np.ndarray,
+    yhat_u: np.ndarray,
+    w: np.ndarray,
+    w_u: np.ndarray,
+    lam: float | np.ndarray,
+) -> np.ndarray:
+    """The estimate at ``lam``: the model's weighted mean on the unlabelled rows plus the
+    mean of what the gold rows correct."""
     return (w_u * lam * yhat_u).mean(axis=0) + (w * (y - lam * yhat)).mean(axis=0)
 
 
-def tuned_lam(y, yhat, yhat_u, w, w_u):  # type: ignore[no-untyped-def]
+def tuned_lam(
+    y: np.ndarray, yhat: np.ndarray, yhat_u: np.ndarray, w: np.ndarray, w_u: np.ndarray
+) -> np.ndarray:
     """The ``lam`` in [0, 1] that minimises each column's variance: the covariance of the
     truth and the model on the gold rows over the model's variance on all rows, shrunk by
     ``1 + n/N`` (the gold rows' share of the data). A model that never varies has nothing
