@@ -15,6 +15,7 @@ from x402lab.errors import (
     BatchInterrupted,
     BudgetExceeded,
     ConfigError,
+    GoldWarning,
     IncompleteBatchWarning,
     JobError,
     ModelNotFound,
@@ -40,6 +41,7 @@ _IMPORT_NOW = False
 
 if _IMPORT_NOW:
     from x402lab._loop import run
+    from x402lab.analysis.estimates import gold_sample, mean, shares
     from x402lab.batch import AutoConcurrency, BatchSummary
     from x402lab.budget import Budget
     from x402lab.connection import Settings, connect, connect_async
@@ -62,8 +64,11 @@ _LAZY = {
     "Wallet": "x402lab.wallet",
     "connect": "x402lab.connection",
     "connect_async": "x402lab.connection",
+    "gold_sample": "x402lab.analysis.estimates",
+    "mean": "x402lab.analysis.estimates",
     "plan": "x402lab.planning",
     "run": "x402lab._loop",
+    "shares": "x402lab.analysis.estimates",
 }
 
 
@@ -95,6 +100,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "ConfigError",
+    "GoldWarning",
     "IncompleteBatchWarning",
     "JobError",
     "Lab",
@@ -116,6 +122,9 @@ __all__ = [
     "X402LabError",
     "connect",
     "connect_async",
+    "gold_sample",
+    "mean",
     "plan",
     "run",
+    "shares",
 ]

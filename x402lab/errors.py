@@ -23,7 +23,8 @@
     └── BatchInterrupted            a batch stopped by Ctrl+C: rows done, paid, how to resume
 
     UserWarning
-    └── IncompleteBatchWarning      a batch ended with rows not answered (each status's count)
+    ├── IncompleteBatchWarning      a batch ended with rows not answered (each status's count)
+    └── GoldWarning                 a label no gold row has: its estimate leans on the model
 
 Every money error says what was refused and why in ``reason``. ``BatchInterrupted`` is a
 KeyboardInterrupt, not an X402LabError, so an interrupted script still stops.
@@ -208,3 +209,9 @@ class IncompleteBatchWarning(UserWarning):
     ``paid_not_stored``, ``unknown``, ``failed``): the message names each status with its
     count and USD, and what to do next. Filter it as any warning
     (``warnings.simplefilter("error", xl.IncompleteBatchWarning)`` makes it an error)."""
+
+
+class GoldWarning(UserWarning):
+    """Gold labels too thin for what is measured with them: a label (or a field's value) no
+    gold row has, named in the message, whose share or accuracy then leans on the model
+    alone. Label rows of it too (``xl.gold_sample(frame, n, by=...)``)."""

@@ -28,15 +28,16 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 import pandas as pd
 
+from x402lab._loop import warn
 from x402lab.analysis.comparison import Comparison, ComparisonQuote, usd_column
-from x402lab.analysis.gold import gold_labels
+from x402lab.analysis.gold import gold_labels, values_without_gold
 from x402lab.analysis.intervals import wilson
 from x402lab.batch.chat_plan import ChatTask, plan_chat
 from x402lab.batch.options import RunOptions
 from x402lab.batch.pacing import Concurrency
 from x402lab.batch.packing import rows_per_request_of
 from x402lab.batch.typed import OutputSpec, output_spec
-from x402lab.errors import BudgetExceeded, ConfigError, ModelNotFound
+from x402lab.errors import BudgetExceeded, ConfigError, GoldWarning, ModelNotFound
 from x402lab.money import format_usd, usd_to_atomic
 
 if TYPE_CHECKING:
@@ -128,7 +129,9 @@ class Comparisons:
         fields); or a configuration to agree with, a model (at one row per request) or
         ``(model, rows_per_request)``, by default the dearest model of ``models`` at one
         row per request. ``target``: the share ``best`` must reach with its interval's low
-        bound. ``total_rows``: the size of the whole input, for ``projected_usd``.
+        bound; without it, ``best`` is the cheapest configuration whose interval overlaps
+        that of the best-measured one (``Comparison.rule``). ``total_rows``: the size of
+        the whole input, for ``projected_usd``.
         ``dry_run=True``: nothing is signed; returns the ComparisonQuote (per configuration
         ``requests`` and ``quoted_usd``, and the total). ``max_usd``: the most the whole
         comparison may cost (not per request, unlike ``batch_chat``).
@@ -141,7 +144,8 @@ class Comparisons:
         several fields) or ``agreement`` likewise, ``median_latency_s`` (seconds from a
         request's payment to its settlement), ``projected_usd``, ``frontier``.
 
-        Raises before anything is signed: ConfigError or ModelNotFound (a sample smaller
+        Warns (GoldWarning) naming each label, or an enum field's value, that no gold row
+        has. Raises before anything is signed: ConfigError or ModelNotFound (a sample smaller
         than the largest pack size, unknown or unstructured models, malformed gold labels
         or target), BudgetExceeded (the quote above ``max_usd`` or the budget left;
         ``details["quote"]`` is the ComparisonQuote).
@@ -157,6 +161,9 @@ class Comparisons:
             raise ConfigError(f"target is a share in (0, 1], got {target!r}")
         frame = _sample_frame(sample, column)
         gold, frame = gold_labels(reference, frame, spec, models)
+        notes = [] if gold is None else values_without_gold(gold, spec)
+        for note in notes:  # before anything is quoted or paid (shown when the call returns)
+            warn(note, GoldWarning)
         if len(frame) < max(sizes):
             raise ConfigError(
                 f"the sample has {len(frame)} rows, fewer than the largest pack size"
@@ -189,6 +196,7 @@ class Comparisons:
             table, ref, total, answers, quote,
             measure="accuracy" if gold is not None else "agreement", target=target,
             labelled_rows=0 if gold is None else len(gold),
+            simulated=await self._catalog.emulated(), notes=notes,
         )  # fmt: skip
 
     async def _quote(

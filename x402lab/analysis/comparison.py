@@ -5,7 +5,8 @@ Money columns are exact decimals (``pd.ArrowDtype(pa.decimal128(18, 6))``) made 
 amounts, so they add up to the chain to the atomic unit. ``Comparison.best`` is the choice
 the evidence supports: with ``target``, the cheapest configuration whose interval's low
 bound reaches the target, or None (``verdict`` then says how many more labelled rows would
-settle it).
+settle it); without, the cheapest whose interval overlaps that of the best-measured one
+(``rule`` says so on the card).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,12 @@ from x402lab.reprs import card, scrolling
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+#: What a comparison on the emulator says of its answers.
+SIMULATED = (
+    "simulated by the emulator (a seeded quality model, docs/emulator.md): the measures show"
+    " how the comparison works, not how good the models are"
+)
 
 #: The dtype of every ``*_usd`` money column: exact, from atomic units.
 USD = pd.ArrowDtype(pa.decimal128(18, 6))
@@ -110,6 +117,8 @@ class Comparison:
     measure: str = "agreement"
     target: float | None = None
     labelled_rows: int = 0
+    simulated: bool = False
+    notes: list[str] = field(default_factory=list)
 
     def to_pandas(self) -> pd.DataFrame:
         return self.table
@@ -122,21 +131,40 @@ class Comparison:
 
     @property
     def best(self) -> tuple[str, int] | None:
-        """``(model, rows_per_request)`` chosen by the evidence. With ``target``: the cheapest
-        configuration whose ``<measure>_low`` reaches it, None when none does. Without: the
-        one with the highest measure, the cheaper on ties. The reference configuration is
-        never chosen against itself (unless it is the only one)."""
+        """``(model, rows_per_request)`` chosen by the evidence (``rule`` says how). With
+        ``target``: the cheapest configuration whose ``<measure>_low`` reaches it, None when
+        none does. Without: the cheapest whose interval overlaps that of the best-measured
+        one (the measured difference could be chance), the better measured on ties. The
+        reference configuration is never chosen against itself (unless it is the only one)."""
         table = self._candidates()
-        if self.target is not None:
-            table = table[table[f"{self.measure}_low"] >= self.target]
-            order = ["usd_per_1k_rows", self.measure]
-            ascending = [True, False]
-        else:
-            order, ascending = [self.measure, "usd_per_1k_rows"], [False, True]
         if table.empty:
             return None
-        row = table.sort_values(order, ascending=ascending, kind="stable").iloc[0]
+        if self.target is not None:
+            table = table[table[f"{self.measure}_low"] >= self.target]
+        else:
+            table = table[table[f"{self.measure}_high"] >= self._top()[f"{self.measure}_low"]]
+        if table.empty:
+            return None
+        row = table.sort_values(
+            ["usd_per_1k_rows", self.measure], ascending=[True, False], kind="stable"
+        ).iloc[0]
         return str(row["model"]), int(row["rows_per_request"])
+
+    def _top(self) -> pd.Series:
+        """The best-measured candidate, the cheaper on ties."""
+        order = [self.measure, "usd_per_1k_rows"]
+        return self._candidates().sort_values(order, ascending=[False, True], kind="stable").iloc[0]
+
+    @property
+    def rule(self) -> str:
+        """How ``best`` is chosen, in words."""
+        name = self.measure
+        if self.target is not None:
+            return f"the cheapest configuration whose {name}_low reaches the target {self.target}"
+        return (
+            f"the cheapest configuration whose {name} interval overlaps that of the highest"
+            f" {name} (a difference inside the intervals could be chance)"
+        )
 
     @property
     def verdict(self) -> str:
@@ -146,11 +174,17 @@ class Comparison:
         best = self.best
         if best is not None:
             row = self._row(best)
-            why = (
-                f"the cheapest whose {name}_low ({row[f'{name}_low']:.3f}) reaches {self.target}"
-                if self.target is not None
-                else f"the highest {name} ({row[name]:.3f}), then the cheapest"
-            )
+            if self.target is not None:
+                low = row[f"{name}_low"]
+                why = f"the cheapest whose {name}_low ({low:.3f}) reaches {self.target}"
+            else:
+                top = self._top()
+                why = (
+                    f"{name} {row[name]:.3f} [{row[f'{name}_low']:.3f}, {row[f'{name}_high']:.3f}],"
+                    f" the cheapest whose interval overlaps that of the highest {name},"
+                    f" {top['model']} at {int(top['rows_per_request'])}"
+                    f" ({top[name]:.3f} [{top[f'{name}_low']:.3f}, {top[f'{name}_high']:.3f}])"
+                )
             return (
                 f"best: {best[0]} at {best[1]} row(s) per request, {why};"
                 f" {row['usd_per_1k_rows']:.4g} USD per 1,000 rows"
@@ -222,10 +256,13 @@ class Comparison:
         paid = sum(self.table["paid_usd"].dropna(), start=atomic_to_decimal(0))
         rows: list[tuple[str, object]] = [
             ("measured against", against),
+            ("answers", SIMULATED if self.simulated else None),
+            ("rule", self.rule),
             ("choice", self.verdict),
             ("quoted / paid now", f"{format_usd(self.quote.total_atomic)} / {paid} USD"),
             ("projected for", f"{self.total_rows} rows (projected_usd)"),
         ]
+        rows += [("note", note) for note in self.notes]
         below = (
             _html_table(self.table.drop(columns=["frontier"]))
             + f'<img alt="cost against {self.measure}" src="data:image/png;base64,{image}"/>'

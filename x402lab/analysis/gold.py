@@ -94,3 +94,22 @@ def _checked(gold: pd.DataFrame, spec: OutputSpec, rows: int) -> pd.DataFrame:
             if wrong:
                 raise ConfigError(f"gold labels {wrong} of {f.name} are not among {list(f.values)}")
     return gold.reset_index(drop=True)
+
+
+def values_without_gold(gold: pd.DataFrame, spec: OutputSpec) -> list[str]:
+    """A sentence for each enum field with allowed values that no gold row has: measured on
+    this sample, a configuration's accuracy says nothing about them."""
+    notes = []
+    for f in spec.fields:
+        if f.kind != "enum":
+            continue
+        present = set(gold[f.name])
+        absent = [v for v in f.values if v not in present]
+        if absent:
+            what = "label(s)" if len(spec.fields) == 1 else f"value(s) of {f.name}"
+            notes.append(
+                f"no gold row has the {what} {', '.join(map(repr, absent))}: the accuracy says"
+                f" nothing about rows of {'it' if len(absent) == 1 else 'them'}; label a sample"
+                " that holds every value (xl.gold_sample(frame, n, by=...))"
+            )
+    return notes

@@ -387,6 +387,16 @@ class Catalog:
         """``info.x-pricing`` of the cached OpenAPI document."""
         return pricing_of((await self._fetch(routes.OPENAPI)).data)
 
+    async def emulated(self) -> bool:
+        """Whether the gateway is x402lab's emulator, whose answers are simulated (its
+        ``/openapi.json`` title says so). Free, cached; False when it publishes no
+        description or it cannot be had now."""
+        if await self.published_routes() is None or self._routes is None:
+            return False
+        info = self._routes[0].data.get("info") if isinstance(self._routes[0].data, dict) else None
+        title = info.get("title") if isinstance(info, dict) else None
+        return isinstance(title, str) and "(emulator)" in title
+
     def fetched_price_list(self) -> dict[str, Any] | None:
         """``price_list()`` when the OpenAPI document is already fetched, else None (nothing
         is sent)."""
