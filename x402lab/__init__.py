@@ -14,6 +14,7 @@ from x402lab.errors import (
     BatchInterrupted,
     BudgetExceeded,
     ConfigError,
+    EmptyDocumentWarning,
     IncompleteBatchWarning,
     JobError,
     ModelNotFound,
@@ -40,6 +41,7 @@ _IMPORT_NOW = False
 if _IMPORT_NOW:
     from x402lab._loop import run
     from x402lab.batch import AutoConcurrency, BatchSummary
+    from x402lab.batch.routes import col, explode_hits
     from x402lab.budget import Budget
     from x402lab.connection import Settings, connect, connect_async
     from x402lab.lab import AsyncLab, Lab
@@ -59,6 +61,8 @@ _LAZY = {
     "RetryPolicy": "x402lab.transport",
     "Settings": "x402lab.connection",
     "Wallet": "x402lab.wallet",
+    "col": "x402lab.batch.routes",
+    "explode_hits": "x402lab.batch.routes",
     "connect": "x402lab.connection",
     "connect_async": "x402lab.connection",
     "plan": "x402lab.planning",
@@ -93,6 +97,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "ConfigError",
+    "EmptyDocumentWarning",
     "IncompleteBatchWarning",
     "JobError",
     "Lab",
@@ -112,8 +117,10 @@ __all__ = [
     "TransportError",
     "Wallet",
     "X402LabError",
+    "col",
     "connect",
     "connect_async",
+    "explode_hits",
     "plan",
     "run",
 ]

@@ -22,7 +22,8 @@
     └── BatchInterrupted            a batch stopped by Ctrl+C: rows done, paid, how to resume
 
     UserWarning
-    └── IncompleteBatchWarning      a batch ended with rows not answered (each status's count)
+    ├── IncompleteBatchWarning      a batch ended with rows not answered (each status's count)
+    └── EmptyDocumentWarning        a paid parse of a document that is not empty gave no text
 
 Every money error says what was refused and why in ``reason``. ``BatchInterrupted`` is a
 KeyboardInterrupt, not an X402LabError, so an interrupted script still stops.
@@ -202,3 +203,10 @@ class IncompleteBatchWarning(UserWarning):
     ``paid_not_stored``, ``unknown``, ``failed``): the message names each status with its
     count and USD, and what to do next. Filter it as any warning
     (``warnings.simplefilter("error", xl.IncompleteBatchWarning)`` makes it an error)."""
+
+
+class EmptyDocumentWarning(UserWarning):
+    """A paid parse of a document that is not empty came back with no text (a scanned PDF
+    without a text layer, a format the parser does not read): the payment is kept, the text
+    is ''."""
+

@@ -19,6 +19,7 @@ import x402lab.widgets  # noqa: F401  (registers the job and batch displays with
 from x402lab.analysis.api import CostAnalysis
 from x402lab.analysis.compare import Comparisons
 from x402lab.batch.api import Batches
+from x402lab.batch.routes import RouteBatches
 from x402lab.chain import Reconciler
 from x402lab.gateway import Audio, Catalog, Generic, Images, PaidRequests, Text, Tools
 from x402lab.gateway.chat_stream import ChatStream
@@ -114,6 +115,7 @@ class AsyncLab:
         self.media = Media(self.session, self.catalog, paid)
         self.reports = AsyncReports(self.session)
         self.batches = Batches(self.session, self.catalog, paid, self.generic)
+        self.route_batches = RouteBatches(self.session, self.catalog, self.batches)
         self.costs = CostAnalysis(self.session, self.catalog, self.media, self.reports)
         self.comparisons = Comparisons(self.batches, self.catalog, self.session.ledger)
         self._clients = PayingClients(self.session, self.catalog)
@@ -226,6 +228,7 @@ class AsyncLab:
 
     batch_chat = _forward("batches", Batches.batch_chat)
     batch_embed = _forward("batches", Batches.batch_embed)
+    batch = _to("route_batches", RouteBatches.batch)
     estimate = _to("batches", Batches.estimate)
     compare = _forward("comparisons", Comparisons.compare)
     spend = _to("costs", CostAnalysis.spend)
@@ -276,7 +279,7 @@ class Lab(Twin[AsyncLab]):
         search  scrape  parse_document  rpc  quote  call
 
     Batches: many rows within the budget, priced first by estimate(); compare() chooses
-        estimate  batch_chat  batch_embed  compare
+        estimate  batch_chat  batch_embed  batch (any paid route above)  compare
 
     Media jobs: queued music and video, paid once, then polled
         quote_music  quote_video  music  video  jobs  job  media_dir
@@ -381,6 +384,7 @@ class Lab(Twin[AsyncLab]):
 
     batch_chat = blocking(AsyncLab.batch_chat)
     batch_embed = blocking(AsyncLab.batch_embed)
+    batch = blocking(AsyncLab.batch)
     estimate = blocking(AsyncLab.estimate)
     compare = blocking(AsyncLab.compare)
     spend = blocking(AsyncLab.spend)

@@ -101,7 +101,9 @@ class Codec(Protocol):
         ...
 
     @property
-    def model(self) -> str: ...
+    def model(self) -> str | None:
+        """The model every request names (None for a route without one: search, scrape)."""
+        ...
 
     @property
     def columns(self) -> tuple[str, ...]:

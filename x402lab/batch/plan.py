@@ -52,7 +52,7 @@ class Plan:
         return self.codec.path
 
     @property
-    def model(self) -> str:
+    def model(self) -> str | None:
         return self.codec.model
 
     def key_of(self, body: Mapping[str, Any]) -> str:
