@@ -44,8 +44,15 @@ class RouteCall:
 
     @property
     def parameters(self) -> list[str]:
-        """Its parameters' names, after ``self``."""
-        return list(inspect.signature(self.function).parameters)[1:]
+        """Its named parameters, after ``self``."""
+        found = list(inspect.signature(self.function).parameters.values())[1:]
+        return [p.name for p in found if p.kind is not p.VAR_KEYWORD]
+
+    @property
+    def takes_any(self) -> bool:
+        """Whether it takes any other keyword (``**params``: body or form fields)."""
+        found = inspect.signature(self.function).parameters.values()
+        return any(p.kind is p.VAR_KEYWORD for p in found)
 
 
 def _route(name: str, area: type, first: str, answer: str, text_field: str = "text") -> RouteCall:

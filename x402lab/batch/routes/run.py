@@ -78,7 +78,8 @@ async def plan_route(
     """The input frame and plan of a route batch, every row's request recorded and checked
     for what can be told before anything is sent (ConfigError, TypeError naming the row)."""
     route = task.route
-    unknown = sorted(set(task.arguments) - set(route.parameters))
+    # A method with **params takes any field (the route's published schema checks them).
+    unknown = [] if route.takes_any else sorted(set(task.arguments) - set(route.parameters))
     if unknown or "max_usd" in task.arguments:
         takes = ", ".join(p for p in route.parameters if p != "max_usd")
         raise TypeError(
