@@ -86,7 +86,8 @@ def test_images_from_a_template_keep_the_rows_and_save_real_pictures(emulator, l
         lab.generate_image, df, prompt="a photo of {thing}", model=IMAGE_MODEL, width=64,
         height=64, progress=None,
     )  # fmt: skip
-    assert frame.index.tolist() == ["a", "b", "c"] and frame["thing"].tolist() == df["thing"].tolist()
+    assert frame.index.tolist() == ["a", "b", "c"]
+    assert frame["thing"].tolist() == df["thing"].tolist()
     assert frame["status"].eq("ok").all()
     assert sorted(transfers_per_key(lab, emulator).values()) == [1, 1, 1]
     for path, kind, size, key in frame[["path", "media_type", "size_bytes", "request_key"]].values:
