@@ -41,6 +41,7 @@ _IMPORT_NOW = False
 if _IMPORT_NOW:
     from x402lab._loop import run
     from x402lab.batch import AutoConcurrency, BatchSummary
+    from x402lab.batch.frames import register_accessors
     from x402lab.batch.routes import col, explode_hits
     from x402lab.budget import Budget
     from x402lab.connection import Settings, connect, connect_async
@@ -63,6 +64,7 @@ _LAZY = {
     "Wallet": "x402lab.wallet",
     "col": "x402lab.batch.routes",
     "explode_hits": "x402lab.batch.routes",
+    "register_accessors": "x402lab.batch.frames",
     "connect": "x402lab.connection",
     "connect_async": "x402lab.connection",
     "plan": "x402lab.planning",
@@ -122,5 +124,6 @@ __all__ = [
     "connect_async",
     "explode_hits",
     "plan",
+    "register_accessors",
     "run",
 ]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 import x402lab.widgets  # noqa: F401  (registers the job and batch displays with IPython)
 from x402lab.analysis.api import CostAnalysis
 from x402lab.analysis.compare import Comparisons
+from x402lab.batch import frames
 from x402lab.batch.api import Batches
 from x402lab.batch.routes import RouteBatches
 from x402lab.chain import Reconciler
@@ -246,6 +247,7 @@ class AsyncLab:
 
     async def aclose(self) -> None:
         """Close connections and stop the embedded emulator (the ledger stays on disk)."""
+        frames.closed(self)  # no longer the current lab of df.x402
         await self.session.aclose()
         if self.emulator is not None:
             self.emulator.stop()
@@ -307,6 +309,7 @@ class Lab(Twin[AsyncLab]):
         """Wrap an ``AsyncLab``: make a ``Lab`` with ``x402lab.connect()`` instead."""
         super().__init__(inner)
         object.__setattr__(self, "_reports", Reports(inner.reports))
+        frames.opened(self)  # the current lab of df.x402 (x402lab.batch.frames)
 
     def __enter__(self) -> Lab:
         return self
