@@ -280,8 +280,8 @@ class Lab(Twin[AsyncLab]):
         upscale_image  remove_background  speech  transcribe  clone_voice  transcribe_video
         search  scrape  parse_document  rpc  quote  call
 
-    Batches: many rows within the budget, priced first by estimate(); compare() chooses
-        estimate  batch_chat  batch_embed  batch (any paid route above)  compare
+    Batches: many rows within the budget, priced first by estimate(); batch() takes any route
+        estimate  batch_chat  batch_embed  batch  compare
 
     Media jobs: queued music and video, paid once, then polled
         quote_music  quote_video  music  video  jobs  job  media_dir
