@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
+from x402lab.batch.distributed import is_dask_collection, run_on_cluster
 from x402lab.batch.options import RunOptions
+from x402lab.batch.recipe import recipe_of
 from x402lab.batch.routes.calls import Recorders, route_of
 from x402lab.batch.routes.run import RouteTask, run_route
+from x402lab.errors import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,6 +27,7 @@ class RouteBatches:
     (``batches.pipeline``: the same claims, quotes and budget rules)."""
 
     def __init__(self, session: Session, catalog: Catalog, batches: Batches) -> None:
+        self._session = session
         self._batches = batches
         self._recorders = Recorders(session, catalog)
         # The folder ``lab.media_dir`` names: media answers are saved beside the ledger.
@@ -86,9 +91,20 @@ class RouteBatches:
         requests sent are stored) and IncompleteBatchWarning as there. One batch sends one
         path with one model. Raises ConfigError or TypeError naming the row before anything
         is signed; a failing row never raises. A parse of a document that is not empty
-        whose text comes back empty warns (EmptyDocumentWarning).
+        whose text comes back empty warns (EmptyDocumentWarning). A Dask DataFrame or Series
+        runs on the current dask.distributed cluster, one batch per partition, and comes back
+        as a Dask DataFrame (``x402lab.batch.distributed``; ``call`` then travels by name).
         """
         route = route_of(call, self._is_this_lab)
+        if is_dask_collection(rows):  # one ordinary batch per partition, on the cluster
+            if dry_run:
+                raise ConfigError("dry_run=True quotes rows in memory: ddf.compute() first")
+            options_of = dict(column=column, concurrency=concurrency, max_usd=max_usd,
+                              rebuy=rebuy, partial=partial, **arguments)  # fmt: skip
+            recipe = recipe_of(self._session, self._batches.connection, f"batch({route.name})")
+            return await asyncio.to_thread(
+                run_on_cluster, recipe, f"route:{route.name}", rows, options_of, None, progress
+            )
         options = RunOptions(concurrency, max_usd, rebuy, partial, progress)
         task = RouteTask(route, column, arguments)
         return await run_route(
