@@ -209,4 +209,3 @@ class EmptyDocumentWarning(UserWarning):
     """A paid parse of a document that is not empty came back with no text (a scanned PDF
     without a text layer, a format the parser does not read): the payment is kept, the text
     is ''."""
-
