@@ -50,6 +50,7 @@ if _IMPORT_NOW:
     from x402lab.planning import plan
     from x402lab.transport import RetryPolicy
     from x402lab.wallet import Wallet
+    from x402lab.widgets.media_table import media_table
 
 #: The names imported on first use, and their modules.
 _LAZY = {
@@ -65,6 +66,7 @@ _LAZY = {
     "col": "x402lab.batch.routes",
     "explode_hits": "x402lab.batch.routes",
     "register_accessors": "x402lab.batch.frames",
+    "media_table": "x402lab.widgets.media_table",
     "connect": "x402lab.connection",
     "connect_async": "x402lab.connection",
     "plan": "x402lab.planning",
@@ -123,6 +125,7 @@ __all__ = [
     "connect",
     "connect_async",
     "explode_hits",
+    "media_table",
     "plan",
     "register_accessors",
     "run",

@@ -97,7 +97,9 @@ def test_images_from_a_template_keep_the_rows_and_save_real_pictures(emulator, l
         with Image.open(saved) as picture:
             assert picture.format in ("PNG", "JPEG") and kind == f"image/{picture.format.lower()}"
             assert picture.size == (64, 64)
-    # The same picture asked alone pays nothing more... as a batch row: its stored answer.
+    shown = xl.media_table(frame)._repr_html_()  # thumbnails, inlined
+    assert shown.count('<img src="data:image/') == 3 and "kettle" in shown
+    # The same request in another batch: its stored answer and file, nothing paid.
     again = lab.batch(lab.generate_image, ["a photo of owl"], model=IMAGE_MODEL, width=64,
                       height=64, progress=None)  # fmt: skip
     assert again["status"].tolist() == ["cached"] and again["path"][0] == frame["path"]["b"]
