@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from x402lab.batch.codec import Request
@@ -105,15 +105,11 @@ def route_of(call: Any, owner_is_this_lab: Callable[[Any], bool]) -> RouteCall:
 @dataclass(frozen=True)
 class Recorded:
     """One row's request as its method would send it: ``request`` (the JSON body with its
-    ``extra_body`` fields, or the form and files), what the method checks (``checked``: the
-    body without ``extra_body``, its ``own`` fields), the model and the request key."""
+    ``extra_body`` fields, or the form and files), its request key and its model."""
 
     request: Request
     key: str
     model: str | None
-    checked: Any = None
-    own: Collection[str] = field(default_factory=tuple)
-    caller: str = ""
 
     @property
     def key_body(self) -> Any:
@@ -162,16 +158,7 @@ class Recorder(PaidRequests):
             request = Request(
                 method.upper(), path, form=dict(request_kwargs.get("data") or {}), files=files
             )
-        raise _Stop(
-            Recorded(
-                request,
-                key or request_key(method, path, request.json),
-                model,
-                checked=json_body,
-                own=tuple(own),
-                caller=name,
-            )
-        )
+        raise _Stop(Recorded(request, key or request_key(method, path, request.json), model))
 
 
 class Recorders:
