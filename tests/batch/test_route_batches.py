@@ -3,7 +3,9 @@ request as a budgeted batch, the exact quote, refusals before signing, claims, m
 
 from __future__ import annotations
 
+import asyncio
 import io
+import secrets
 import warnings
 from pathlib import Path
 
@@ -177,3 +179,41 @@ def test_raw_column_values_and_rpc_results(emulator, lab_factory):
     bad = lab.batch(lab.rpc, ["ethereum-mainnet"], method="eth_noSuchMethod", progress=None)
     assert bad["status"].tolist() == ["ok"] and "code" in bad["rpc_error"][0]
     assert len(emulator.chain.transfers()) == 5
+
+
+def test_a_cancelled_route_batch_resumes_without_paying_twice(
+    emulator_factory, lab_factory, tmp_path
+):
+    emulator = emulator_factory(paid_latency_s=0.05)
+    key = "0x" + secrets.token_hex(32)
+    ledger = tmp_path / "ledger.sqlite"
+    urls = [f"https://example.org/long/{i}" for i in range(40)]
+
+    async def interrupted() -> BaseException:
+        lab = xl.connect_async(
+            emulator.gateway_url, emulator.reports_url, wallet=xl.Wallet.from_key(key),
+            ledger=ledger, budget=xl.Budget(usd=5, name="cancelled"),
+        )  # fmt: skip
+        done: list[int] = []
+        task = asyncio.create_task(
+            lab.batch(lab.scrape, urls, concurrency=4, progress=lambda p: done.append(p.done))
+        )
+        while not done or done[-1] < 8:
+            await asyncio.sleep(0.01)
+        task.cancel()  # what an interrupted notebook cell does to the batch
+        try:
+            await task
+        except asyncio.CancelledError as exc:
+            caught: BaseException = exc
+        await lab.aclose()
+        return caught
+
+    interrupt = asyncio.run(interrupted()).args[0]
+    assert isinstance(interrupt, xl.BatchInterrupted) and interrupt.rows == 40
+    assert 8 <= interrupt.rows_done < 40 and "run the same call again" in str(interrupt)
+    lab = lab_factory(emulator, key=key, ledger=ledger)
+    frame = lab.batch(lab.scrape, urls, progress=None)
+    assert set(frame["status"]) == {"ok", "cached"}
+    assert (frame["status"] == "cached").sum() >= interrupt.rows_done
+    per_key = transfers_per_key(lab, emulator)
+    assert len(per_key) == 40 and set(per_key.values()) == {1}
