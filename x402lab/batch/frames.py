@@ -27,6 +27,7 @@ _registered: set[str] = set()
 
 def opened(lab: Any) -> None:
     """``lab`` (a sync Lab) is the current lab from now on; registers the accessors."""
+    _open[:] = [ref for ref in _open if ref() is not None]  # labs collected unclosed
     _open.append(weakref.ref(lab))
     register_accessors()
 
