@@ -47,11 +47,15 @@ class RouteSink(ColumnSink):
 
     def __init__(self, codec: RouteCodec) -> None:
         super().__init__(codec)
-        self.columns["cost_atomic"] = []
+        # Every batch's sink may collect the column itself: then it is not collected twice.
+        self._costs = "cost_atomic" not in self.columns
+        if self._costs:
+            self.columns["cost_atomic"] = []
 
     def __call__(self, rows: list[Emitted]) -> None:
         super().__call__(rows)
-        self.columns["cost_atomic"].extend(_cost(result) for _, result, _ in rows)
+        if self._costs:
+            self.columns["cost_atomic"].extend(_cost(result) for _, result, _ in rows)
 
 
 def _cost(result: ItemResult) -> int | None:
