@@ -15,6 +15,7 @@ from x402lab.errors import (
     BatchInterrupted,
     BudgetExceeded,
     ConfigError,
+    EmptyDocumentWarning,
     GoldWarning,
     IncompleteBatchWarning,
     JobError,
@@ -43,6 +44,8 @@ if _IMPORT_NOW:
     from x402lab._loop import run
     from x402lab.analysis.estimates import gold_sample, mean, shares
     from x402lab.batch import AutoConcurrency, BatchSummary
+    from x402lab.batch.frames import register_accessors
+    from x402lab.batch.routes import col, explode_hits
     from x402lab.budget import Budget
     from x402lab.connection import Settings, connect, connect_async
     from x402lab.lab import AsyncLab, Lab
@@ -50,6 +53,7 @@ if _IMPORT_NOW:
     from x402lab.planning import plan
     from x402lab.transport import RetryPolicy
     from x402lab.wallet import Wallet
+    from x402lab.widgets.media_table import media_table
 
 #: The names imported on first use, and their modules.
 _LAZY = {
@@ -62,6 +66,10 @@ _LAZY = {
     "RetryPolicy": "x402lab.transport",
     "Settings": "x402lab.connection",
     "Wallet": "x402lab.wallet",
+    "col": "x402lab.batch.routes",
+    "explode_hits": "x402lab.batch.routes",
+    "register_accessors": "x402lab.batch.frames",
+    "media_table": "x402lab.widgets.media_table",
     "connect": "x402lab.connection",
     "connect_async": "x402lab.connection",
     "gold_sample": "x402lab.analysis.estimates",
@@ -100,6 +108,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "ConfigError",
+    "EmptyDocumentWarning",
     "GoldWarning",
     "IncompleteBatchWarning",
     "JobError",
@@ -120,11 +129,15 @@ __all__ = [
     "TransportError",
     "Wallet",
     "X402LabError",
+    "col",
     "connect",
     "connect_async",
+    "explode_hits",
     "gold_sample",
     "mean",
+    "media_table",
     "plan",
+    "register_accessors",
     "run",
     "shares",
 ]

@@ -25,6 +25,7 @@
     UserWarning
     ├── IncompleteBatchWarning      a batch ended with rows not answered (each status's count)
     └── GoldWarning                 a label no gold row has: its estimate leans on the model
+    └── EmptyDocumentWarning        a paid parse of a document that is not empty gave no text
 
 Every money error says what was refused and why in ``reason``. ``BatchInterrupted`` is a
 KeyboardInterrupt, not an X402LabError, so an interrupted script still stops.
@@ -215,3 +216,7 @@ class GoldWarning(UserWarning):
     """Gold labels too thin for what is measured with them: a label (or a field's value) no
     gold row has, named in the message, whose share or accuracy then leans on the model
     alone. Label rows of it too (``xl.gold_sample(frame, n, by=...)``)."""
+class EmptyDocumentWarning(UserWarning):
+    """A paid parse of a document that is not empty came back with no text (a scanned PDF
+    without a text layer, a format the parser does not read): the payment is kept, the text
+    is ''."""

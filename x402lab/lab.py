@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 import x402lab.widgets  # noqa: F401  (registers the job and batch displays with IPython)
 from x402lab.analysis.api import CostAnalysis
 from x402lab.analysis.compare import Comparisons
+from x402lab.batch import frames
 from x402lab.batch.api import Batches
+from x402lab.batch.routes import RouteBatches
 from x402lab.chain import Reconciler
 from x402lab.errors import ArgumentError
 from x402lab.gateway import Audio, Catalog, Generic, Images, PaidRequests, Text, Tools
@@ -151,6 +153,7 @@ class AsyncLab:
         self.media = Media(self.session, self.catalog, paid)
         self.reports = AsyncReports(self.session)
         self.batches = Batches(self.session, self.catalog, paid, self.generic)
+        self.route_batches = RouteBatches(self.session, self.catalog, self.batches)
         self.costs = CostAnalysis(self.session, self.catalog, self.media, self.reports)
         self.comparisons = Comparisons(self.batches, self.catalog, self.session.ledger)
         self._clients = PayingClients(self.session, self.catalog)
@@ -263,6 +266,7 @@ class AsyncLab:
 
     batch_chat = _forward("batches", Batches.batch_chat)
     batch_embed = _forward("batches", Batches.batch_embed)
+    batch = _to("route_batches", RouteBatches.batch)
     estimate = _to("batches", Batches.estimate)
     compare = _forward("comparisons", Comparisons.compare)
     spend = _to("costs", CostAnalysis.spend)
@@ -280,6 +284,7 @@ class AsyncLab:
 
     async def aclose(self) -> None:
         """Close connections and stop the embedded emulator (the ledger stays on disk)."""
+        frames.closed(self)  # no longer the current lab of df.x402
         await self.session.aclose()
         if self.emulator is not None:
             self.emulator.stop()
@@ -312,8 +317,8 @@ class Lab(Twin[AsyncLab]):
         upscale_image  remove_background  speech  transcribe  clone_voice  transcribe_video
         search  scrape  parse_document  rpc  quote  call
 
-    Batches: many rows within the budget, priced first by estimate(); compare() chooses
-        estimate  batch_chat  batch_embed  compare
+    Batches: many rows within the budget, priced first by estimate(); batch() takes any route
+        estimate  batch_chat  batch_embed  batch  compare
 
     Media jobs: queued music and video, paid once, then polled
         quote_music  quote_video  music  video  jobs  job  media_dir
@@ -341,6 +346,7 @@ class Lab(Twin[AsyncLab]):
         """Wrap an ``AsyncLab``: make a ``Lab`` with ``x402lab.connect()`` instead."""
         super().__init__(inner)
         object.__setattr__(self, "_reports", Reports(inner.reports))
+        frames.opened(self)  # the current lab of df.x402 (x402lab.batch.frames)
 
     def __enter__(self) -> Lab:
         return self
@@ -418,6 +424,7 @@ class Lab(Twin[AsyncLab]):
 
     batch_chat = blocking(AsyncLab.batch_chat)
     batch_embed = blocking(AsyncLab.batch_embed)
+    batch = blocking(AsyncLab.batch)
     estimate = blocking(AsyncLab.estimate)
     compare = blocking(AsyncLab.compare)
     spend = blocking(AsyncLab.spend)

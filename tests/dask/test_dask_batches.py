@@ -93,6 +93,14 @@ def test_chat_rows_of_a_dask_frame_and_a_bag_of_texts(cluster, emulator, team_la
     assert set(transfers_per_key(lab, emulator).values()) == {1}
     assert len(emulator.chain.transfers()) == 12 + 30
 
+    # lab.batch of a route: the method travels by name, each partition a batch of its own.
+    searches = lab.batch(lab.search, topics, query="news of {topic}", limit=2, progress=None)
+    found = searches.compute()
+    assert found["topic"].tolist() == [f"topic {i}" for i in range(12)]
+    assert set(found["status"]) == {"ok"} and found["n_hits"].eq(2).all()
+    assert list(found.columns) == list(searches.columns)
+    assert len(emulator.chain.transfers()) == 12 + 30 + 12
+
 
 def test_the_budget_holds_across_workers(cluster, emulator, team_lab):
     lab = team_lab(emulator, usd=0.5)  # 50 texts at the 0.01 USD minimum charge

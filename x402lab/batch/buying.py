@@ -236,21 +236,19 @@ class Buyer:
         try:
             # One request at a time from its reservation to its socket (``transport.turn``);
             # one waiting for its turn has sent nothing, and a drain cancels it.
+            # The batch checked its first body against the schema once (extra_body fields
+            # on purpose not): rows differ only in their texts, which the batch's input
+            # checks refuse when empty or missing. The prompt size is checked per row.
+            request = self.codec.request(key, body)
             async with self.turn.take():
                 with self._drain.sending():
                     reply = await self._paid.send(
-                        "POST",
-                        self.plan.path,
-                        json_body=body,
+                        request.method,
+                        request.path,
+                        **request.send_args(),
                         model=self.plan.model,
                         max_usd=self.max_usd,
                         key=key,
-                        # The batch checked its first body against the schema once
-                        # (extra_body fields on purpose not): rows differ only in their
-                        # texts, which the batch's input checks refuse when empty or
-                        # missing. The prompt size is checked per row.
-                        own=body.keys(),
-                        schema_checked=True,
                         stores_answer=True,
                         group=self.group,
                         prepay_tally=self.prepay,
@@ -267,7 +265,7 @@ class Buyer:
             self.paid_atomic += cost.amount_atomic or 0
         status, failure = "ok", None
         try:
-            datas: Sequence[tuple[Any, ...] | None] = self.codec.split(reply.json(), n)
+            datas: Sequence[tuple[Any, ...] | None] = self.codec.read(reply, key, n)
         except Exception as exc:  # noqa: BLE001 (a settled payment's answer we cannot read)
             status, failure = "failed", f"unreadable answer: {type(exc).__name__}: {exc}"
             datas = [None] * n

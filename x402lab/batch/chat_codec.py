@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from x402lab.batch.codec import Answer, Reask
+from x402lab.batch.codec import Answer, JsonRequests, Reask
 from x402lab.gateway.results import ChatResult
 from x402lab.gateway.text import chat_body
 from x402lab.routes import CHAT
@@ -27,7 +27,7 @@ def decode_json(blob: bytes) -> Answer:
 
 
 @dataclass(frozen=True)
-class ChatCodec:
+class ChatCodec(JsonRequests):
     """A chat completion per item; an item is a prompt text or a list of messages."""
 
     model: str

@@ -1,21 +1,71 @@
 """What a batch kind knows of its requests: the ``Codec`` protocol, one codec per kind.
 
-A codec owns everything that differs between chat, embedding and typed batches: the request
-body carrying some items (``body``, the one place a batch builds one), reading an answer back
-per item (``split``), storing an item's answer in the ledger and reading it back (``encode``,
-``decode``), and whether an answer is asked again (``reask``). The plan (``batch.plan``)
-keys and groups items through it; the runner pays for the bodies it builds and hands it the
-answers. Kinds: ``chat_codec.ChatCodec``, ``embed_codec.EmbedCodec``,
-``typed_codec.TypedCodec``.
+A codec owns everything that differs between chat, embedding, typed and route batches: the
+request body carrying some items (``body``, the one place a batch builds one; its key),
+the request that goes out (``request``: a JSON body, or a form for an upload), reading an
+answer back per item (``read``), storing an item's answer in the ledger and reading it back
+(``encode``, ``decode``), and whether an answer is asked again (``reask``). The plan
+(``batch.plan``) keys and groups items through it; the runner pays for the requests it
+builds and hands it the replies. Kinds: ``chat_codec.ChatCodec``, ``embed_codec.EmbedCodec``,
+``typed_codec.TypedCodec`` (the three ``JsonRequests``), and ``routes.codec.RouteCodec``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from x402lab.transport import Reply
 
 #: One item's parsed answer: a value per column of its codec (``Codec.columns``).
 Answer = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One paid request of a batch as it goes out: a JSON body (``json``, whose ``own``
+    fields the schema check lets through: those the batch sets itself, and ``extra``, the
+    ``extra_body`` fields sent unchecked), or a multipart form and its files."""
+
+    method: str
+    path: str
+    json: Any = None
+    own: Collection[str] = ()
+    extra: Collection[str] = ()
+    form: Mapping[str, str] | None = None
+    files: Mapping[str, tuple[str, bytes]] | None = None
+
+    def send_args(self) -> dict[str, Any]:
+        """The body arguments of ``PaidRequests.send``: the batch checked its first body
+        against the route's schema once (``Pipeline.check``), so it is not checked again."""
+        if self.json is None:
+            return {"data": self.form, "files": self.files}
+        return {"json_body": self.json, "own": self.own, "schema_checked": True}
+
+    def body_args(self) -> dict[str, Any]:
+        """The body arguments of an unpaid request (a probe, a quote's 402)."""
+        if self.json is None:
+            return {"data": self.form, "files": self.files}
+        return {"json": self.json}
+
+
+class JsonRequests:
+    """What the JSON codecs (chat, embeddings, typed) share: every request a POST of the
+    codec's ``body`` to its ``path``, every answer read from its JSON (``split``)."""
+
+    path: str
+    unchecked: frozenset[str]
+
+    def request(self, key: str, body: Mapping[str, Any]) -> Request:
+        return Request("POST", self.path, body, own=self.unchecked, extra=self.unchecked)
+
+    def read(self, reply: Reply, key: str, n: int) -> list[Answer]:
+        return self.split(reply.json(), n)
+
+    def split(self, answer: Any, n: int) -> list[Answer]:
+        raise NotImplementedError
 
 
 class Reask(Protocol):
@@ -51,7 +101,9 @@ class Codec(Protocol):
         ...
 
     @property
-    def model(self) -> str: ...
+    def model(self) -> str | None:
+        """The model every request names (None for a route without one: search, scrape)."""
+        ...
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -72,9 +124,13 @@ class Codec(Protocol):
         """The body of one request carrying ``items`` (one item: the item's own request)."""
         ...
 
-    def split(self, answer: Any, n: int) -> list[Answer]:
-        """The answer of each of the ``n`` items a request carried, from its JSON answer;
-        raises (ValueError, KeyError...) when it cannot be read."""
+    def request(self, key: str, body: Mapping[str, Any]) -> Request:
+        """The request keyed ``key`` whose ``body`` (as ``body`` built it) a batch sends."""
+        ...
+
+    def read(self, reply: Reply, key: str, n: int) -> list[Answer]:
+        """The answer of each of the ``n`` items request ``key`` carried, from its paid
+        reply; raises (ValueError, KeyError...) when it cannot be read."""
         ...
 
     def encode(self, answer: Answer) -> bytes: ...

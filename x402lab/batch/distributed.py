@@ -90,7 +90,9 @@ def run_on_cluster(
     ``out`` (a folder) the BatchSummary of the whole run. Raises ConfigError before anything
     is paid when dask is missing, no cluster runs or a worker cannot take part; the first
     error of a partition once every partition has ended."""
-    caller = f"batch_{kind}()"
+    caller = (
+        f"batch({kind.removeprefix('route:')})" if kind.startswith("route:") else f"batch_{kind}()"
+    )
     client = _current_client(caller)
     from dask import delayed
 
@@ -235,6 +237,14 @@ def _meta(kind: str, data: Any, call: Mapping[str, Any], client: Any, frames: li
     from x402lab.tables.batch import batch_chat_schema, batch_embed_schema, join_inputs
 
     inputs = getattr(data, "_meta", None)
+    if kind.startswith("route:"):
+        from x402lab.batch.routes.calls import ROUTE_CALLS
+        from x402lab.batch.routes.rows import input_frame
+        from x402lab.tables.routes import route_batch_schema
+
+        route = ROUTE_CALLS[kind.removeprefix("route:")]
+        frame = input_frame(inputs, route.first, call.get("column"))
+        return join_inputs(frame, route_batch_schema(route.answer).empty_table())
     if kind == "embed":
         index = inputs.index if isinstance(inputs, pd.DataFrame | pd.Series) else pd.RangeIndex(0)
         return join_inputs(pd.DataFrame(index=index), batch_embed_schema(0).empty_table())

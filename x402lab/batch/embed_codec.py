@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from x402lab.batch.codec import Answer, Reask
+from x402lab.batch.codec import Answer, JsonRequests, Reask
 from x402lab.errors import ConfigError
 from x402lab.routes import EMBEDDINGS
 
@@ -28,7 +28,7 @@ MAX_PER_REQUEST = 2048
 
 
 @dataclass(frozen=True)
-class EmbedCodec:
+class EmbedCodec(JsonRequests):
     """The embeddings of some texts per request; an item is a text."""
 
     model: str

@@ -10,9 +10,9 @@ payment may have settled with no stored answer), ``pending`` (another run holds 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from x402lab.batch.codec import Request
 from x402lab.batch.items import shares, split_atomic
 from x402lab.batch.plan import Plan
 from x402lab.batch.results import BatchEstimate
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from x402lab.batch.store import BatchStore
     from x402lab.gateway import Generic
+    from x402lab.gateway.generic import Quote
 
 _ANSWERED = (ClaimStatus.DONE, ClaimStatus.UNKNOWN)
 # Per item: (status, quoted_atomic, upstream_usd, price_mult, estimate_usd, error, request_key)
@@ -62,6 +63,17 @@ def not_bought(plan: Plan, store: BatchStore, chunk_items: int = 2048) -> dict[i
     return out
 
 
+async def _quote(generic: Generic, request: Request) -> Quote:
+    """The 402 of ``request``: a JSON body checked as ``quote`` checks one (its ``extra``
+    fields, a call's ``extra_body``, go through unchecked), or a form and its files."""
+    if request.json is None:
+        return await generic.quote(request.method, request.path, **request.body_args())
+    body = request.json
+    checked = {k: v for k, v in body.items() if k not in request.extra}
+    extra = {k: v for k, v in body.items() if k in request.extra}
+    return await generic.quote(request.method, request.path, checked, extra_body=extra)
+
+
 async def quote_plan(
     plan: Plan,
     inputs: pd.DataFrame,
@@ -69,10 +81,9 @@ async def quote_plan(
     store: BatchStore,
     concurrency: int,
     budget_left_atomic: int | None,
-    unchecked: Collection[str] = (),
 ) -> BatchEstimate:
-    """Quote every request a run of ``plan`` would pay for, ``concurrency`` at a time
-    (the body fields named in ``unchecked``, a call's ``extra_body``, go through unchecked)."""
+    """Quote every request a run of ``plan`` would pay for, ``concurrency`` at a time (each
+    as its codec sends it: ``Codec.request``)."""
     semaphore = asyncio.Semaphore(concurrency)
     known = not_bought(plan, store)
     items: list[Item] = [("quoted", None, None, None, None, None, None)] * len(plan.item_keys)
@@ -91,9 +102,7 @@ async def quote_plan(
         key, body = plan.request_for(unit, todo)
         async with semaphore:
             try:
-                checked = {k: v for k, v in body.items() if k not in unchecked}
-                extra = {k: v for k, v in body.items() if k in unchecked}
-                found = await generic.quote("POST", plan.path, checked, extra_body=extra)
+                found = await _quote(generic, plan.codec.request(key, body))
             except X402LabError as exc:
                 failed += len(todo)
                 reason = f"{type(exc).__name__}: {exc}"

@@ -58,9 +58,13 @@ class Pipeline:
         when empty or missing); ``extra_body`` fields go through unchecked, as in
         openai-python. ``to_run``: the batch is about to pay, and learns its price while the
         check fetches the catalog (``batch.price_probe``: two free 402s)."""
-        body = plan.unit_body(0) if plan.units else None
-        own = tuple(plan.codec.unchecked)
-        check = self._paid.check("POST", plan.path, body, model=plan.model, caller=caller, own=own)
+        request = plan.request(0) if plan.units else None
+        body = request.json if request is not None else None
+        own = tuple(request.own if request is not None else plan.codec.unchecked)
+        check = self._paid.check(
+            request.method if request is not None else "POST", plan.path, body,
+            model=plan.model, caller=caller, own=own,
+        )  # fmt: skip
         if to_run:
             await checked_and_priced(check, self._session, self._catalog, plan)
         else:
@@ -73,7 +77,7 @@ class Pipeline:
         """Free: the exact price of a checked ``plan``, its rows joined to ``inputs``."""
         found = await quote_plan(
             plan, inputs, self._generic, self.store(plan.kind, options.rebuy),
-            options.quotes_in_flight, self.budget_left(), unchecked=plan.codec.unchecked,
+            options.quotes_in_flight, self.budget_left(),
         )  # fmt: skip
         self.quoted.keep(plan, options.rebuy, found)
         return found
@@ -84,16 +88,19 @@ class Pipeline:
         sink: Callable[[list[Emitted]], None],
         options: RunOptions,
         throttle: Throttle,
+        call: str | None = None,
     ) -> Tally:
         """Spends money: ``plan`` run under ``options``, its rows to ``sink`` and its progress
-        to ``throttle``; refused first when it cannot finish (``batch.preflight``)."""
+        to ``throttle``; refused first when it cannot finish (``batch.preflight``), in a
+        message naming ``call`` (default ``batch_<kind>()``)."""
         budget = self._session.budget
         await refuse_unfit(
             plan,
             lambda: self.quoted.fresh(plan, options.rebuy)
             or self.quote(plan, index_frame(None, plan.rows), options),
             budget=budget, prices=await self._catalog.price_list(),
-            max_usd=options.max_usd, partial=options.partial, call=f"batch_{plan.kind}()",
+            max_usd=options.max_usd, partial=options.partial,
+            call=call or f"batch_{plan.kind}()",
         )  # fmt: skip
         runner = Runner(
             self._paid,

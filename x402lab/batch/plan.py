@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from x402lab.batch.codec import Codec
+from x402lab.batch.codec import Codec, Request
 from x402lab.gateway.paid import request_key
 
 
@@ -52,7 +52,7 @@ class Plan:
         return self.codec.path
 
     @property
-    def model(self) -> str:
+    def model(self) -> str | None:
         return self.codec.model
 
     def key_of(self, body: Mapping[str, Any]) -> str:
@@ -73,6 +73,10 @@ class Plan:
 
     def unit_body(self, unit: int) -> dict[str, Any]:
         return self.body_for(list(self.unit_items(unit)))
+
+    def request(self, unit: int) -> Request:
+        """The request that goes out for ``unit`` (its codec's: a JSON body or a form)."""
+        return self.codec.request(self.unit_keys[unit], self.unit_body(unit))
 
     def body_for(self, items: list[int]) -> dict[str, Any]:
         """The body of one request carrying ``items``."""
@@ -116,14 +120,23 @@ def _last_rows(row_items: np.ndarray, items: int) -> np.ndarray:
 
 
 def plan_of(
-    codec: Codec, payloads: Sequence[Any], per_request: int = 1, namespace: str | None = None
+    codec: Codec,
+    payloads: Sequence[Any],
+    per_request: int = 1,
+    namespace: str | None = None,
+    keys: Sequence[str] | None = None,
 ) -> Plan:
     """The plan of ``payloads`` (one item a row) paid ``per_request`` distinct items at a
     time, each item keyed by its request alone (so a re-run with any grouping finds it
     again). ``namespace``: keys of the plan's own, derived from it, the grouping and every
-    item's plain key (the module docstring)."""
+    item's plain key (the module docstring). ``keys``: each payload's request key as its
+    route's own call keys it (a route batch's uploads: ``gateway.uploads.form_key``), one
+    item per request."""
     path = codec.path
-    keys = [request_key("POST", path, codec.body([p])) for p in payloads]
+    if keys is None:
+        keys = [request_key("POST", path, codec.body([p])) for p in payloads]
+    elif per_request != 1 or namespace is not None:
+        raise ValueError("keys= plans one item per request, without a namespace")
     row_items, item_keys, firsts = _index(keys)
     distinct = [payloads[row] for row in firsts]
     if namespace is not None:

@@ -144,7 +144,7 @@ def price_bound(plan: Plan, prices: Mapping[str, Any], cap: int | None) -> int |
     when it does not tell one of them (it is then quoted)."""
     total = 0
     for unit in range(plan.units):
-        found = price_class("POST", plan.path, plan.model, plan.unit_body(unit), prices)
+        found = price_class("POST", plan.path, plan.model, plan.request(unit).json, prices)
         if found is None or found[-2] not in ("min", "fixed"):
             return None
         amount = usd_to_atomic(float(found[-1]))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from x402lab.errors import X402LabError
 from x402lab.payments import CallInfo
@@ -35,6 +35,7 @@ from x402lab.payments.prediction import price_class
 from x402lab.routes import GATEWAY
 
 if TYPE_CHECKING:
+    from x402lab.batch.codec import Request
     from x402lab.batch.plan import Plan
     from x402lab.gateway import Catalog
     from x402lab.session import Session
@@ -59,8 +60,9 @@ async def checked_and_priced(
         await check
         return
     client = session.client(GATEWAY)
-    bodies = [plan.unit_body(unit) for unit in range(units)]
-    probes = [asyncio.ensure_future(_probe(client, plan.path, body)) for body in bodies]
+    requests = [plan.request(unit) for unit in range(units)]
+    bodies = [request.json for request in requests]  # None for a form: no price class
+    probes = [asyncio.ensure_future(_probe(client, request)) for request in requests]
     try:
         await check
         try:
@@ -82,10 +84,10 @@ async def checked_and_priced(
         await asyncio.gather(*probes, return_exceptions=True)
 
 
-async def _probe(client: ServiceClient, path: str, body: dict[str, Any]) -> PaymentRequired | None:
-    """The 402 of ``body`` sent unpaid (kept to pay that request with its first send), or
+async def _probe(client: ServiceClient, request: Request) -> PaymentRequired | None:
+    """The 402 of ``request`` sent unpaid (kept to pay that request with its first send), or
     None when the gateway answered anything else."""
     try:
-        return await client.probe("POST", path, json=body)
+        return await client.probe(request.method, request.path, **request.body_args())
     except X402LabError:
         return None

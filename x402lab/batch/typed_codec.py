@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 
 from x402lab.batch.chat_codec import CHAT_COLUMNS, decode_json, encode_json
-from x402lab.batch.codec import Answer
+from x402lab.batch.codec import Answer, JsonRequests
 from x402lab.batch.items import split_atomic
 from x402lab.batch.typed import ITEMS, OutputSpec
 from x402lab.gateway.results import ChatResult
@@ -70,7 +70,7 @@ class AskAgain:
 
 
 @dataclass(frozen=True)
-class TypedCodec:
+class TypedCodec(JsonRequests):
     """Typed answers per row: the row's entry as JSON text (``response``), the size of the
     pack that answered it, and why it is not valid (``invalid``, None when it is), stored as
     JSON with the row (as a chat row is). An item is a mapping of the row's values."""

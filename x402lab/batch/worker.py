@@ -106,12 +106,18 @@ def run_partition(
     rows = _rows(part, kind)
     if kind == "embed":
         result = lab.batch_embed(rows, out=out, progress=None, **call)
+    elif kind.startswith(ROUTE_KIND):  # lab.batch of one route: its method's name
+        result = lab.batch(kind.removeprefix(ROUTE_KIND), rows, progress=None, **call)
     else:
         result = lab.batch_chat(rows, progress=None, **call)
     if isinstance(result, BatchSummary):
         return None, result
     summary = BatchSummary.of(result.attrs.pop("batch"))  # attrs hold it as plain data
     return result, summary
+
+
+#: The kind of a route batch's partitions: ``route:<method name>``.
+ROUTE_KIND = "route:"
 
 
 def _rows(part: Any, kind: str) -> Any:

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from x402lab import routes
-from x402lab.errors import ConfigError
+from x402lab._loop import warn
+from x402lab.errors import ConfigError, EmptyDocumentWarning
 from x402lab.gateway.paid import PaidRequests
 from x402lab.gateway.replies import text_result
 from x402lab.gateway.results import RpcResult, SearchResult, TextResult
@@ -62,7 +63,10 @@ class Tools:
         max_usd: float | None = None,
         **params: Any,
     ) -> TextResult:
-        """Spends money: the text of a document (PDF, DOCX, text), uploaded as multipart."""
+        """Spends money: the text of a document (PDF, DOCX, text), uploaded as multipart.
+
+        Warns with EmptyDocumentWarning when a document that is not empty comes back with no
+        text (a scanned PDF has no text layer): it was paid for all the same."""
         data = read_binary(document)
         name = upload_name(document, filename, "document")
         path = routes.TEXT_PARSER
@@ -75,7 +79,15 @@ class Tools:
             data=form,
             files={"file": (name, data)},
         )
-        return text_result(path, reply, None, "text")
+        result = text_result(path, reply, None, "text")
+        if data.strip() and not result.text.strip():
+            warn(
+                f"parse_document({name!r}): the document ({len(data):,} bytes) came back with"
+                " no text: a scanned PDF has no text layer, or the parser does not read the"
+                f" format. It was paid ({result.cost.amount_usd if result.cost else '?'} USD).",
+                EmptyDocumentWarning,
+            )
+        return result
 
     async def rpc(
         self,

@@ -387,7 +387,8 @@ class Upstream:
         return {"url": url, "content": content, "format": "markdown"}
 
     def parse_document(self, data: bytes, filename: str) -> str:
-        """The text of a document: plain text, DOCX (zip of XML) or a naive PDF text pass."""
+        """The text of a document: plain text, DOCX (the paragraphs of its XML) or a PDF (its
+        pages' text, read by pypdf: matplotlib's and LaTeX's text runs, fonts' encodings)."""
         if data.startswith(b"PK"):
             try:
                 with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -398,9 +399,22 @@ class Upstream:
             except (zipfile.BadZipFile, KeyError):
                 pass
         if data.startswith(b"%PDF"):
-            strings = re.findall(rb"\(((?:[^()\\]|\\.)*)\)\s*Tj", data)
-            return "\n".join(s.decode("latin-1") for s in strings).strip()
+            return _pdf_text(data)
         return data.decode("utf-8", "replace").strip()
+
+
+def _pdf_text(data: bytes) -> str:
+    """The text of a PDF's pages, one page a paragraph; '' for a PDF pypdf cannot read (a
+    scanned page has no text to extract either: the client warns of an empty parse)."""
+    import pypdf  # imported here: only a parse of a PDF pays for its import
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except (PyPdfError, ValueError, KeyError, TypeError):
+        return ""
+    return "\n\n".join(page.strip() for page in pages if page.strip())
 
 
 # -- embeddings ----------------------------------------------------------------------------
