@@ -34,6 +34,7 @@ from x402lab._loop import in_helper_thread, run
 from x402lab.errors import ConfigError
 from x402lab.payments import read_challenge
 from x402lab.planning.answers import Answers, Source, body_text
+from x402lab.planning.lines import paying_line
 from x402lab.planning.records import PricedCall, Recorder
 from x402lab.routes import CHAT, GATEWAY, PAYMENT_HEADER, REPORTS
 from x402lab.wallet import Wallet
@@ -111,8 +112,10 @@ class RehearsalTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     services on the rehearsal's emulator (None: the target is itself an emulator started for
     this rehearsal, which answers its own paid requests); ``wallet``: pays the answerer;
     ``inner``: makes the HTTP client that really sends (one per event loop: the lab's loop,
-    and the loop of an async client handed to another library). A sync client (``httpx.Client``
-    handed to openai-python) is served on x402lab's helper loop, its answers read whole.
+    and the loop of an async client handed to another library); ``lab``: the rehearsed
+    lab's number (``Connected.lab``), written with each priced request. A sync client
+    (``httpx.Client`` handed to openai-python) is served on x402lab's helper loop, its answers
+    read whole.
     """
 
     def __init__(
@@ -123,7 +126,9 @@ class RehearsalTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         recorder: Recorder,
         wallet: Wallet,
         inner: Callable[[], httpx.AsyncClient] = httpx.AsyncClient,
+        lab: int = 0,
     ) -> None:
+        self._lab = lab
         self._targets = {name: url.rstrip("/") for name, url in targets.items()}
         self._answerer = {n: u.rstrip("/") for n, u in answerer.items()} if answerer else None
         self._recorder = recorder
@@ -236,6 +241,7 @@ class RehearsalTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         text = body_text(content)
         sources = self._answers.found_in(text)
         seq = next(_SEQUENCE)
+        line = paying_line()  # before anything awaits: the cell is still on that line
         high = await self._bound(request, content, body, sources) if sources else None
         if self._answerer is None:
             response = await self._client().send(request, stream=True)
@@ -257,6 +263,8 @@ class RehearsalTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                     reasked=_reasked(path, body),
                     high_atomic=high,
                     refused=refused,
+                    lab=self._lab,
+                    line=line,
                 )
             )
         if refused is None:
