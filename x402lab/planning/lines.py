@@ -4,7 +4,8 @@ A cell runs as top-level code of ``__main__`` (the kernel ``exec``s it in the no
 namespace), on the kernel's main thread. A paid request is sent from x402lab's own loop
 thread while that code waits for it (the sync Lab), or from the main thread itself (an
 ``await`` in the cell), so the running cell's line is found on one of those two stacks: the
-outermost frame of ``__main__`` module code. The table then shows the innermost statement
+innermost frame of ``__main__`` module code (a function the cell calls is not module code;
+the kernel's own launcher script, further out, is). The table then shows the innermost statement
 that holds that line, from its first line, so a call spread over several lines reads as
 written and a call in a loop shows the call, not the loop.
 """
@@ -18,12 +19,12 @@ from types import FrameType
 
 
 def _cell_line(frame: FrameType | None) -> int | None:
-    found = None
+    # The innermost module code of ``__main__``: further out is the kernel's launcher script.
     while frame is not None:
         if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__":
-            found = frame.f_lineno  # keep going: the outermost one is the cell's own code
+            return frame.f_lineno
         frame = frame.f_back
-    return found
+    return None
 
 
 def paying_line() -> int | None:
