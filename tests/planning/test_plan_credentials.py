@@ -4,9 +4,9 @@ signs nothing with the user's wallet.
 The user's key is in ``X402LAB_PRIVATE_KEY`` and their keyfile's password in
 ``X402LAB_KEY_PASSWORD``. The notebook pops ``X402LAB_REHEARSAL`` (so its ``connect()`` is not
 rehearsed), loads ``Wallet.from_env()`` and pays a real gateway on 127.0.0.1 (the emulator),
-and tries the keyfile (through its variable and by its path). The gateway's chain shows the payment it got came from a stand-in
-key's address, never the user's; the keyfile does not open; the variables the kernel saw are
-the stand-ins, not the user's values.
+and tries the keyfile (through its variable and by its path). The gateway's chain shows the
+payment it got came from a stand-in key's address, never the user's; the keyfile does not
+open; the variables the kernel saw are the stand-ins, not the user's values.
 """
 
 from __future__ import annotations

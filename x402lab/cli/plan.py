@@ -41,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print(frame.to_text())
     if args.json is not None:
-        args.json.write_text(frame.to_plan_json() + "\n", encoding="utf-8")
+        from x402lab.private import write_private
+
+        write_private(args.json, frame.to_plan_json() + "\n")
         print(f"plan written to {args.json}", file=sys.stderr)
     return 0
