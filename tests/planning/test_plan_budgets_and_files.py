@@ -32,7 +32,7 @@ CHAT = "qwen-3-8-27b"
 EMBED = "text-embedding-bge-m3"
 
 
-def _cells(gateway: str, reports: str, ledger: Path, texts: int) -> list[str]:
+def _cells(gateway: str, reports: str, ledger: Path, texts: int, report: Path) -> list[str]:
     where = f"gateway_url={gateway!r}, reports_url={reports!r}, ledger={str(ledger)!r}"
     return [
         "import x402lab as xl\n"
@@ -51,6 +51,8 @@ def _cells(gateway: str, reports: str, ledger: Path, texts: int) -> list[str]:
         "                        partial=True, progress=None)",
         f"vectors = lab.batch_embed(texts, model={EMBED!r}, per_request=4,\n"
         "                          out='vectors.parquet', progress=None)",
+        # An absolute path into the notebook's folder: written by the real run only.
+        f"saved = lab.cost_report().save({str(report)!r})",
     ]
 
 
@@ -96,15 +98,15 @@ def test_plan_prices_each_lab_on_its_budget_and_writes_nothing_of_the_users(
     folder = tmp_path / "analysis"
     folder.mkdir()
     ledger = tmp_path / "ledger" / "notebook.sqlite"
-    path = _write(
-        folder / "budgets.ipynb", _cells(target.gateway_url, target.reports_url, ledger, 8)
-    )
+    where = target.gateway_url, target.reports_url, ledger
+    path = _write(folder / "budgets.ipynb", _cells(*where, 8, folder / "report"))
 
     plan = xl.plan(path, progress=None)
     assert target.chain.transfers() == []  # nothing moved on the target's chain
-    assert not ledger.exists() and not (folder / "vectors.parquet").exists()
+    assert not ledger.exists() and sorted(p.name for p in folder.iterdir()) == ["budgets.ipynb"]
     rows = {int(r.cell): r for r in plan.itertuples(index=False)}
-    assert set(rows) == {3, 5, 6, 7}, plan.to_text()
+    assert set(rows) == {3, 5, 6, 7, 8}, plan.to_text()
+    assert "a plan's rehearsal does not write" in rows[8].note and rows[8].calls == 0
     # The statement that paid, not the cell's first line (a print).
     assert rows[3].source.startswith("hello = lab.chat("), rows[3].source
     assert rows[6].source == "part = small.batch_chat(prompts, model='qwen-3-8-27b', max_tokens=5,"
@@ -126,11 +128,13 @@ def test_plan_prices_each_lab_on_its_budget_and_writes_nothing_of_the_users(
     assert paid[5] == 0 and paid[6] > 0
     for cell, row in rows.items():
         assert row.usd * 10**6 == paid[cell], (cell, plan.to_text(), paid)
+    assert (folder / "report" / "cost_report.html").exists()  # the real run wrote it
     assert Decimal(plan.attrs["plan"]["total_usd"]) * 10**6 == sum(paid.values())
 
     # The notebook grows by 4 texts; its plan writes the file in the scratch copy only.
     written = (folder / "vectors.parquet").read_bytes()
-    grown = _write(path, _cells(target.gateway_url, target.reports_url, ledger, 12))
+    page = (folder / "report" / "cost_report.html").read_bytes()
+    grown = _write(path, _cells(*where, 12, folder / "report"))
     transfers = len(target.chain.transfers())
     again = xl.plan(grown, progress=None)
     assert (folder / "vectors.parquet").read_bytes() == written
@@ -138,5 +142,6 @@ def test_plan_prices_each_lab_on_its_budget_and_writes_nothing_of_the_users(
     assert again.attrs["plan"]["writes"] == ["vectors.parquet (changed)"]
     grown_rows = {int(r.cell): r for r in again.itertuples(index=False)}
     assert grown_rows[7].calls == 1  # the 8 texts bought are held, the 4 new ones are one request
+    assert "a plan's rehearsal does not write" in grown_rows[8].note
     assert key not in json.dumps(again.attrs["plan"]) and key not in again.to_text()
-    assert sorted(p.name for p in folder.iterdir()) == ["budgets.ipynb", "vectors.parquet"]
+    assert (folder / "report" / "cost_report.html").read_bytes() == page

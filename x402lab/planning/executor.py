@@ -26,7 +26,7 @@ from x402lab.planning.environment import without_credentials
 from x402lab.planning.records import REHEARSAL_ENV, Connected, PricedCall, read_new
 from x402lab.planning.scratch import Scratch
 from x402lab.planning.table import CellPlan, PlanFrame, plan_frame
-from x402lab.private import private_file
+from x402lab.private import PLAN_FOLDER_ENV, private_file
 
 
 def _progress(progress: Any) -> Callable[[CellPlan, int, int], None] | None:
@@ -126,6 +126,8 @@ async def _execute(
     )
     env, _ = without_credentials(os.environ)
     env[REHEARSAL_ENV] = str(records)
+    env[PLAN_FOLDER_ENV] = str(scratch.original)  # x402lab writes nothing there
+
     code = [
         (i, c) for i, c in enumerate(notebook.cells) if c.cell_type == "code" and c.source.strip()
     ]
