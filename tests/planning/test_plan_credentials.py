@@ -60,7 +60,10 @@ def test_a_notebook_leaving_rehearsal_signs_nothing_with_the_users_key(
     monkeypatch.setenv("PLAN_GW", emulator.gateway_url)
     monkeypatch.setenv("PLAN_LEDGER", str(tmp_path / "escaped.sqlite"))
     assert Wallet.from_keyfile(keyfile, password_env="X402LAB_KEY_PASSWORD").address == user
-    path = tmp_path / "escape.ipynb"
+    # The notebook in a folder of its own: the plan's kernel writes nothing in it, and the
+    # escaped lab's ledger is elsewhere.
+    (tmp_path / "notebook").mkdir()
+    path = tmp_path / "notebook" / "escape.ipynb"
     kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     cells = [*CELLS[:-1], f"KEYFILE = {str(keyfile)!r}\n{CELLS[-1]}"]
     notebook = new_notebook(cells=[new_code_cell(c) for c in cells])
