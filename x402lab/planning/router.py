@@ -38,7 +38,7 @@ from x402lab.planning.lines import paying_line
 from x402lab.planning.records import PricedCall, Recorder
 from x402lab.routes import CHAT, GATEWAY, PAYMENT_HEADER, REPORTS
 from x402lab.wallet import Wallet
-from x402lab.x402.codec import decode_header
+from x402lab.x402.codec import decode_header, encode_header
 from x402lab.x402.headers import PaymentHeaders
 from x402lab.x402.models import PaymentPayload, PaymentRequirements
 from x402lab.x402.signing import new_nonce, sign_payment
@@ -93,6 +93,23 @@ def _read(response: httpx.Response) -> list[tuple[str, str]]:
         for k, v in response.headers.multi_items()
         if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
     ]
+
+
+def _receipt_as_signed(response: httpx.Response, signed: PaymentPayload) -> None:
+    """The answerer's receipt told as the lab's own: the answerer was paid by the rehearsal's
+    wallet at its own price, so its receipt names that payer and amount; the lab checks a
+    receipt against what it signed (payer, network, amount), so it is given what it signed,
+    with the answerer's transaction."""
+    found = response.headers.get("payment-response")
+    if not found:
+        return
+    receipt = decode_header(found)
+    receipt["payer"] = signed.authorization.from_address
+    if "network" in signed.accepted:
+        receipt["network"] = signed.accepted["network"]
+    if "amount" in receipt:
+        receipt["amount"] = str(signed.authorization.value)
+    response.headers["payment-response"] = encode_header(receipt)
 
 
 class RehearsalClient(httpx.AsyncClient):
@@ -268,6 +285,8 @@ class RehearsalTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 )
             )
         if refused is None:
+            if self._answerer is not None:
+                _receipt_as_signed(response, signed)
             response = await self._remember(response, text, Source(seq, _max_tokens(body)))
         return response
 
