@@ -6,9 +6,14 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
+import x402lab as xl
 from x402lab.planning.answers import Answers, Source, body_text
 from x402lab.planning.records import Connected, PricedCall, Recorder, read_new
+from x402lab.planning.scratch import LARGE_FILE_BYTES, Scratch
 from x402lab.planning.table import CellPlan, plan_frame
+from x402lab.private import PLAN_FOLDER_ENV, write_private
 
 ANSWER = {"choices": [{"message": {"content": "Ledgers record every payment.\nThey help audits."}}]}
 
@@ -90,3 +95,34 @@ def test_the_table_totals_bounds_and_budgets() -> None:
         "cell": 3, "source": "a = lab.chat('x')", "calls": 1, "usd": "0.065974",
         "usd_high": "0.065974", "exact": True, "note": None,
     }  # fmt: skip
+
+
+def test_the_scratch_copy_and_what_a_rehearsal_may_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = tmp_path / "analysis"
+    (mine / ".git").mkdir(parents=True)
+    (mine / ".git" / "HEAD").write_text("ref")
+    (mine / "data").mkdir()
+    (mine / "data" / "small.csv").write_text("a,b\n1,2\n")
+    with (mine / "data" / "big.bin").open("wb") as big:  # sparse: nothing to write
+        big.truncate(LARGE_FILE_BYTES + 1)
+    (mine / "old.parquet").write_bytes(b"real answers")
+    scratch = Scratch.copy(mine, tmp_path / "plan")
+    copied = scratch.folder
+    assert not (copied / ".git").exists() and (copied / "data" / "small.csv").is_file()
+    assert (copied / "data" / "big.bin").is_symlink() and scratch.linked == ["data/big.bin"]
+    (copied / "old.parquet").write_bytes(b"rehearsed answers")
+    (copied / "out").mkdir()
+    (copied / "out" / "new.png").write_bytes(b"png")
+    assert scratch.written() == ["old.parquet (changed)", "out/new.png (new)"]
+    assert (mine / "old.parquet").read_bytes() == b"real answers"
+    with pytest.raises(xl.ConfigError, match="too big to copy"):
+        Scratch.copy(mine, tmp_path / "again", max_files=2)
+
+    # In a plan's kernel x402lab writes in the scratch copy, never in the notebook's folder.
+    monkeypatch.setenv(PLAN_FOLDER_ENV, str(mine))
+    assert write_private(copied / "report.html", "ok").read_text() == "ok"
+    with pytest.raises(xl.ConfigError, match="a plan's rehearsal does not write"):
+        write_private(mine / "report.html", "rehearsed")
+    assert not (mine / "report.html").exists()

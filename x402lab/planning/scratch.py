@@ -63,18 +63,21 @@ class Scratch:
         self._before = _files(folder)
 
     @classmethod
-    def copy(cls, original: Path, into: Path) -> Scratch:
+    def copy(
+        cls, original: Path, into: Path, *, max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES
+    ) -> Scratch:
         """Copy ``original`` into ``into`` (a private folder). Raises ConfigError, before
-        copying anything, when ``original`` is too big to copy."""
+        copying anything, when ``original`` holds more than ``max_files`` files or
+        ``max_bytes`` bytes to copy."""
         original = original.resolve()
         files = _files(original)
         small = [size for size, _ in files.values() if size <= LARGE_FILE_BYTES]
-        if len(files) > MAX_FILES or sum(small) > MAX_BYTES:
+        if len(files) > max_files or sum(small) > max_bytes:
             raise ConfigError(
                 f"the notebook's folder {original} holds {len(files)} files"
                 f" ({sum(small) / 2**20:.0f} MiB): a plan runs the notebook in a scratch copy of"
                 " its folder, so that it writes nothing of yours, and this one is too big to"
-                f" copy (at most {MAX_FILES} files, {MAX_BYTES // 2**30} GiB). Move the"
+                f" copy (at most {max_files} files, {max_bytes / 2**30:g} GiB). Move the"
                 " notebook, with what it reads, to a folder of its own."
             )
         folder = private_folder(into) / original.name
