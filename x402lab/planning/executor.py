@@ -41,7 +41,7 @@ def _progress(progress: Any) -> Callable[[CellPlan, int, int], None] | None:
 
 def describe(cell: CellPlan, done: int, total: int) -> str:
     """The progress line of ``cell``, the ``done``-th of ``total`` code cells."""
-    head = f"[{done}/{total}] cell {cell.cell}: {cell.first_line[:50]}"
+    head = f"[{done}/{total}] cell {cell.cell}: {cell.paying_line[:50]}"
     if cell.refused is not None:
         tail = f"refused by its budget: {cell.refused[:80]}"
     elif cell.error is not None:
