@@ -78,6 +78,9 @@ def test_a_notebook_leaving_rehearsal_signs_nothing_with_the_users_key(
     payers = {t.payer.lower() for t in emulator.chain.transfers()}
     assert len(payers) == 1 and user.lower() not in payers
     assert key not in plan.to_text()
+    said = " ".join(plan.attrs["plan"]["notes"])
+    for name in ("KEYFILE", "X402LAB_KEY_PASSWORD", "X402LAB_PRIVATE_KEY"):
+        assert name in said, said
 
 
 def test_the_environment_of_a_plan_keeps_no_key_or_password() -> None:

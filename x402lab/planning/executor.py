@@ -124,7 +124,7 @@ async def _execute(
         kernel_name=name,
         resources={"metadata": {"path": str(scratch.folder)}},
     )
-    env, _ = without_credentials(os.environ)
+    env, replaced = without_credentials(os.environ)
     env[REHEARSAL_ENV] = str(records)
     env[PLAN_FOLDER_ENV] = str(scratch.original)  # x402lab writes nothing there
 
@@ -164,6 +164,11 @@ async def _execute(
             if report is not None:
                 report(plan, done, len(code))
     notes = []
+    if replaced:
+        notes.append(
+            "the kernel ran with stand-ins for these variables (keys and secrets of yours are"
+            " not in a plan's kernel): " + ", ".join(replaced)
+        )
     if scratch.linked:
         notes.append(
             "large files were read in place, not copied into the scratch folder (a cell writing"
