@@ -97,7 +97,19 @@ class Scratch:
 
             return {name for name in names if name in SKIPPED or linked_folder(name)}
 
-        shutil.copytree(original, folder, ignore=ignored, copy_function=copy_or_link)
+        try:
+            shutil.copytree(
+                original,
+                folder,
+                ignore=ignored,
+                copy_function=copy_or_link,
+                ignore_dangling_symlinks=True,
+            )
+        except (shutil.Error, OSError) as exc:
+            raise ConfigError(
+                f"cannot copy the notebook's folder {original} for its rehearsal ({exc}): a plan"
+                " runs the notebook in a scratch copy, so it needs to read every file there"
+            ) from None
         return cls(original, folder, sorted(linked))
 
     def written(self) -> list[str]:
