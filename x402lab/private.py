@@ -5,6 +5,11 @@ answers, bought report bodies, media, signed payments, the embedded world's wall
 shared host (JupyterHub) nobody else may read it. Every path that creates a folder or a file
 goes through this module: folders we create are 0700 (``~/.x402lab`` always, as it is ours),
 files 0600. A folder the user already had is left as it is: it is theirs, not ours.
+
+In a plan's kernel (``x402lab plan``: ``PLAN_FOLDER_ENV`` names the notebook's own folder)
+a rehearsal must change nothing of the user's: x402lab writes only in the temporary folder
+(where the plan's scratch copy of the notebook's folder and its ledger copies are), never in
+the notebook's own folder, and refuses any other path with a ConfigError naming it.
 """
 
 from __future__ import annotations
@@ -16,21 +21,50 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from x402lab.errors import ConfigError
+
+#: Set by the planner in the kernel it starts: the notebook's real folder (see above).
+PLAN_FOLDER_ENV = "X402LAB_PLAN_FOLDER"
 FOLDER_MODE = 0o700
 FILE_MODE = 0o600
 #: Our own folder, private even when it already exists (it holds only our files).
 HOME_FOLDER = "~/.x402lab"
 
 
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def check_rehearsal_write(path: str | os.PathLike[str]) -> None:
+    """In a plan's kernel, raise ConfigError unless x402lab may write ``path`` there (in the
+    temporary folder, outside the notebook's own folder); elsewhere, nothing."""
+    protected = os.environ.get(PLAN_FOLDER_ENV)
+    if not protected:
+        return
+    target = Path(path).expanduser().resolve()
+    scratch = Path(tempfile.gettempdir()).resolve()
+    if _within(target, scratch) and not _within(target, Path(protected).resolve()):
+        return
+    raise ConfigError(
+        f"a plan's rehearsal does not write {target}: it would change a file of yours with"
+        " rehearsed answers. Write by a path relative to the notebook's folder (the plan then"
+        " writes it in its scratch copy and lists it), or plan a copy of the notebook that"
+        " writes elsewhere"
+    )
+
+
 def private_folder(folder: str | os.PathLike[str]) -> Path:
     """Create ``folder`` (and missing parents) 0700 and return it; ``~/.x402lab`` is made 0700
-    even if it exists. Folders that were already there keep their mode."""
+    even if it exists. Folders that were already there keep their mode. In a plan's kernel a
+    folder it may not write is refused (``check_rehearsal_write``)."""
     folder = Path(folder)
     missing: list[Path] = []
     current = folder
     while not current.exists() and current != current.parent:
         missing.append(current)
         current = current.parent
+    if missing:
+        check_rehearsal_write(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for created in missing:
         with contextlib.suppress(OSError):  # a race with another process creating it
@@ -46,6 +80,7 @@ def private_folder(folder: str | os.PathLike[str]) -> Path:
 def private_file(path: str | os.PathLike[str]) -> Path:
     """Create ``path`` empty if missing (its folder private), and bring it to 0600."""
     path = Path(path)
+    check_rehearsal_write(path)
     private_folder(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
     os.close(fd)
@@ -61,6 +96,7 @@ def open_private(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]
     if not mode.startswith("w"):
         raise ValueError(f"open_private writes files; mode {mode!r} is not a write mode")
     path = Path(path)
+    check_rehearsal_write(path)
     private_folder(path.parent)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:

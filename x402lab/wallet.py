@@ -18,6 +18,9 @@ from x402lab.errors import ConfigError
 from x402lab.x402.signing import KeySigner
 
 DEFAULT_KEY_VARIABLE = "X402LAB_PRIVATE_KEY"
+#: Set in the kernel of a plan (``x402lab.planning``): every ``connect()`` there rehearses, and
+#: a keyfile is not opened (its password variable holds a stand-in there, docs/planning.md).
+REHEARSAL_ENV = "X402LAB_REHEARSAL"
 
 
 def _key_bytes(key: str | bytes) -> bytes:
@@ -124,7 +127,9 @@ class Wallet:
     ) -> Wallet:
         """Wallet from an encrypted JSON keystore (V3), with its ``password`` or the name of
         the environment variable that holds it (``password_env``: the wallet can then be
-        loaded again elsewhere, e.g. by Dask workers). Raises ConfigError."""
+        loaded again elsewhere, e.g. by Dask workers). In a plan's rehearsal the file is not
+        read: a throwaway wallet stands in (``connect()`` replaces it there anyway). Raises
+        ConfigError."""
         from eth_account import Account
 
         if (password is None) == (password_env is None):
@@ -137,6 +142,9 @@ class Wallet:
                 )
         assert password is not None
         file = Path(path).expanduser().absolute()
+        source = WalletSource("keyfile", str(file), password_env)
+        if os.environ.get(REHEARSAL_ENV):
+            return cls(KeySigner(secrets.token_bytes(32)), source=source)
         try:
             keystore = file.read_text()
         except OSError as exc:
@@ -147,7 +155,6 @@ class Wallet:
             raise ConfigError(
                 f"cannot decrypt keyfile {file}: wrong password or not a keystore"
             ) from None
-        source = WalletSource("keyfile", str(file), password_env)
         return cls(KeySigner(_key_bytes(raw)), source=source)
 
     @classmethod

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from support.files import everything_private
 
 from x402lab.cli import main
 from x402lab.ledger import ledger_schema
@@ -25,6 +26,7 @@ from x402lab.money import format_usd
 
 
 def x402lab(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The command as a shell runs it, under the usual umask (022)."""
     env = {**os.environ, "MPLBACKEND": "Agg"}
     return subprocess.run(
         [sys.executable, "-m", "x402lab", *map(str, args)],
@@ -33,6 +35,7 @@ def x402lab(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProc
         timeout=timeout,
         env=env,
         check=False,
+        umask=0o022,
     )
 
 
@@ -177,6 +180,11 @@ def test_demo_writes_the_cost_report(tmp_path, cli):
     } <= paths
     status = pq.read_table(out / "batch_status.parquet").to_pandas().set_index("batch")
     assert status.loc["batch_chat", "cached_rows"] == 1
+    # Under umask 022 the demo's folder is 0700 and all it wrote 0600 (its ledger, media,
+    # report and figures).
+    assert {"ledger.sqlite", "music.wav", "cost_report.html"} <= {
+        p.name for p in everything_private(out)
+    }
     summary = cli("ledger", "summary", "--ledger", out / "ledger.sqlite")
     assert summary.returncode == 0, summary.stderr
     assert summary.stdout.startswith(f"settled {format_usd(totals['settled_atomic'])} in ")

@@ -10,6 +10,7 @@ from typing import Any
 
 from support import ledger as ledger_support
 from support.ledger import meta
+
 from x402lab.ledger import Ledger
 
 ADMIN_URL = os.environ.get("X402LAB_TEST_POSTGRES_URL", "postgresql:///postgres")

@@ -25,6 +25,7 @@ from x402lab.analysis import library as report_library
 from x402lab.analysis import plots, pricing, report_html, spend
 from x402lab.analysis.outcomes import payment_outcomes
 from x402lab.money import format_usd
+from x402lab.private import open_private, private_folder, write_private
 from x402lab.tables import spend as schemas
 
 if TYPE_CHECKING:
@@ -139,9 +140,7 @@ class Picture:
 
     def save(self, path: str | Path) -> Path:
         """Write the PNG to ``path``; returns it."""
-        target = Path(path).expanduser()
-        target.write_bytes(plots.png_bytes(self.figure))
-        return target
+        return write_private(Path(path).expanduser(), plots.png_bytes(self.figure))
 
     def __repr__(self) -> str:
         return f"<Picture {self.name}>"
@@ -212,24 +211,21 @@ class CostReport:
         """Write each table to ``folder/<name>.parquet``; returns the paths."""
         import pyarrow.parquet as pq
 
-        target = Path(folder).expanduser()
-        target.mkdir(parents=True, exist_ok=True)
+        target = private_folder(Path(folder).expanduser())
         written = []
         for name in self.tables:
             path = target / f"{name}.parquet"
-            pq.write_table(self.to_arrow(name), path)
+            with open_private(path) as out:
+                pq.write_table(self.to_arrow(name), out)
             written.append(path)
         return written
 
     def write_figures(self, folder: str | Path) -> list[Path]:
         """Write each figure to ``folder/<name>.png``; returns the paths."""
-        target = Path(folder).expanduser()
-        target.mkdir(parents=True, exist_ok=True)
+        target = private_folder(Path(folder).expanduser())
         written = []
         for name, figure in self.figures.items():
-            path = target / f"{name}.png"
-            path.write_bytes(plots.png_bytes(figure))
-            written.append(path)
+            written.append(write_private(target / f"{name}.png", plots.png_bytes(figure)))
         return written
 
     def to_html(self, folder: str | Path, *, embed: bool = False) -> Path:
@@ -238,19 +234,17 @@ class CostReport:
         With ``embed=False`` the figures are written beside it as PNG files and linked; with
         ``embed=True`` the page carries them inline and stands alone.
         """
-        target = Path(folder).expanduser()
-        target.mkdir(parents=True, exist_ok=True)
+        target = private_folder(Path(folder).expanduser())
         if not embed:
             self.write_figures(target)
         page = target / "cost_report.html"
         stamp = self.generated_at.strftime("%Y-%m-%d %H:%M UTC")
         body = self._html(link_figures=not embed, stamp=stamp)
-        page.write_text(
+        return write_private(
+            page,
             "<!doctype html><html><head><meta charset='utf-8'><title>x402lab cost report"
             f"</title><style>{report_html.CSS}</style></head><body>{body}</body></html>",
-            encoding="utf-8",
         )
-        return page
 
     def save(self, folder: str | Path) -> Path:
         """HTML with linked PNG figures plus one Parquet file per table; returns the page."""

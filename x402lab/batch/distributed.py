@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from x402lab.batch.recipe import LabRecipe, recipe_of
 from x402lab.batch.results import BatchSummary
 from x402lab.errors import ConfigError
+from x402lab.private import private_folder
 
 Method = TypeVar("Method", bound=Callable[..., Awaitable[Any]])
 INSTALL = 'pip install "x402lab[dask]"'
@@ -177,8 +178,7 @@ def _folder(out: Any) -> Path:
             f"out={str(out)!r}: a batch on a Dask cluster writes one Parquet file per partition"
             " into a folder; give a folder path"
         )
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    return private_folder(folder)
 
 
 def _wait(futures: list[Any], progress: Any, kind: str) -> None:

@@ -129,12 +129,13 @@ async def refuse_unfit(
         return
     raise BudgetExceeded(
         f"{call} refused before paying: its exact quote is {format_usd(total)}"
-        f" ({len(payable)} requests) and the budget has {format_usd(left)} left."
+        f" ({len(payable)} requests) and the budget {budget.name!r} has {format_usd(left)} left."
         f" Ways on: a bigger budget (xl.Budget(usd=...)), fewer rows"
         f"{_fitting(estimate, payable, left)}, or partial=True to spend what is left and"
         " skip the rest (those rows end skipped_budget).",
         amount_atomic=total,
         left_atomic=left,
+        budget=budget.name,
     )
 
 

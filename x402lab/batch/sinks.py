@@ -12,6 +12,7 @@ from x402lab.batch.codec import Codec
 from x402lab.batch.items import Emitted, shown
 from x402lab.batch.plan import Plan
 from x402lab.errors import ConfigError
+from x402lab.private import private_file, private_folder
 from x402lab.tables.batch import batch_embed_schema, embed_table
 
 COST_COLUMNS = (
@@ -84,7 +85,7 @@ class ParquetSink:
     def __init__(self, path: Path, plan: Plan, *, row_group_size: int, dim: int | None) -> None:
         if path.suffix != ".parquet":
             raise ConfigError(f"out must be a .parquet path, got {str(path)!r}")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(path.parent)  # the answers bought are the owner's alone: 0700 / 0600
         self.path = path
         self.partial = path.with_name(path.name + ".partial")
         self.row_group_size = row_group_size
@@ -119,6 +120,7 @@ class ParquetSink:
 
         dim = self._dim if self._dim is not None else self._fallback_dim
         if self._writer is None:
+            private_file(self.partial)  # 0600 before pyarrow opens it (and keeps its mode)
             self._writer = pq.ParquetWriter(self.partial, batch_embed_schema(dim))
         if not rows:
             return

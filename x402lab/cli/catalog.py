@@ -99,13 +99,16 @@ def _emit(table: Any, frame: Any, args: argparse.Namespace, columns: Sequence[st
         suffix = target.suffix.lower()
         if suffix not in OUT_FORMATS:
             raise ConfigError(f"cannot tell the format of {target}: use a .parquet or .csv name")
-        target.parent.mkdir(parents=True, exist_ok=True)
+        from x402lab.private import open_private
+
         if suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            pq.write_table(table, target)
+            with open_private(target) as out:
+                pq.write_table(table, out)
         else:
-            frame.to_csv(target, index=False)
+            with open_private(target, "w") as out:
+                frame.to_csv(out, index=False)
         print(f"wrote {len(frame)} rows to {target}")
         return 0
     shown = frame if args.all_columns else frame[[c for c in columns if c in frame.columns]]

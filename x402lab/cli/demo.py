@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.money import format_usd
+from x402lab.private import private_file, private_folder
 
 HELP = "run every capability once on the local emulator and write the cost report to a folder"
 QUESTION = "What is an x402 payment?"
@@ -62,7 +63,7 @@ def run_demo(lab: Any, out: Path, say: Callable[[str], None] = print) -> Path:
 
     Returns the path of the HTML page.
     """
-    out.mkdir(parents=True, exist_ok=True)
+    private_folder(out)  # 0700: the demo's answers, media and ledger are the owner's alone
     models = lab.models()
     prices = lab.prices()
     say(f"catalog: {len(models)} models, {len(prices)} price entries")
@@ -141,11 +142,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _copy_ledger(lab: Any, target: Path) -> None:
-    """A consistent copy of the ledger database (SQLite's online backup)."""
+    """A consistent copy of the ledger database (SQLite's online backup), 0600."""
     import sqlite3
     from contextlib import closing
 
     target.unlink(missing_ok=True)
+    private_file(target)
     with (
         closing(sqlite3.connect(lab.ledger.path)) as source,
         closing(sqlite3.connect(target)) as copy,

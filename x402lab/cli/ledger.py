@@ -194,20 +194,24 @@ def _reconcile(args: argparse.Namespace) -> int:
 def write_table(frame: Any, target: Path, schema: Any = None) -> None:
     """Write a DataFrame to ``target``, Parquet or CSV by its extension.
 
-    Parquet keeps ``schema`` (a declared Arrow schema) when one is given.
+    Parquet keeps ``schema`` (a declared Arrow schema) when one is given. The file is the
+    owner's alone (0600; a folder it makes 0700): a ledger's rows say what was bought.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
+    from x402lab.private import open_private
+
     if target.suffix.lower() == ".parquet":
         import pyarrow.parquet as pq
 
         from x402lab.tables.spend import to_arrow
 
-        if schema is not None:
-            pq.write_table(to_arrow(frame, schema), target)
-        else:
-            frame.to_parquet(target, index=False)
+        with open_private(target) as out:
+            if schema is not None:
+                pq.write_table(to_arrow(frame, schema), out)
+            else:
+                frame.to_parquet(out, index=False)
     else:
-        frame.to_csv(target, index=False)
+        with open_private(target, "w") as out:
+            frame.to_csv(out, index=False)
 
 
 def run(args: argparse.Namespace) -> int:

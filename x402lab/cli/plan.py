@@ -1,9 +1,10 @@
 """``x402lab plan NOTEBOOK.ipynb [--json FILE]``: what running a notebook would cost, free.
 
 Executes the notebook in rehearsal (docs/planning.md): prices from the services it connects
-to, answers from a local emulator, nothing signed with its wallet, its ledger not written.
-Prints a progress line per code cell on stderr, then the table of the cells that would pay
-and the total against the notebook's budget on stdout.
+to, answers from a local emulator, each lab on its own budget; no key of the user's in the
+kernel, its ledger not written, its folder's files left as they are (a scratch copy takes
+what it writes). Prints a progress line per code cell on stderr, then the table of the cells
+that would pay, the total, a verdict per budget and what it would write on stdout.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print(frame.to_text())
     if args.json is not None:
-        args.json.write_text(frame.to_plan_json() + "\n", encoding="utf-8")
+        from x402lab.private import write_private
+
+        write_private(args.json, frame.to_plan_json() + "\n")
         print(f"plan written to {args.json}", file=sys.stderr)
     return 0

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.payments import Cost
+from x402lab.private import private_folder, write_private
 from x402lab.reprs import card, text_block
 
 
@@ -130,10 +131,8 @@ class MediaResult(Result):
     """Binary media (image, audio, video): shows inline in Jupyter, ``save(path)`` writes it."""
 
     def save(self, path: str | Path) -> Path:
-        """Write the bytes to ``path``; returns the path."""
-        target = Path(path).expanduser()
-        target.write_bytes(self.bytes)
-        return target
+        """Write the bytes to ``path`` (a file private to its owner); returns the path."""
+        return write_private(Path(path).expanduser(), self.bytes)
 
     @property
     def bytes(self) -> bytes:
@@ -196,12 +195,12 @@ class ImageResult(MediaResult):
         )
 
     def save_all(self, folder: str | Path, stem: str = "image") -> list[Path]:
-        """Write every image as ``folder/stem-N.png``; returns the paths."""
-        target = Path(folder).expanduser()
-        target.mkdir(parents=True, exist_ok=True)
+        """Write every image as ``folder/stem-N.png`` (private to their owner); returns the
+        paths."""
+        target = private_folder(Path(folder).expanduser())
         paths = [target / f"{stem}-{index}.png" for index in range(len(self.images))]
         for path, data in zip(paths, self.images, strict=True):
-            path.write_bytes(data)
+            write_private(path, data)
         return paths
 
     def _repr_png_(self) -> builtins.bytes | None:

@@ -27,6 +27,7 @@ from x402lab.media.status import (
     Processing,
     next_poll_delay,
 )
+from x402lab.private import check_rehearsal_write
 from x402lab.routes import media_route
 from x402lab.transport import ServiceClient
 
@@ -48,8 +49,10 @@ def _seconds(ms: Any) -> float | None:
 
 
 def write_atomically(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` through a ``.part`` file, so no half file is left."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``data`` to ``target`` through a ``.part`` file, so no half file is left (0600,
+    in a folder made 0700 when it is new: media bought are the owner's alone)."""
+    check_rehearsal_write(target)
+    private_folder(target.parent)
     partial = target.with_name(target.name + ".part")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out:

@@ -1,10 +1,13 @@
 """Runs a notebook in rehearsal, one cell at a time, and reads what each cell priced.
 
 A fresh kernel (nbclient) is started with ``X402LAB_REHEARSAL`` naming a records file, so
-every ``connect()`` in it rehearses (``planning.rehearsal``). After each cell the executor
+every ``connect()`` in it rehearses (``planning.rehearsal``). The kernel works in a scratch
+copy of the notebook's folder (``planning.scratch``: what it writes changes nothing of the
+user's) and its environment holds no key or password of the user's
+(``planning.environment``: nothing in it can sign for real). After each cell the executor
 reads the records the kernel appended meanwhile: that cell's priced requests. A cell that
 fails is kept with its error and the next cells run (those that needed it fail in turn, and
-say so).
+say so); a cell its budget refused (a BudgetExceeded) is kept as refused.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from typing import Any
 
 from x402lab.errors import ConfigError
 from x402lab.money import format_usd
+from x402lab.planning.environment import without_credentials
 from x402lab.planning.records import REHEARSAL_ENV, Connected, PricedCall, read_new
+from x402lab.planning.scratch import Scratch
 from x402lab.planning.table import CellPlan, PlanFrame, plan_frame
+from x402lab.private import PLAN_FOLDER_ENV, private_file
 
 
 def _progress(progress: Any) -> Callable[[CellPlan, int, int], None] | None:
@@ -35,8 +41,10 @@ def _progress(progress: Any) -> Callable[[CellPlan, int, int], None] | None:
 
 def describe(cell: CellPlan, done: int, total: int) -> str:
     """The progress line of ``cell``, the ``done``-th of ``total`` code cells."""
-    head = f"[{done}/{total}] cell {cell.cell}: {cell.first_line[:50]}"
-    if cell.error is not None:
+    head = f"[{done}/{total}] cell {cell.cell}: {cell.paying_line[:50]}"
+    if cell.refused is not None:
+        tail = f"refused by its budget: {cell.refused[:80]}"
+    elif cell.error is not None:
         tail = f"failed: {cell.error[:80]}"
     elif cell.calls:
         tail = f"{len(cell.calls)} paid call(s), {format_usd(cell.amount_atomic)}"
@@ -91,8 +99,8 @@ def plan_notebook(
         raise
     if "error" in result:
         raise result["error"]
-    cells, connects = result["cells"]
-    return plan_frame(cells, connects)
+    cells, connects, writes, notes = result["cells"]
+    return plan_frame(cells, connects, writes, notes)
 
 
 async def _execute(
@@ -102,21 +110,24 @@ async def _execute(
     timeout_s: float,
     kernel_name: str | None,
     stop: threading.Event,
-) -> tuple[list[CellPlan], list[Connected]]:
+) -> tuple[list[CellPlan], list[Connected], list[str], list[str]]:
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     folder = Path(tempfile.mkdtemp(prefix="x402lab-plan-"))
-    records = folder / "records.jsonl"
-    records.touch(mode=0o600)
+    records = private_file(folder / "records.jsonl")
+    scratch = Scratch.copy(source.parent, folder / "notebook")
     name = kernel_name or notebook.metadata.get("kernelspec", {}).get("name") or "python3"
     client = NotebookClient(
         notebook,
         timeout=int(timeout_s),
         kernel_name=name,
-        resources={"metadata": {"path": str(source.parent)}},
+        resources={"metadata": {"path": str(scratch.folder)}},
     )
-    env = {**os.environ, REHEARSAL_ENV: str(records)}
+    env, replaced = without_credentials(os.environ)
+    env[REHEARSAL_ENV] = str(records)
+    env[PLAN_FOLDER_ENV] = str(scratch.original)  # x402lab writes nothing there
+
     code = [
         (i, c) for i, c in enumerate(notebook.cells) if c.cell_type == "code" and c.source.strip()
     ]
@@ -136,6 +147,8 @@ async def _execute(
                     await client.async_execute_cell(cell, index)
                 except CellExecutionError as exc:
                     plan.error = f"{exc.ename}: {exc.evalue}".strip(": ")
+                    if exc.ename == "BudgetExceeded":
+                        plan.refused = exc.evalue
                 except CellTimeoutError:
                     plan.error = f"timed out after {timeout_s:g} s"
                 except DeadKernelError as exc:
@@ -150,4 +163,15 @@ async def _execute(
             cells.append(plan)
             if report is not None:
                 report(plan, done, len(code))
-    return cells, connects
+    notes = []
+    if replaced:
+        notes.append(
+            "the kernel ran with stand-ins for these variables (keys and secrets of yours are"
+            " not in a plan's kernel): " + ", ".join(replaced)
+        )
+    if scratch.linked:
+        notes.append(
+            "large files were read in place, not copied into the scratch folder (a cell writing"
+            " over one would change it): " + ", ".join(scratch.linked)
+        )
+    return cells, connects, scratch.written(), notes

@@ -3,11 +3,14 @@
 The kernel appends (``Recorder``) and the executor reads what was added while each cell ran
 (``read_new``), so every priced request lands in the cell that sent it. Two kinds of line:
 
-- ``{"kind": "connect", ...}``: a ``connect()`` in rehearsal, with the notebook's budget
-  (name, cap and what its ledger says is left) and what the rehearsal could not see;
+- ``{"kind": "connect", ...}``: a ``connect()`` in rehearsal (``lab``: its order in the
+  kernel), with the budget it runs on (name, cap, what its ledger says is left, and which
+  ledger: two labs on one ledger with one budget name share it) and what the rehearsal could
+  not see;
 - ``{"kind": "call", ...}``: one paid request, priced by the target service's own challenge
   (``amount_atomic``), exact unless its body or its existence depends on an answer the
-  rehearsal cannot have (``depends_on``, ``reasked``; ``high_atomic`` bounds it when it can).
+  rehearsal cannot have (``depends_on``, ``reasked``; ``high_atomic`` bounds it when it can),
+  with the lab that paid it and the line of the cell that sent it.
 """
 
 from __future__ import annotations
@@ -19,14 +22,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from x402lab import wallet
+
 #: The environment variable that switches ``connect()`` into rehearsal: the path of the file
 #: the kernel appends its records to. Set by the planner for the kernel it starts.
-REHEARSAL_ENV = "X402LAB_REHEARSAL"
+REHEARSAL_ENV = wallet.REHEARSAL_ENV
 
 
 @dataclass(frozen=True)
 class Connected:
-    """A ``connect()`` of the notebook, rehearsed."""
+    """A ``connect()`` of the notebook, rehearsed: ``lab`` counts the kernel's labs from 1;
+    ``ledger`` names the ledger its budget lives in (labs on one ledger share a budget of the
+    same name, as in the real run)."""
 
     gateway: str | None
     reports: str | None
@@ -35,7 +42,14 @@ class Connected:
     left_atomic: int | None
     per_call_atomic: int | None
     notes: list[str] = field(default_factory=list)
+    lab: int = 0
+    ledger: str = ""
     kind: str = "connect"
+
+    @property
+    def budget_key(self) -> tuple[str, str]:
+        """Which budget this is: its name in its ledger."""
+        return self.ledger, self.budget
 
 
 @dataclass(frozen=True)
@@ -47,7 +61,9 @@ class PricedCall:
     again rows whose answer did not validate (it exists because of an answer);
     ``high_atomic``: the target's price of the same request with each of those answers at
     its longest (None when no bound is known); ``refused``: why the rehearsal's emulator did
-    not answer it (the notebook's later cells then lack its answer).
+    not answer it (the notebook's later cells then lack its answer); ``lab``: the
+    ``Connected.lab`` that paid it; ``line``: the line of the running cell (counted from 1)
+    whose statement sent it, None when no cell's code was running (a thread of its own).
     """
 
     seq: int
@@ -59,6 +75,8 @@ class PricedCall:
     reasked: bool = False
     high_atomic: int | None = None
     refused: str | None = None
+    lab: int = 0
+    line: int | None = None
     kind: str = "call"
 
     @property

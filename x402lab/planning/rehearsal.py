@@ -7,10 +7,13 @@ spend or record money:
 
 - the wallet: a throwaway one, whose signatures never leave the process (``router``);
 - the ledger: a temporary copy of the notebook's SQLite ledger (the SQLite backup API reads
-  it; nothing is written to it), so what it already holds (batch rows, media jobs, owned
-  reports) is found as the real run would find it and priced at 0;
-- the budget: no total cap (the plan is compared with the notebook's budget instead), the
-  notebook's per-call cap kept, so a call the real run would refuse is refused here too;
+  it; nothing is written to it), one per ledger in the kernel, so what it already holds
+  (batch rows, media jobs, owned reports) is found as the real run would find it and priced
+  at 0, and two labs on one ledger share it as they would;
+- the budget: the notebook's own, on that copy: its cap, its per-call cap and what its
+  ledger says it has spent, so a batch the real run would refuse is refused here too, a
+  ``partial=True`` batch spends what the real one would, and the plan compares each lab's
+  spend with its own budget;
 - the HTTP client: ``router.RehearsalTransport``, which prices each paid request by the
   target's own challenge and has the rehearsal's emulator answer it;
 - prepaying is off: every paid request first asks for its 402, the price the plan records.
@@ -19,6 +22,7 @@ spend or record money:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import sqlite3
 import tempfile
@@ -33,6 +37,7 @@ from x402lab.budget import Budget
 from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 from x402lab.planning.records import REHEARSAL_ENV, Connected, Recorder
 from x402lab.planning.router import RehearsalClient, RehearsalTransport
+from x402lab.private import private_file
 from x402lab.routes import GATEWAY, REPORTS
 from x402lab.transport.wire import http_options
 from x402lab.wallet import Wallet
@@ -47,6 +52,9 @@ DEFAULT_PER_CALL_USD = 1.0
 
 # The answering emulators of this kernel, kept running until it exits (daemon threads).
 _RUNNING: list[Any] = []
+# The kernel's labs, counted from 1, and the copy of each ledger they named (by where it is).
+_LABS = itertools.count(1)
+_COPIES: dict[str, Path] = {}
 
 
 class Rehearsal:
@@ -74,23 +82,24 @@ class Rehearsal:
         (the embedded default) the target is itself a throwaway emulator and answers its own
         paid requests.
         """
-        folder = Path(tempfile.mkdtemp(prefix="x402lab-rehearsal-"))
+        lab = next(_LABS)
         embedded = settings.gateway_url is None and settings.reports_url is None
         notes: list[str] = []
-        ledger = _copy_of(settings.ledger, embedded, folder / "ledger.sqlite", notes)
+        ledger = _copy_of(settings.ledger, embedded, notes)
         budget = settings.budget or Budget(
             usd=DEFAULT_BUDGET_USD, per_call_usd=DEFAULT_PER_CALL_USD
         )
-        left = _left(budget, ledger)
         self.recorder.write(
             Connected(
                 gateway=settings.gateway_url,
                 reports=settings.reports_url,
                 budget=budget.name,
                 budget_atomic=budget.cap_atomic,
-                left_atomic=left,
+                left_atomic=_left(budget, ledger),
                 per_call_atomic=budget.per_call_atomic,
                 notes=notes,
+                lab=lab,
+                ledger=str(ledger),
             )
         )
         answerer = None
@@ -114,25 +123,28 @@ class Rehearsal:
             recorder=self.recorder,
             wallet=Wallet.create(),
             inner=lambda: httpx.AsyncClient(**options, timeout=settings.timeout_s),
+            lab=lab,
         )
-        per_call = budget.per_call_atomic / 10**6 if budget.per_call_atomic is not None else None
         return dataclasses.replace(
             settings,
             wallet=None if embedded else Wallet.create(),
             ledger=Ledger(ledger, user=settings.user),
-            budget=Budget(usd=None, per_call_usd=per_call, name=f"rehearsal-{budget.name}"),
+            budget=budget,
             prepay=False,
             http_client=RehearsalClient(transport, timeout=settings.timeout_s),
         )
 
 
-def _copy_of(given: Any, embedded: bool, copy: Path, notes: list[str]) -> Path:
-    """A private copy of the notebook's SQLite ledger at ``copy`` (an empty ledger when there
-    is none yet, or when it is PostgreSQL, which ``notes`` then says)."""
+def _copy_of(given: Any, embedded: bool, notes: list[str]) -> Path:
+    """The kernel's private copy of the notebook's SQLite ledger (made on its first
+    ``connect()``; an empty ledger when there is none yet, or when it is PostgreSQL, which
+    ``notes`` then says). The embedded default with no ledger is a new world each time."""
     source: Path | None = None
+    key: str | None = None
     if isinstance(given, Ledger):
         if given.path is None:
             notes.append(_POSTGRES)
+            key = given.db.url
         else:
             source = Path(given.path)
     elif given is not None:
@@ -140,11 +152,16 @@ def _copy_of(given: Any, embedded: bool, copy: Path, notes: list[str]) -> Path:
         scheme = text.split("://", 1)[0].lower() if "://" in text else None
         if scheme in ("postgresql", "postgres"):
             notes.append(_POSTGRES)
+            key = text
         else:
             source = Path(text.split("://", 1)[1] if scheme == "sqlite" else text).expanduser()
     elif not embedded:
         source = Path(DEFAULT_LEDGER_PATH).expanduser()
-    copy.touch(mode=0o600)
+    if source is not None:
+        key = str(source.absolute())
+    if key is not None and key in _COPIES:
+        return _COPIES[key]
+    copy = private_file(Path(tempfile.mkdtemp(prefix="x402lab-rehearsal-")) / "ledger.sqlite")
     if source is not None and source.exists():
         reader = sqlite3.connect(f"file:{quote(str(source))}?mode=ro", uri=True)
         writer = sqlite3.connect(copy)
@@ -153,6 +170,8 @@ def _copy_of(given: Any, embedded: bool, copy: Path, notes: list[str]) -> Path:
         finally:
             writer.close()
             reader.close()
+    if key is not None:
+        _COPIES[key] = copy
     return copy
 
 
@@ -163,13 +182,14 @@ _POSTGRES = (
 
 
 def _left(budget: Budget, ledger_path: Path) -> int | None:
-    """What the notebook's budget has left, read from the ledger copy."""
+    """What ``budget`` has left now, read from the ledger copy (a mirror of it: the budget
+    itself is bound by ``connect()``)."""
     if budget.cap_atomic is None:
         return None
     mirror = Budget(
         usd=budget.cap_atomic / 10**6,
         per_call_usd=budget.per_call_atomic / 10**6 if budget.per_call_atomic else None,
-        name=budget.name if budget.named else None,
+        name=budget.name,
     )
     ledger = Ledger(ledger_path)
     try:

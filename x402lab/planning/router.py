@@ -34,10 +34,11 @@ from x402lab._loop import in_helper_thread, run
 from x402lab.errors import ConfigError
 from x402lab.payments import read_challenge
 from x402lab.planning.answers import Answers, Source, body_text
+from x402lab.planning.lines import paying_line
 from x402lab.planning.records import PricedCall, Recorder
 from x402lab.routes import CHAT, GATEWAY, PAYMENT_HEADER, REPORTS
 from x402lab.wallet import Wallet
-from x402lab.x402.codec import decode_header
+from x402lab.x402.codec import decode_header, encode_header
 from x402lab.x402.headers import PaymentHeaders
 from x402lab.x402.models import PaymentPayload, PaymentRequirements
 from x402lab.x402.signing import new_nonce, sign_payment
@@ -94,6 +95,23 @@ def _read(response: httpx.Response) -> list[tuple[str, str]]:
     ]
 
 
+def _receipt_as_signed(response: httpx.Response, signed: PaymentPayload) -> None:
+    """The answerer's receipt told as the lab's own: the answerer was paid by the rehearsal's
+    wallet at its own price, so its receipt names that payer and amount; the lab checks a
+    receipt against what it signed (payer, network, amount), so it is given what it signed,
+    with the answerer's transaction."""
+    found = response.headers.get("payment-response")
+    if not found:
+        return
+    receipt = decode_header(found)
+    receipt["payer"] = signed.authorization.from_address
+    if "network" in signed.accepted:
+        receipt["network"] = signed.accepted["network"]
+    if "amount" in receipt:
+        receipt["amount"] = str(signed.authorization.value)
+    response.headers["payment-response"] = encode_header(receipt)
+
+
 class RehearsalClient(httpx.AsyncClient):
     """The rehearsing lab's HTTP client. ``shared_transport``: the transport the clients the
     lab hands to other libraries send through too (``Session.http_options``), so their paid
@@ -111,8 +129,10 @@ class RehearsalTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     services on the rehearsal's emulator (None: the target is itself an emulator started for
     this rehearsal, which answers its own paid requests); ``wallet``: pays the answerer;
     ``inner``: makes the HTTP client that really sends (one per event loop: the lab's loop,
-    and the loop of an async client handed to another library). A sync client (``httpx.Client``
-    handed to openai-python) is served on x402lab's helper loop, its answers read whole.
+    and the loop of an async client handed to another library); ``lab``: the rehearsed
+    lab's number (``Connected.lab``), written with each priced request. A sync client
+    (``httpx.Client`` handed to openai-python) is served on x402lab's helper loop, its answers
+    read whole.
     """
 
     def __init__(
@@ -123,7 +143,9 @@ class RehearsalTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         recorder: Recorder,
         wallet: Wallet,
         inner: Callable[[], httpx.AsyncClient] = httpx.AsyncClient,
+        lab: int = 0,
     ) -> None:
+        self._lab = lab
         self._targets = {name: url.rstrip("/") for name, url in targets.items()}
         self._answerer = {n: u.rstrip("/") for n, u in answerer.items()} if answerer else None
         self._recorder = recorder
@@ -236,6 +258,7 @@ class RehearsalTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         text = body_text(content)
         sources = self._answers.found_in(text)
         seq = next(_SEQUENCE)
+        line = paying_line()  # before anything awaits: the cell is still on that line
         high = await self._bound(request, content, body, sources) if sources else None
         if self._answerer is None:
             response = await self._client().send(request, stream=True)
@@ -257,9 +280,13 @@ class RehearsalTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                     reasked=_reasked(path, body),
                     high_atomic=high,
                     refused=refused,
+                    lab=self._lab,
+                    line=line,
                 )
             )
         if refused is None:
+            if self._answerer is not None:
+                _receipt_as_signed(response, signed)
             response = await self._remember(response, text, Source(seq, _max_tokens(body)))
         return response
 

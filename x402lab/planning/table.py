@@ -1,8 +1,10 @@
 """The plan table: one row per cell that would pay (or that rehearsal could not price
-exactly), its totals against the notebook's budget, and its HTML, text and JSON forms."""
+exactly), its totals against each budget the notebook's labs run on, what it would write,
+and its HTML, text and JSON forms."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from dataclasses import dataclass, field
@@ -12,7 +14,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from x402lab.money import atomic_to_decimal, format_usd
+from x402lab.money import atomic_to_decimal
+from x402lab.planning.lines import statement_at
 from x402lab.planning.records import Connected, PricedCall
 
 USD = pa.decimal128(18, 6)
@@ -37,16 +40,30 @@ _RANDOM = re.compile(
 @dataclass
 class CellPlan:
     """What one code cell did in rehearsal: its paid requests, its error, its position
-    (``cell``, counting from 1 over every cell of the notebook, markdown too)."""
+    (``cell``, counting from 1 over every cell of the notebook, markdown too); ``refused``:
+    the reason when its budget refused it before paying (a BudgetExceeded it did not catch),
+    as the real run's budget would."""
 
     cell: int
     source: str
     calls: list[PricedCall] = field(default_factory=list)
     error: str | None = None
+    refused: str | None = None
 
     @property
     def first_line(self) -> str:
         return next((line.strip() for line in self.source.splitlines() if line.strip()), "")
+
+    @property
+    def paying_line(self) -> str:
+        """The statement that paid (the first of them, saying how many others did), else the
+        cell's first line."""
+        lines = list(dict.fromkeys(c.line for c in self.calls if c.line is not None))
+        if not lines:
+            return self.first_line
+        shown = statement_at(self.source, lines[0]) or self.first_line
+        others = len({statement_at(self.source, line) for line in lines[1:]} - {shown})
+        return f"{shown} (and {others} other line{'s' if others > 1 else ''})" if others else shown
 
     @property
     def amount_atomic(self) -> int:
@@ -58,7 +75,8 @@ class CellPlan:
 
     @property
     def exact(self) -> bool:
-        return self.error is None and not self.random and all(c.exact for c in self.calls)
+        ran = self.error is None or self.refused is not None  # a refusal is priced exactly
+        return ran and not self.random and all(c.exact for c in self.calls)
 
     @property
     def high_atomic(self) -> int | None:
@@ -77,9 +95,12 @@ class CellPlan:
         return total
 
 
-def _notes(cell: CellPlan, cell_of: dict[int, int]) -> list[str]:
+def _notes(cell: CellPlan, cell_of: dict[int, int], refused_by: str | None) -> list[str]:
     notes = []
-    if cell.error is not None:
+    if cell.refused is not None:
+        which = f"budget {refused_by!r}" if refused_by is not None else "its budget"
+        notes.append(f"refused before paying by {which}, as the real run would: {cell.refused}")
+    elif cell.error is not None:
         notes.append(f"failed in rehearsal: {cell.error}")
     sources = sorted({cell_of.get(s, 0) for c in cell.calls for s in c.depends_on})
     if sources:
@@ -102,53 +123,116 @@ def _notes(cell: CellPlan, cell_of: dict[int, int]) -> list[str]:
     return notes
 
 
-def plan_frame(cells: list[CellPlan], connects: list[Connected]) -> PlanFrame:
-    """The plan of ``cells`` (rows for cells that pay or have something to say), with totals
-    and the notebook's budget in ``attrs["plan"]``."""
+@dataclass
+class _BudgetPlan:
+    """One budget of the notebook (a name in a ledger) and what the plan spends of it."""
+
+    connected: Connected
+    spend: int = 0
+    high: int | None = 0
+    refused: list[int] = field(default_factory=list)
+
+    def add(self, amount: int, high: int | None) -> None:
+        self.spend += amount
+        self.high = None if self.high is None or high is None else self.high + high
+
+    @property
+    def fits(self) -> bool | None:
+        left = self.connected.left_atomic
+        if left is None:
+            return None
+        most = self.high if self.high is not None else self.spend
+        return not self.refused and most <= left
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.connected.budget,
+            "usd": _usd(self.connected.budget_atomic),
+            "left_usd": _usd(self.connected.left_atomic),
+            "planned_usd": _usd(self.spend),
+            "planned_usd_high": _usd(self.high),
+            "fits": self.fits,
+            "refused_cells": self.refused,
+        }
+
+
+def _budgets(
+    connects: list[Connected],
+) -> tuple[dict[tuple[str, str], _BudgetPlan], dict[int, _BudgetPlan]]:
+    """Each budget (the first ``connect()`` that names it says what it had left), and the
+    budget of each lab."""
+    budgets: dict[tuple[str, str], _BudgetPlan] = {}
+    of_lab: dict[int, _BudgetPlan] = {}
+    for connected in connects:
+        found = budgets.setdefault(connected.budget_key, _BudgetPlan(connected))
+        of_lab[connected.lab] = found
+    return budgets, of_lab
+
+
+def _refused_by(reason: str, budgets: dict[tuple[str, str], _BudgetPlan]) -> _BudgetPlan | None:
+    """The budget a refusal names (every refusal of a budget says its name), else the only
+    budget with a total cap."""
+    named = [b for b in budgets.values() if repr(b.connected.budget) in reason]
+    capped = [b for b in budgets.values() if b.connected.budget_atomic is not None]
+    found = named or capped
+    return found[-1] if len(found) == 1 or named else None
+
+
+def _call_high(call: PricedCall) -> int | None:
+    if call.exact:
+        return call.amount_atomic
+    if call.high_atomic is None or call.reasked:
+        return None
+    return max(call.high_atomic, call.amount_atomic)
+
+
+def plan_frame(
+    cells: list[CellPlan],
+    connects: list[Connected],
+    writes: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> PlanFrame:
+    """The plan of ``cells`` (rows for cells that pay or have something to say), with totals,
+    each budget, what the notebook would write (``writes``) and the plan's ``notes`` in
+    ``attrs["plan"]``."""
     cell_of = {c.seq: cell.cell for cell in cells for c in cell.calls}
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
     total, high = 0, 0
     high_known = True
-    left = next((c.left_atomic for c in connects if c.left_atomic is not None), None)
-    budget = connects[0] if connects else None
+    budgets, of_lab = _budgets(connects)
     for cell in cells:
-        notes = _notes(cell, cell_of)
-        if not cell.calls and not notes:
+        refused_by = _refused_by(cell.refused, budgets) if cell.refused is not None else None
+        if refused_by is not None:
+            refused_by.refused.append(cell.cell)
+        said = _notes(cell, cell_of, refused_by.connected.budget if refused_by else None)
+        if not cell.calls and not said:
             continue
-        before = total
         total += cell.amount_atomic
         cell_high = cell.high_atomic
         if cell_high is None:
             high_known = False
         else:
             high += cell_high
-        if left is not None and before <= left < total:
-            notes.append(
-                f"the budget {budget.budget!r} has {format_usd(left)} left: it runs out here"
-                if budget
-                else "the budget runs out here"
-            )
+        for call in cell.calls:
+            if (budget := of_lab.get(call.lab)) is not None:
+                budget.add(call.amount_atomic, None if cell.random else _call_high(call))
         columns["cell"].append(cell.cell)
-        columns["source"].append(cell.first_line)
+        columns["source"].append(cell.paying_line)
         columns["calls"].append(len(cell.calls))
         columns["usd"].append(atomic_to_decimal(cell.amount_atomic))
         columns["usd_high"].append(None if cell_high is None else atomic_to_decimal(cell_high))
         columns["exact"].append(cell.exact)
-        columns["note"].append("; ".join(notes) or None)
+        columns["note"].append("; ".join(said) or None)
     table = pa.table(columns, schema=SCHEMA)
     frame = PlanFrame(table.to_pandas(types_mapper=pd.ArrowDtype))
+    listed = [b.as_json() for b in budgets.values()]
     frame.attrs["plan"] = {
         "total_usd": str(atomic_to_decimal(total)),
         "total_usd_high": str(atomic_to_decimal(high)) if high_known else None,
-        "budget": None
-        if budget is None
-        else {
-            "name": budget.budget,
-            "usd": _usd(budget.budget_atomic),
-            "left_usd": _usd(left),
-            "fits": None if left is None else (high if high_known else total) <= left,
-        },
-        "notes": sorted({n for c in connects for n in c.notes}),
+        "budgets": listed,
+        "budget": listed[0] if listed else None,
+        "writes": list(writes or []),
+        "notes": sorted({n for c in connects for n in c.notes} | set(notes or [])),
     }
     return frame
 
@@ -166,7 +250,8 @@ class PlanFrame(pd.DataFrame):
         return pd.DataFrame
 
     def summary(self) -> str:
-        """One line: the total (and its bound) against the notebook's budget."""
+        """The total (and its bound), then a line per budget (what the plan spends of it,
+        what it had left, whether it fits), what the notebook would write, and the notes."""
         plan = self.attrs.get("plan", {})
         total = Decimal(plan.get("total_usd", "0"))
         text = f"total {total:.6f} USD"
@@ -175,13 +260,22 @@ class PlanFrame(pd.DataFrame):
             text += f" (at most {Decimal(high):.6f} USD)"
         elif high is None:
             text += " (no upper bound: some cells depend on answers or randomness)"
-        budget = plan.get("budget")
-        if budget and budget.get("left_usd") is not None:
-            verdict = "fits" if budget["fits"] else "does NOT fit"
-            text += (
-                f"; budget {budget['name']!r} has {Decimal(budget['left_usd']):.6f} USD left:"
-                f" {verdict}"
-            )
+        for budget in plan.get("budgets", []):
+            text += f"\nbudget {budget['name']!r}: plans {Decimal(budget['planned_usd']):.6f} USD"
+            if budget.get("left_usd") is None:
+                text += " (no total cap)"
+                continue
+            text += f" of {Decimal(budget['left_usd']):.6f} USD left: "
+            if budget["fits"]:
+                text += "fits"
+            elif budget["refused_cells"]:
+                cells = ", ".join(str(c) for c in budget["refused_cells"])
+                text += f"does NOT fit (refused cell {cells})"
+            else:
+                text += "does NOT fit"
+        writes = plan.get("writes", [])
+        if writes:
+            text += "\nwould write (in rehearsal into a scratch copy): " + ", ".join(writes)
         for note in plan.get("notes", []):
             text += f"\nnote: {note}"
         return text
@@ -200,12 +294,12 @@ class PlanFrame(pd.DataFrame):
 
     def _repr_html_(self) -> str:  # type: ignore[override]
         table = pd.DataFrame(self).to_html(index=False, na_rep="")
-        summary = self.summary().replace("\n", "<br>")
+        summary = html.escape(self.summary()).replace("\n", "<br>")
         return f"{table}<p><b>{summary}</b></p>"
 
     def to_plan_json(self) -> str:
-        """``{"cells": [...], "total_usd", "total_usd_high", "budget", "notes"}`` with every
-        USD amount a decimal string (``x402lab plan --json``)."""
+        """``{"cells": [...], "total_usd", "total_usd_high", "budgets", "budget", "writes",
+        "notes"}`` with every USD amount a decimal string (``x402lab plan --json``)."""
         cells = []
         for row in pd.DataFrame(self).itertuples(index=False):
             high = row.usd_high
