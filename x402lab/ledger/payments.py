@@ -359,13 +359,15 @@ _ADD = "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?"
 
 
 def take_budget(tx: Tx, budget: str, cap_atomic: int | None, amount: int) -> bool:
-    """Add ``amount`` to the running total if it stays within ``cap_atomic``, in one
-    statement. False when it would not, or the budget has no row yet: the caller then takes
-    the exact path (``expire_held``, ``budget_total``), since expired held rows still count here
-    until ``expire_held`` runs (so this never lets spend past the cap)."""
+    """Add ``amount`` to the running total if it stays within the budget's stored cap (or
+    ``cap_atomic`` when none is stored: ``caps``), in one statement. False when it would not,
+    or the budget has no row yet: the caller then takes the exact path (``expire_held``,
+    ``budget_total``), since expired held rows still count here until ``expire_held`` runs
+    (so this never lets spend past the cap)."""
     if cap_atomic is None:
-        return tx.execute(_ADD, (amount, budget)).rowcount == 1
-    sql = _ADD + " AND counted_atomic + ? <= ?"
+        sql = _ADD + " AND (cap_atomic IS NULL OR counted_atomic + ? <= cap_atomic)"
+        return tx.execute(sql, (amount, budget, amount)).rowcount == 1
+    sql = _ADD + " AND counted_atomic + ? <= COALESCE(cap_atomic, ?)"
     return tx.execute(sql, (amount, budget, amount, cap_atomic)).rowcount == 1
 
 

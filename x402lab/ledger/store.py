@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded
-from x402lab.ledger import payments
+from x402lab.ledger import caps, payments
+from x402lab.ledger.caps import BudgetCaps
 from x402lab.ledger.database import (
     CommitGroup,
     Database,
@@ -132,17 +133,28 @@ class Ledger:
 
     def register_budget(
         self, name: str, cap_atomic: int | None, per_call_atomic: int | None
-    ) -> None:
-        """Record a budget's caps (a named budget keeps its spend across restarts)."""
-        now = self._now_us()
+    ) -> BudgetCaps:
+        """The caps budget ``name`` runs under (``caps.agree_caps``): the first process that
+        names it with a cap sets them; one that gives none takes the stored ones; one that
+        asks for others gets a ConfigError showing both (``set_budget_caps`` changes them)."""
         with self.db.transaction() as tx:
-            tx.execute(
-                "INSERT INTO budgets (name, cap_atomic, per_call_atomic, created_us, updated_us)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
-                " cap_atomic = excluded.cap_atomic, per_call_atomic = excluded.per_call_atomic,"
-                " updated_us = excluded.updated_us",
-                (name, cap_atomic, per_call_atomic, now, now),
+            return caps.agree_caps(
+                tx, name, cap_atomic, per_call_atomic, self.user, self._now_us()
             )
+
+    def set_budget_caps(
+        self, name: str, cap_atomic: int | None, per_call_atomic: int | None
+    ) -> BudgetCaps:
+        """Change budget ``name``'s caps for every process that uses it (None: no cap),
+        recorded as set by this ledger's user now. Spend already committed is kept: a cap
+        below it refuses every new reservation."""
+        with self.db.transaction() as tx:
+            return caps.set_caps(tx, name, cap_atomic, per_call_atomic, self.user, self._now_us())
+
+    def budget_caps(self, name: str) -> BudgetCaps | None:
+        """Budget ``name``'s stored caps (None: the ledger has no row for it)."""
+        rows = self.db.read(caps.CAPS_SELECT, (name,))
+        return caps.caps_of(name, rows[0]) if rows else None
 
     def budget_state(self, name: str, cap_atomic: int | None = None) -> BudgetState:
         """Settled, in-flight, unknown and held spend of a budget, right now."""
@@ -196,7 +208,9 @@ class Ledger:
         process.
 
         Raises BudgetExceeded (after recording a ``refused`` row) when the budget's settled,
-        in-flight, unknown and held spend plus this amount would pass its cap.
+        in-flight, unknown and held spend plus this amount would pass its cap: the cap stored
+        for the budget (``register_budget``), read in this transaction, so every process
+        reserves against the same one; ``cap_atomic`` only for a budget without one stored.
         """
         fsync = sign is not None and (durable or not self.write_ahead.needed)
         with self.db.transaction(durable=fsync, group=group if sign is not None else None) as tx:
@@ -213,6 +227,8 @@ class Ledger:
                 # The fresh challenge after a prepay miss: the request needs the budget once.
                 payments.release_prepay_miss(tx, budget, meta.request_key, self._now_us())
             counted = payments.budget_total(tx, budget, self._now_us())
+            stored = tx.scalar("SELECT cap_atomic FROM budgets WHERE name = ?", (budget,))
+            cap_atomic = cap_atomic if stored is None else int(stored)
             if cap_atomic is not None and counted + amount_atomic > cap_atomic:
                 left = max(0, cap_atomic - counted)
                 reason = (
