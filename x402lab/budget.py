@@ -72,7 +72,7 @@ class Budget:
         them)."""
         if self._ledger is not None and self._ledger.db.url != ledger.db.url:
             raise ConfigError(f"budget {self.name!r} is already bound to {self._ledger.db.url}")
-        caps = ledger.register_budget(self.name, self.cap_atomic, self.per_call_atomic)
+        caps = ledger.caps.agree(self.name, self.cap_atomic, self.per_call_atomic)
         self.cap_atomic, self.per_call_atomic = caps.cap_atomic, caps.per_call_atomic
         self._ledger = ledger
         return self
@@ -88,14 +88,14 @@ class Budget:
             per_call = stored.per_call_atomic if stored is not None else self.per_call_atomic
         else:
             per_call = _cap(per_call_usd, "per_call_usd")
-        caps = self.ledger.set_budget_caps(self.name, cap, per_call)
+        caps = self.ledger.caps.set(self.name, cap, per_call)
         self.cap_atomic, self.per_call_atomic = caps.cap_atomic, caps.per_call_atomic
         return self
 
     def caps(self) -> BudgetCaps | None:
         """The caps the ledger keeps for this budget now (another process may have changed
         them with ``set_cap``), with who set them and when."""
-        return self.ledger.budget_caps(self.name)
+        return self.ledger.caps.read(self.name)
 
     @property
     def ledger(self) -> Ledger:
@@ -131,8 +131,16 @@ class Budget:
 
     def state(self) -> BudgetState:
         """Settled, in-flight, unknown and held spend right now (``committed_atomic`` is
-        their sum, the same as ``committed`` in ``lab.spend(by="budget")``)."""
+        their sum, the same as ``committed`` in ``lab.spend(by="budget")``), against the cap
+        the ledger keeps now."""
+        self._follow_stored_caps()
         return self.ledger.budget_state(self.name, self.cap_atomic)
+
+    def _follow_stored_caps(self) -> None:
+        """Take the caps the ledger keeps (another process may have changed them)."""
+        stored = self.ledger.caps.read(self.name)
+        if stored is not None and stored.is_set:
+            self.cap_atomic, self.per_call_atomic = stored.cap_atomic, stored.per_call_atomic
 
     def committed_atomic(self) -> int:
         """``state().committed_atomic`` (what counts against the cap now) from the running
@@ -141,6 +149,7 @@ class Budget:
 
     def remaining_atomic(self) -> int | None:
         """``state().remaining_atomic`` the same way (None without a total cap)."""
+        self._follow_stored_caps()
         if self.cap_atomic is None:
             return None  # without asking the ledger
         return left_under_cap(self.cap_atomic, self.committed_atomic())

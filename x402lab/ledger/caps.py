@@ -14,11 +14,12 @@ PostgreSQL lock), so two processes that connect at once cannot both set a budget
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from x402lab.errors import ConfigError
-from x402lab.ledger.database import Row, Tx
+from x402lab.ledger.database import Database, Row, Tx
 from x402lab.ledger.payments import budget_total
 from x402lab.money import format_usd
 
@@ -121,3 +122,28 @@ def set_caps(
         (cap_atomic, per_call_atomic, who, now_us, now_us, name),
     )
     return BudgetCaps(name, cap_atomic, per_call_atomic, who, now_us)
+
+
+class BudgetCapsBook:
+    """``ledger.caps``: the budgets' caps of one database, written as ``who()`` (the ledger's
+    user, and now in microseconds)."""
+
+    def __init__(self, db: Database, who: Callable[[], tuple[str, int]]) -> None:
+        self._db = db
+        self._who = who
+
+    def agree(self, name: str, cap_atomic: int | None, per_call_atomic: int | None) -> BudgetCaps:
+        """``agree_caps`` in a transaction of its own."""
+        with self._db.transaction() as tx:
+            return agree_caps(tx, name, cap_atomic, per_call_atomic, *self._who())
+
+    def set(self, name: str, cap_atomic: int | None, per_call_atomic: int | None) -> BudgetCaps:
+        """``set_caps`` in a transaction of its own: spend already committed is kept (a cap
+        below it refuses every new reservation)."""
+        with self._db.transaction() as tx:
+            return set_caps(tx, name, cap_atomic, per_call_atomic, *self._who())
+
+    def read(self, name: str) -> BudgetCaps | None:
+        """Budget ``name``'s stored caps (None: the ledger has no row for it); writes nothing."""
+        rows = self._db.read(CAPS_SELECT, (name,))
+        return caps_of(name, rows[0]) if rows else None

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded
 from x402lab.ledger import caps, payments
-from x402lab.ledger.caps import BudgetCaps
 from x402lab.ledger.database import (
     CommitGroup,
     Database,
@@ -102,6 +101,8 @@ class Ledger:
         self.user = user if user is not None else user_label()
         self._now = now
         self.db.migrate(MIGRATIONS)
+        #: The budgets' caps, one per budget (``caps.BudgetCapsBook``).
+        self.caps = caps.BudgetCapsBook(self.db, lambda: (self.user, self._now_us()))
         #: Group commit of write-ahead rows (``reserve(durable=False)``, then ``durable()``).
         self.write_ahead = WriteAhead(self.db)
 
@@ -130,31 +131,6 @@ class Ledger:
         self.db.close()
 
     # -- budgets ---------------------------------------------------------------------------
-
-    def register_budget(
-        self, name: str, cap_atomic: int | None, per_call_atomic: int | None
-    ) -> BudgetCaps:
-        """The caps budget ``name`` runs under (``caps.agree_caps``): the first process that
-        names it with a cap sets them; one that gives none takes the stored ones; one that
-        asks for others gets a ConfigError showing both (``set_budget_caps`` changes them)."""
-        with self.db.transaction() as tx:
-            return caps.agree_caps(
-                tx, name, cap_atomic, per_call_atomic, self.user, self._now_us()
-            )
-
-    def set_budget_caps(
-        self, name: str, cap_atomic: int | None, per_call_atomic: int | None
-    ) -> BudgetCaps:
-        """Change budget ``name``'s caps for every process that uses it (None: no cap),
-        recorded as set by this ledger's user now. Spend already committed is kept: a cap
-        below it refuses every new reservation."""
-        with self.db.transaction() as tx:
-            return caps.set_caps(tx, name, cap_atomic, per_call_atomic, self.user, self._now_us())
-
-    def budget_caps(self, name: str) -> BudgetCaps | None:
-        """Budget ``name``'s stored caps (None: the ledger has no row for it)."""
-        rows = self.db.read(caps.CAPS_SELECT, (name,))
-        return caps.caps_of(name, rows[0]) if rows else None
 
     def budget_state(self, name: str, cap_atomic: int | None = None) -> BudgetState:
         """Settled, in-flight, unknown and held spend of a budget, right now."""
@@ -209,7 +185,7 @@ class Ledger:
 
         Raises BudgetExceeded (after recording a ``refused`` row) when the budget's settled,
         in-flight, unknown and held spend plus this amount would pass its cap: the cap stored
-        for the budget (``register_budget``), read in this transaction, so every process
+        for the budget (``caps``), read in this transaction, so every process
         reserves against the same one; ``cap_atomic`` only for a budget without one stored.
         """
         fsync = sign is not None and (durable or not self.write_ahead.needed)
