@@ -354,7 +354,7 @@ def test_the_ledger_has_no_import_circle():
 def test_each_ledger_module_imports_only_those_before_it():
     modules = {module_name(path) for path in (PACKAGE / "ledger").glob("*.py")} - {LEDGER}
     assert modules == set(LEDGER_ORDER), "place a new ledger module in LEDGER_ORDER"
-    assert len(LEDGER_ORDER) + 1 <= 12  # the face, ``__init__``, counts too
+    assert len(LEDGER_ORDER) + 1 <= 13  # the face, ``__init__``, counts too (13: caps)
     graph = import_graph(LEDGER)
     bad = []
     for index, module in enumerate(LEDGER_ORDER):

@@ -294,10 +294,14 @@ class Ledger:
     def recover_interrupted(self, *, reserved_older_than_s: float = 600.0) -> int:
         """Close the rows a stopped process left open; returns how many rows moved.
 
-        ``signed`` rows whose sender is gone (a process of this host that no longer runs) or
-        whose authorization window has passed become ``unknown`` (whether they settled is not
-        known; they keep counting; ``reconcile`` asks the chain). ``reserved`` rows of a gone
-        process, or older than ``reserved_older_than_s``, were never signed and are released.
+        ``signed`` rows whose authorization window has passed, or whose sender is gone (a
+        process of this host that no longer runs) and whose signed payload is not kept,
+        become ``unknown`` (whether they settled is not known; they keep counting;
+        ``reconcile`` asks the chain). A gone sender's row that can still settle and whose
+        payload the ledger holds stays ``signed``: whichever process pays that request next
+        sends that same payload (``resume_payment``), so what happens to it does not depend
+        on which process looks first. ``reserved`` rows of a gone process, or older than
+        ``reserved_older_than_s``, were never signed and are released.
         """
         now_us, cutoff = self._now_us(), self._held_cutoff()
         stale_us = now_us - int(reserved_older_than_s * 1_000_000)
@@ -306,14 +310,16 @@ class Ledger:
         abandoned: list[int] = []  # reserved rows never signed
         with self.db.transaction() as tx:
             rows = tx.all(
-                "SELECT id, status, valid_before, owner, ts_us FROM payments"
+                "SELECT id, status, valid_before, owner, ts_us,"
+                " payment_header IS NOT NULL AS kept FROM payments"
                 f" WHERE {in_sql('status', (S.RESERVED, S.SIGNED))}"
             )
             for row in rows:
                 owner = row["owner"]
                 if row["status"] == S.SIGNED:
-                    expired = row["valid_before"] is not None and row["valid_before"] < cutoff
-                    if expired or gone(owner):
+                    valid = row["valid_before"] is not None and row["valid_before"] >= cutoff
+                    expired = row["valid_before"] is not None and not valid
+                    if expired or (gone(owner) and not (valid and row["kept"])):
                         note = ORPHANED.format(owner=owner or "?")
                         orphaned.setdefault(note, []).append(row["id"])
                 elif row["ts_us"] < stale_us or gone(owner):
