@@ -76,7 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _existing(where: str) -> str | Path:
+def existing_ledger(where: str) -> str | Path:
     """A ledger file that exists, or a database URL as given (``postgresql://...``). Raises
     ConfigError for a missing file: reading must not create one."""
     from x402lab.errors import ConfigError
@@ -94,7 +94,7 @@ def _open_rows(args: argparse.Namespace) -> Any:
     from x402lab.analysis.spend import budget_rows
     from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 
-    ledger = Ledger(_existing(args.ledger or DEFAULT_LEDGER_PATH))
+    ledger = Ledger(existing_ledger(args.ledger or DEFAULT_LEDGER_PATH))
     try:
         return budget_rows(ledger, args.budget)
     finally:
@@ -167,7 +167,7 @@ def _reconcile(args: argparse.Namespace) -> int:
     if not url:
         raise ConfigError("give the chain with --chain-rpc-url URL or X402LAB_CHAIN_RPC_URL")
     chain = ChainClient(url)
-    ledger = Ledger(_existing(args.ledger or DEFAULT_LEDGER_PATH))
+    ledger = Ledger(existing_ledger(args.ledger or DEFAULT_LEDGER_PATH))
 
     async def check() -> Any:
         try:
