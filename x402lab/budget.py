@@ -80,7 +80,9 @@ class Budget:
     def set_cap(self, usd: float | None, per_call_usd: float | None | _Keep = KEEP) -> Budget:
         """Change this budget's caps for every process that uses it (None: no cap; the
         per-call cap is kept unless given), recorded in the ledger with who (the ledger's
-        user) and when. Reservations of other processes read the new cap at once. Returns
+        user) and when. Reservations of other processes are measured against the new total
+        cap at once (it is read in their transaction); they take a new per-call cap when they
+        next read the budget (``state()``, ``remaining_atomic()``, a batch's start). Returns
         self."""
         cap = _cap(usd, "usd")
         if isinstance(per_call_usd, _Keep):
