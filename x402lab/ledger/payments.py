@@ -356,6 +356,9 @@ def answer_transaction(
 
 
 _ADD = "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?"
+#: The cap a reservation is measured against: the stored one once set (``caps``), else the
+#: caller's.
+_CAP = "(CASE WHEN cap_set_us IS NULL THEN ? ELSE cap_atomic END)"
 
 
 def take_budget(tx: Tx, budget: str, cap_atomic: int | None, amount: int) -> bool:
@@ -364,11 +367,8 @@ def take_budget(tx: Tx, budget: str, cap_atomic: int | None, amount: int) -> boo
     or the budget has no row yet: the caller then takes the exact path (``expire_held``,
     ``budget_total``), since expired held rows still count here until ``expire_held`` runs
     (so this never lets spend past the cap)."""
-    if cap_atomic is None:
-        sql = _ADD + " AND (cap_atomic IS NULL OR counted_atomic + ? <= cap_atomic)"
-        return tx.execute(sql, (amount, budget, amount)).rowcount == 1
-    sql = _ADD + " AND counted_atomic + ? <= COALESCE(cap_atomic, ?)"
-    return tx.execute(sql, (amount, budget, amount, cap_atomic)).rowcount == 1
+    sql = _ADD + f" AND ({_CAP} IS NULL OR counted_atomic + ? <= {_CAP})"
+    return tx.execute(sql, (amount, budget, cap_atomic, amount, cap_atomic)).rowcount == 1
 
 
 def budget_total(tx: Tx, budget: str, now_us: int) -> int:

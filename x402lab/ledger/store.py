@@ -203,8 +203,8 @@ class Ledger:
                 # The fresh challenge after a prepay miss: the request needs the budget once.
                 payments.release_prepay_miss(tx, budget, meta.request_key, self._now_us())
             counted = payments.budget_total(tx, budget, self._now_us())
-            stored = tx.scalar("SELECT cap_atomic FROM budgets WHERE name = ?", (budget,))
-            cap_atomic = cap_atomic if stored is None else int(stored)
+            stored = caps.read_caps(tx, budget)
+            cap_atomic = stored.cap_atomic if stored is not None and stored.is_set else cap_atomic
             if cap_atomic is not None and counted + amount_atomic > cap_atomic:
                 left = max(0, cap_atomic - counted)
                 reason = (
