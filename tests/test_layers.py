@@ -292,6 +292,7 @@ LEDGER_ORDER = tuple(
         "sqlite",
         "schema",
         "payments",
+        "caps",
         "store",
         "claim_rows",
         "claims",

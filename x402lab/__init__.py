@@ -43,13 +43,13 @@ _IMPORT_NOW = False
 if _IMPORT_NOW:
     from x402lab._loop import run
     from x402lab.analysis.estimates import gold_sample, mean, shares
+    from x402lab.analysis.ledger_reports import Ledger
     from x402lab.batch import AutoConcurrency, BatchSummary
     from x402lab.batch.frames import register_accessors
     from x402lab.batch.routes import col, explode_hits
     from x402lab.budget import Budget
     from x402lab.connection import Settings, connect, connect_async
     from x402lab.lab import AsyncLab, Lab
-    from x402lab.ledger import Ledger
     from x402lab.planning import plan
     from x402lab.transport import RetryPolicy
     from x402lab.wallet import Wallet
@@ -62,7 +62,7 @@ _LAZY = {
     "BatchSummary": "x402lab.batch",
     "Budget": "x402lab.budget",
     "Lab": "x402lab.lab",
-    "Ledger": "x402lab.ledger",
+    "Ledger": "x402lab.analysis.ledger_reports",
     "RetryPolicy": "x402lab.transport",
     "Settings": "x402lab.connection",
     "Wallet": "x402lab.wallet",

@@ -4,6 +4,8 @@ The cap covers settled, in-flight, unknown and held spend (a signed payment the 
 refused counts until its authorization expires), so concurrent requests can never push spend
 past it. Reservations live in the ledger's database: atomic across threads, tasks and
 processes sharing the file, and a named budget keeps its spend across kernel restarts.
+A named budget has one cap, kept in the ledger (the first process to name it with a cap sets
+it; a change is an explicit ``set_cap``), so every process reserves against the same figure.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from x402lab.ledger import BudgetState, PaymentMeta, SignedAuthorization, left_u
 from x402lab.money import format_usd, usd_to_atomic
 
 if TYPE_CHECKING:
-    from x402lab.ledger import CommitGroup, Ledger
+    from x402lab.ledger import BudgetCaps, CommitGroup, Ledger
 
 
 def _cap(value: float | None, what: str) -> int | None:
@@ -30,12 +32,24 @@ def _cap(value: float | None, what: str) -> int | None:
     return atomic
 
 
+class _Keep:
+    """The per-call cap of ``Budget.set_cap`` when not given: kept as it is."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP = _Keep()
+
+
 class Budget:
     """A spending cap in USD, with an optional cap per call.
 
     ``Budget(usd=5.0, per_call_usd=0.50, name="exp-1")``. Without a name the budget lives for
     this session only; with a name its spend is read back from the ledger after a restart.
-    ``usd=None`` means no total cap (the per-call cap still applies).
+    ``usd=None`` means no total cap (the per-call cap still applies); for a named budget
+    whose caps the ledger already keeps, it means "the stored caps" (one cap per budget:
+    ``bind``).
     """
 
     def __init__(
@@ -50,12 +64,40 @@ class Budget:
         self._ledger: Ledger | None = None
 
     def bind(self, ledger: Ledger) -> Budget:
-        """Attach to the ledger that keeps this budget's reservations; returns self."""
+        """Attach to the ledger that keeps this budget's reservations; returns self.
+
+        A named budget has one cap, kept in the ledger: the first process that names it with
+        a cap sets it; naming it without ``usd=`` (and ``per_call_usd=``) takes the stored
+        caps; asking for other caps raises ConfigError showing both (``set_cap`` changes
+        them)."""
         if self._ledger is not None and self._ledger.db.url != ledger.db.url:
             raise ConfigError(f"budget {self.name!r} is already bound to {self._ledger.db.url}")
-        ledger.register_budget(self.name, self.cap_atomic, self.per_call_atomic)
+        caps = ledger.caps.agree(self.name, self.cap_atomic, self.per_call_atomic)
+        self.cap_atomic, self.per_call_atomic = caps.cap_atomic, caps.per_call_atomic
         self._ledger = ledger
         return self
+
+    def set_cap(self, usd: float | None, per_call_usd: float | None | _Keep = KEEP) -> Budget:
+        """Change this budget's caps for every process that uses it (None: no cap; the
+        per-call cap is kept unless given), recorded in the ledger with who (the ledger's
+        user) and when. Reservations of other processes are measured against the new total
+        cap at once (it is read in their transaction); they take a new per-call cap when they
+        next read the budget (``state()``, ``remaining_atomic()``, a batch's start). Returns
+        self."""
+        cap = _cap(usd, "usd")
+        if isinstance(per_call_usd, _Keep):
+            stored = self.caps()
+            per_call = stored.per_call_atomic if stored is not None else self.per_call_atomic
+        else:
+            per_call = _cap(per_call_usd, "per_call_usd")
+        caps = self.ledger.caps.set(self.name, cap, per_call)
+        self.cap_atomic, self.per_call_atomic = caps.cap_atomic, caps.per_call_atomic
+        return self
+
+    def caps(self) -> BudgetCaps | None:
+        """The caps the ledger keeps for this budget now (another process may have changed
+        them with ``set_cap``), with who set them and when."""
+        return self.ledger.caps.read(self.name)
 
     @property
     def ledger(self) -> Ledger:
@@ -91,8 +133,16 @@ class Budget:
 
     def state(self) -> BudgetState:
         """Settled, in-flight, unknown and held spend right now (``committed_atomic`` is
-        their sum, the same as ``committed`` in ``lab.spend(by="budget")``)."""
+        their sum, the same as ``committed`` in ``lab.spend(by="budget")``), against the cap
+        the ledger keeps now."""
+        self._follow_stored_caps()
         return self.ledger.budget_state(self.name, self.cap_atomic)
+
+    def _follow_stored_caps(self) -> None:
+        """Take the caps the ledger keeps (another process may have changed them)."""
+        stored = self.ledger.caps.read(self.name)
+        if stored is not None and stored.is_set:
+            self.cap_atomic, self.per_call_atomic = stored.cap_atomic, stored.per_call_atomic
 
     def committed_atomic(self) -> int:
         """``state().committed_atomic`` (what counts against the cap now) from the running
@@ -101,6 +151,7 @@ class Budget:
 
     def remaining_atomic(self) -> int | None:
         """``state().remaining_atomic`` the same way (None without a total cap)."""
+        self._follow_stored_caps()
         if self.cap_atomic is None:
             return None  # without asking the ledger
         return left_under_cap(self.cap_atomic, self.committed_atomic())

@@ -227,3 +227,30 @@ def test_the_running_total_answers_what_the_rows_answer(tmp_path):
     clock[0] = 1300 + 61  # the rejected authorization can no longer settle
     assert agree() == 123_000
     assert xl.Budget(usd=2.0, name="never used").bind(ledger).committed_atomic() == 0
+
+
+def test_one_stored_cap_per_named_budget(tmp_path):
+    path = tmp_path / "team.sqlite"
+    look = xl.Budget(name="team").bind(xl.Ledger(path, user="lead"))  # only looks: no cap
+    assert look.caps() is not None and not look.caps().is_set
+    ana = xl.Budget(usd=0.30, per_call_usd=0.10, name="team").bind(xl.Ledger(path, user="ana"))
+    with pytest.raises(xl.ConfigError, match=r"cap 0\.30 USD.*asks for cap 0\.50 USD"):
+        xl.Budget(usd=0.50, name="team").bind(xl.Ledger(path, user="ben"))
+    ben = xl.Budget(name="team").bind(xl.Ledger(path, user="ben"))
+    assert (ben.cap_atomic, ben.per_call_atomic) == (300_000, 100_000)
+    ana.reserve(250_000, META)
+    # The lead lowers the cap: ana's Budget still holds the old figure, but her reservations
+    # are measured against the stored one, read in their transaction.
+    look.set_cap(0.26)
+    assert ana.cap_atomic == 300_000
+    with pytest.raises(xl.BudgetExceeded, match=r"0\.01 USD of 0\.26 USD"):
+        ana.reserve(20_000, META)
+    assert ana.remaining_atomic() == 10_000 and ana.cap_atomic == 260_000
+    look.set_cap(None)  # no total cap any more, for every process; the per-call cap is kept
+    ben.reserve(900_000, META)
+    caps = ben.caps()
+    assert caps is not None and (caps.cap_atomic, caps.per_call_atomic, caps.set_by) == (
+        None,
+        100_000,
+        "lead",
+    )

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -102,18 +103,42 @@ def test_chat_rows_of_a_dask_frame_and_a_bag_of_texts(cluster, emulator, team_la
     assert len(emulator.chain.transfers()) == 12 + 30 + 12
 
 
-def test_the_budget_holds_across_workers(cluster, emulator, team_lab):
+def test_a_batch_that_does_not_fit_is_refused_whole_or_spends_what_is_left(
+    cluster, emulator, team_lab, tmp_path
+):
     lab = team_lab(emulator, usd=0.5)  # 50 texts at the 0.01 USD minimum charge
-    series = dd.from_pandas(pd.Series(texts(160, "cap"), name="text"), npartitions=4)
-    # partial=True: each partition spends what the shared budget has left, then skips.
-    frame = lab.batch_embed(
-        series, model=EMBED, per_request=1, progress=None, partial=True
-    ).compute()
+    words = texts(160, "cap")
+    series = dd.from_pandas(pd.Series(words, name="text"), npartitions=8)
+    args = dict(model=EMBED, per_request=1, progress=None)
+    # Without partial=True: the whole batch's quote (160 requests), refused before any
+    # partition starts; nothing signed, nothing moved, no file written.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning either
+        with pytest.raises(xl.BudgetExceeded) as refused:
+            lab.batch_embed(series, out=tmp_path / "refused", **args)
+    message = str(refused.value)
+    assert "whole batch's exact quote is 1.60 USD (160 requests over 8 partitions" in message
+    assert "0.50 USD left" in message and "partial=True" in message
+    assert emulator.chain.transfers() == [] and lab.ledger.rows() == []
+    assert not (tmp_path / "refused").exists()
+
+    # partial=True: each partition spends what the shared budget has left, then skips; the
+    # driver gets one summary of the whole batch and one warning.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = lab.batch_embed(series, out=tmp_path / "vectors", partial=True, **args)
+    incomplete = [w for w in caught if issubclass(w.category, xl.IncompleteBatchWarning)]
+    assert len(incomplete) == 1, [str(w.message) for w in caught]
+    assert "of 160 rows not answered" in str(incomplete[0].message)
+    assert isinstance(summary, BatchSummary) and summary.rows == 160
     spent = sum(t.amount_atomic for t in emulator.chain.transfers())
     assert spent <= 500_000  # never past the cap, whichever worker reserved
-    assert (frame["status"] == "ok").sum() == len(emulator.chain.transfers()) >= 40
-    assert set(frame["status"]) == {"ok", "skipped_budget"}
-    assert lab.budget.state().committed_atomic == spent
+    assert summary.counts["ok"] == len(emulator.chain.transfers()) >= 40
+    assert summary.counts["ok"] + summary.counts["skipped_budget"] == 160
+    assert summary.paid_atomic == spent == lab.budget.state().committed_atomic
+    files = sorted((tmp_path / "vectors").glob("*.parquet"))
+    assert [f.name for f in files] == [f"part-{i:05d}.parquet" for i in range(8)]
+    assert sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 160
 
 
 @pytest.mark.parametrize("make", ["from_key", "create"])

@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 from support.dask_cluster import EMBED, postgres_database, require, texts, transfers_per_key
 
+import x402lab as xl
+
 require("dask.dataframe")
 require("distributed")
 import dask.dataframe as dd  # noqa: E402
@@ -29,10 +31,12 @@ def test_workers_share_one_postgresql_ledger_and_budget(cluster, emulator, team_
     words = texts(120, "pg")
     series = dd.from_pandas(pd.Series(words, name="text"), npartitions=4)
 
-    # partial=True: each partition spends what the shared budget has left, then skips.
-    frame = lab.batch_embed(
-        series, model=EMBED, dimensions=8, per_request=1, progress=None, partial=True
-    ).compute()
+    # partial=True: each partition spends what the shared budget has left, then skips; the
+    # driver warns once for the whole batch.
+    with pytest.warns(xl.IncompleteBatchWarning, match="of 120 rows not answered"):
+        frame = lab.batch_embed(
+            series, model=EMBED, dimensions=8, per_request=1, progress=None, partial=True
+        ).compute()
     assert frame["text"].tolist() == words
     spent = sum(t.amount_atomic for t in emulator.chain.transfers())
     assert spent <= 800_000 and (frame["status"] == "ok").sum() == len(emulator.chain.transfers())
@@ -41,9 +45,10 @@ def test_workers_share_one_postgresql_ledger_and_budget(cluster, emulator, team_
     assert set(per_key.values()) == {1}
     assert lab.budget.state().committed_atomic == spent
 
-    again = lab.batch_embed(
-        series, model=EMBED, dimensions=8, per_request=1, progress=None, partial=True
-    ).compute()
+    with pytest.warns(xl.IncompleteBatchWarning, match="skipped_budget"):
+        again = lab.batch_embed(
+            series, model=EMBED, dimensions=8, per_request=1, progress=None, partial=True
+        ).compute()
     assert set(again["status"]) == {"cached", "skipped_budget"}
     assert transfers_per_key(lab, emulator) == per_key  # a re-run pays nothing again
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from support.dask_cluster import (
     transfers_per_key,
     when,
 )
+
+import x402lab as xl
 
 require("dask.dataframe")
 distributed = require("distributed")
@@ -71,12 +74,22 @@ def _run_and_kill_a_worker(lab: Any, series: Any) -> tuple[int, pd.DataFrame]:
         # Both workers pay at the same pace: each is halfway through its second partition.
         at = 3 * TEXTS // PARTITIONS
         watcher = when(lambda: _settled(lab) >= at, kill, timeout_s=120)
-        frame = lab.batch_embed(
-            series, model=EMBED, dimensions=8, per_request=1, concurrency=CONCURRENCY, progress=None
-        ).compute()
+        frame = _embed_warning_once(lab, series)
         watcher.join(timeout=5)
     assert killed and killed[0] < TEXTS, "the worker was not killed mid-run"
     return killed[0], frame
+
+
+def _embed_warning_once(lab, series):
+    """The batch's rows; it warns once, on the driver, exactly when rows were lost."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frame = lab.batch_embed(
+            series, model=EMBED, dimensions=8, per_request=1, concurrency=CONCURRENCY, progress=None
+        ).compute()
+    incomplete = [w for w in caught if issubclass(w.category, xl.IncompleteBatchWarning)]
+    assert len(incomplete) == int(frame["status"].isin(LOST).any()), [str(w) for w in caught]
+    return frame
 
 
 def test_a_killed_worker_loses_at_most_its_in_flight_answers(
@@ -95,9 +108,7 @@ def test_a_killed_worker_loses_at_most_its_in_flight_answers(
     assert len(transfers) == TEXTS  # each text paid once, the dead worker's included
 
     # A fresh cluster (the module's: its workers never ran this batch) runs it again.
-    again = lab.batch_embed(
-        series, model=EMBED, dimensions=8, per_request=1, concurrency=CONCURRENCY, progress=None
-    ).compute()
+    again = _embed_warning_once(lab, series)
     counts = again["status"].value_counts().to_dict()
     assert sorted(again["text"]) == sorted(words)
     assert set(counts) <= {"cached", *LOST}, counts

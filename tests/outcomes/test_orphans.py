@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import datetime
 
 import pytest
 from support.outcomes import (
@@ -21,7 +22,15 @@ from support.outcomes import (
     wait_for,
 )
 
-from x402lab.ledger import ClaimAction, Claims, Ledger, owner_alive, owner_gone, process_owner
+from x402lab.ledger import (
+    EXPIRY_SLACK_S,
+    ClaimAction,
+    Claims,
+    Ledger,
+    owner_alive,
+    owner_gone,
+    process_owner,
+)
 
 
 def _dead_owner() -> str:
@@ -80,14 +89,14 @@ def test_a_row_signed_by_a_process_that_died_unsent_is_sent_by_the_next_call(
     [row] = rows_of(ledger_path)
     assert row["status"] == "signed" and row["nonce"] == signed["nonce"]
 
-    # connect(): the sender is gone, so the row is unknown at once (not after its window);
-    # the chain says unused and still valid, so it is left for whoever sends it again.
+    # connect(): the sender is gone; the chain says unused and still valid, and the ledger
+    # holds its payload, so it stays signed for whoever sends it again (never unknown).
     lab = lab_for(emulator)
     [row] = lab.ledger.rows()
-    assert row["status"] == "unknown" and "stopped before an answer" in row["error"]
+    assert row["status"] == "signed"
     assert emulator.chain.transfers() == []
     state = lab.budget.state()
-    assert state.unknown_atomic == row["amount_atomic"]
+    assert state.in_flight_atomic == row["amount_atomic"]
 
     # The same request again sends that stored payload: no new signature, one transfer.
     result = lab.call("POST", CHAT, chat_body("Signed, then died"))
@@ -119,6 +128,45 @@ def test_a_resumed_batch_sends_the_payload_a_killed_process_signed(start, lab_fo
     assert again["status"].tolist() == ["cached"]  # its answer was stored
 
 
+def test_a_payment_a_killed_process_signed_is_sent_whoever_connects_first(
+    start, lab_for, ledger_path
+):
+    emulator = start()
+    prompt = "Batch row of a killed analyst"
+    child = spawn("claim_sign_and_die", emulator.gateway_url, str(ledger_path), prompt)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    signed = json.loads(out.splitlines()[-1])
+
+    # The lead connects first, in another process, with the chain known, and reconciles:
+    # the row can still settle and its payload is kept, so it is left signed (not unknown),
+    # and reconcile() lists it, open, with when it could be freed (slack included).
+    lead = spawn("look_and_reconcile", emulator.gateway_url, str(ledger_path), emulator.chain_url)
+    looked, err = lead.communicate(timeout=120)
+    assert lead.returncode == 0, err
+    seen = json.loads(looked.splitlines()[-1])
+    assert seen["statuses"] == {str(signed["row"]): "signed"}
+    [listed] = seen["listed"]
+    assert (listed["id"], listed["before"], listed["after"]) == (
+        str(signed["row"]),
+        "signed",
+        "signed",
+    )
+    expires, frees = (datetime.fromisoformat(listed[k]) for k in ("expires_at", "frees_at"))
+    assert (frees - expires).total_seconds() == EXPIRY_SLACK_S
+    assert seen["attrs"]["still_open"] == 1 and seen["attrs"]["checked"] == 1
+    assert datetime.fromisoformat(seen["attrs"]["next_free"]) == frees
+    assert emulator.chain.transfers() == []
+
+    # The analyst restarts and runs the batch again: the same payload is sent, it settles.
+    lab = lab_for(emulator)
+    frame = lab.batch_chat([prompt], model=CHAT_MODEL, max_tokens=8)
+    assert frame["status"].tolist() == ["ok"]
+    [row] = lab.ledger.rows()
+    assert (row["status"], row["resolved_by"]) == ("settled", "resend")
+    assert set(transfers_by_nonce(emulator)) == {signed["nonce"].lower()}
+
+
 def test_connect_reconciles_a_row_a_killed_process_left_in_flight(start, lab_for, ledger_path):
     # The server settles the paid request and holds its answer; the process is killed while
     # it waits. The next connect() finds the row's sender gone and asks the chain.
@@ -139,11 +187,11 @@ def test_connect_reconciles_a_row_a_killed_process_left_in_flight(start, lab_for
     assert lab.budget.state().settled_atomic == transfer.amount_atomic
 
 
-def test_connect_without_a_chain_leaves_the_orphan_unknown(start, lab_for, ledger_path):
+def test_connect_without_a_chain_leaves_the_orphan_signed_and_counted(start, lab_for, ledger_path):
     emulator = start()
     child = spawn("sign_and_die", emulator.gateway_url, str(ledger_path), "Orphan, no chain")
     child.communicate(timeout=60)
     lab = lab_for(emulator, chain=False)
     [row] = lab.ledger.rows()
-    assert row["status"] == "unknown"
-    assert lab.budget.state().unknown_atomic == row["amount_atomic"]
+    assert row["status"] == "signed"  # still valid, its payload kept: sent by the next call
+    assert lab.budget.state().in_flight_atomic == row["amount_atomic"]

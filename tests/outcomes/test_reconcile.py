@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from datetime import datetime
 
 import pytest
 from starlette.applications import Starlette
@@ -65,11 +66,18 @@ def test_reconcile_settles_frees_and_leaves_open(mixed, lab_for, ledger_path):
     checking = lab_for(emulator, ledger=ledger)
     done = checking.reconcile()
     assert list(done.columns) == reconcile_schema().names
-    [row] = done.to_dict("records")
+    # Every row it looked at: the one it settled, and the two still open with when they
+    # can be freed (their window and the clock slack passed).
+    row, *still = done.to_dict("records")
     assert (row["before"], row["after"], row["tx_hash"]) == ("unknown", "settled", transfer.tx_hash)
     assert row["amount_atomic"] == transfer.amount_atomic and row["block"] >= 1
+    assert sorted(r["id"] for r in still) == sorted(unused)
+    assert all(r["before"] == r["after"] == "unknown" for r in still)
+    assert all((r["frees_at"] - r["expires_at"]).total_seconds() == 60 for r in still)
     assert done.attrs["checked"] == 3 and done.attrs["still_open"] == 2
-    assert done.attrs["next_expiry"].endswith("+00:00")  # ISO 8601 UTC: attrs are plain data
+    first_free = datetime.fromisoformat(done.attrs["next_free"])
+    assert first_free == min(r["frees_at"] for r in still)
+    assert done.attrs["next_free"].endswith("+00:00")  # ISO 8601 UTC: attrs are plain data
     assert json.loads(json.dumps(done.attrs)) == done.attrs  # so to_parquet keeps them
     # The claim follows the ledger: the purchase settled, its answer was not stored.
     record = claims.get("test", ["item"])["item"]
@@ -77,7 +85,7 @@ def test_reconcile_settles_frees_and_leaves_open(mixed, lab_for, ledger_path):
     assert checking.budget.state().committed_atomic == before.committed_atomic
 
     # Past the window (and the clock slack), the unused ones can never settle: expired.
-    clock[0] += 300 + 61
+    clock[0] += 300 + 90  # (the rows were signed after the clock was read: a loaded machine)
     done = checking.reconcile()
     assert sorted(done["id"]) == sorted(unused)
     assert set(done["before"]) == {"unknown"} and set(done["after"]) == {"expired"}

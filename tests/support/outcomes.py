@@ -121,8 +121,31 @@ def pay_slowly(gateway: str, ledger: str, prompt: str) -> None:
     lab.call("POST", CHAT, chat_body(prompt))
 
 
+def look_and_reconcile(gateway: str, ledger: str, chain: str) -> None:
+    """Another person's connect() to the same ledger, with the chain known, then
+    reconcile(): print the rows' statuses and what reconcile() listed."""
+    import x402lab as xl
+
+    lab = xl.connect(
+        gateway,
+        gateway,
+        wallet=xl.Wallet.from_key(KEY),
+        ledger=ledger,
+        budget=xl.Budget(name="outcomes"),
+        chain_rpc_url=chain,
+        user="lead",
+    )
+    statuses = {row["id"]: row["status"] for row in lab.ledger.rows()}
+    listed = lab.reconcile()
+    records = listed[["id", "before", "after", "expires_at", "frees_at"]].astype(str)
+    print(json.dumps({"statuses": statuses, "listed": records.to_dict("records"),
+                      "attrs": listed.attrs}), flush=True)  # fmt: skip
+    lab.close()
+
+
 if __name__ == "__main__":
     steps = {
+        "look_and_reconcile": look_and_reconcile,
         "sign_and_die": sign_and_die,
         "claim_sign_and_die": claim_sign_and_die,
         "pay_slowly": pay_slowly,

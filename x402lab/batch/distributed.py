@@ -6,7 +6,8 @@ workers of the current ``dask.distributed`` client. Nothing secret travels: each
 connects a lab of its own from the driver lab's ``LabRecipe`` (addresses, ledger URL, budget,
 where the key is read from) and loads the key itself (``batch.worker``).
 
-Before anything is paid, every worker is asked whether it can take part: a wallet that only
+Before anything is paid, the whole batch is priced against the budget
+(``cluster_preflight``), and every worker is asked whether it can take part: a wallet that only
 this process can hold (``from_key``, ``create``) is refused here, and a worker that cannot
 load the wallet, or runs on another machine while the ledger is an SQLite file or the
 services listen on 127.0.0.1, is refused with what to use instead. The claims in the shared
@@ -33,12 +34,17 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from x402lab.batch.cluster_preflight import refuse_unfit_batch
+from x402lab.batch.incomplete import warn_incomplete
 from x402lab.batch.recipe import LabRecipe, recipe_of
 from x402lab.batch.results import BatchSummary
 from x402lab.errors import ConfigError
 from x402lab.private import private_folder
+
+if TYPE_CHECKING:
+    from x402lab.budget import Budget
 
 Method = TypeVar("Method", bound=Callable[..., Awaitable[Any]])
 INSTALL = 'pip install "x402lab[dask]"'
@@ -72,8 +78,11 @@ def on_cluster(method: Method) -> Method:
         recipe = recipe_of(self._session, self.connection, f"{method.__name__}()")
         progress = kwargs.pop("progress", "auto")
         out = kwargs.pop("out", None) if kind == "embed" else None
+        budget = self._session.budget
         # Blocking calls on the Dask client: off the lab's event loop.
-        return await asyncio.to_thread(run_on_cluster, recipe, kind, data, kwargs, out, progress)
+        return await asyncio.to_thread(
+            run_on_cluster, recipe, kind, data, kwargs, out, progress, budget
+        )
 
     return dispatch  # type: ignore[return-value]
 
@@ -85,12 +94,15 @@ def run_on_cluster(
     call: Mapping[str, Any],
     out: Any,
     progress: Any,
+    budget: Budget,
 ) -> Any:
     """Spends money: the batch of ``data`` on the current Dask cluster, one partition per
     task. Returns a Dask DataFrame (the partitions' results, kept on the workers), or with
-    ``out`` (a folder) the BatchSummary of the whole run. Raises ConfigError before anything
-    is paid when dask is missing, no cluster runs or a worker cannot take part; the first
-    error of a partition once every partition has ended."""
+    ``out`` (a folder) the BatchSummary of the whole run; warns once (IncompleteBatchWarning)
+    for the whole batch. Raises ConfigError before anything is paid when dask is missing, no
+    cluster runs or a worker cannot take part; BudgetExceeded before any partition starts
+    when the whole batch does not fit ``budget`` (``cluster_preflight``); the first error of
+    a partition once every partition has ended."""
     caller = (
         f"batch({kind.removeprefix('route:')})" if kind.startswith("route:") else f"batch_{kind}()"
     )
@@ -101,8 +113,9 @@ def run_on_cluster(
 
     _check_workers(client, recipe, caller)
     client.register_plugin(LabsPlugin(), name=LabsPlugin.name)
-    folder = _folder(out) if out is not None else None
     parts = data.to_delayed()
+    refuse_unfit_batch(client, parts, recipe, kind, call, budget, caller)
+    folder = _folder(out) if out is not None else None
     run = delayed(run_partition, pure=False)
     tasks = [
         run(
@@ -122,6 +135,7 @@ def run_on_cluster(
         raise error.with_traceback(failed[0].traceback())
     summaries = [client.submit(operator.itemgetter(1), f, pure=False) for f in futures]
     summary = merged_summary(client.gather(summaries), folder)
+    warn_incomplete(summary)
     if folder is not None:
         return summary
     _log.info("%s on a Dask cluster (%d partitions)", summary.describe(), len(futures))

@@ -113,7 +113,7 @@ async def refuse_unfit(
     if bound is not None and (left is None or bound <= left):
         return  # fits for sure: the price list tells every request's price
     estimate = await quote()
-    requests = _requests(estimate)
+    requests = requests_to_buy(estimate)
     payable = {key: amount for key, amount in requests.items() if cap is None or amount <= cap}
     if requests and not payable and cap is not None:
         raise BudgetExceeded(
@@ -155,7 +155,7 @@ def price_bound(plan: Plan, prices: Mapping[str, Any], cap: int | None) -> int |
     return total
 
 
-def _requests(estimate: BatchEstimate) -> dict[str, int]:
+def requests_to_buy(estimate: BatchEstimate) -> dict[str, int]:
     """Each request the run would buy and its exact price (the rows' shares add up to it)."""
     rows = estimate.rows
     to_buy = rows[(rows["status"] == "quoted") & ~rows["duplicate"]]

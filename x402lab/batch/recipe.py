@@ -61,8 +61,6 @@ class LabRecipe:
     user: str
     sqlite: bool
     budget_name: str
-    cap_atomic: int | None
-    per_call_atomic: int | None
     options: tuple[tuple[str, Any], ...]
     #: The machine the recipe was written on (an SQLite ledger and 127.0.0.1 services are
     #: reachable from it only).
@@ -79,8 +77,6 @@ class LabRecipe:
             self.ledger,
             self.user,
             self.budget_name,
-            self.cap_atomic,
-            self.per_call_atomic,
             self.options,
         )
         return hashlib.sha256(repr(settings).encode()).hexdigest()[:16]
@@ -105,11 +101,9 @@ class LabRecipe:
 
     def connect_lab(self) -> Any:
         """A sync Lab like the one the recipe was written from (its own HTTP connections)."""
-        budget = Budget(
-            usd=None if self.cap_atomic is None else self.cap_atomic / 1_000_000,
-            per_call_usd=None if self.per_call_atomic is None else self.per_call_atomic / 1e6,
-            name=self.budget_name,
-        )
+        # The budget's caps are the ones the ledger keeps (the driver set or took them), so
+        # a worker never asks for others than those stored, even after a ``set_cap``.
+        budget = Budget(name=self.budget_name)
         wallet = self.load_wallet()
         return self.connect(
             self.gateway_url,
@@ -157,8 +151,6 @@ def recipe_of(session: Session, connection: Connection | None, caller: str) -> L
         user=session.ledger.user,
         sqlite=sqlite,
         budget_name=budget.name,
-        cap_atomic=budget.cap_atomic,
-        per_call_atomic=budget.per_call_atomic,
         options=tuple(
             sorted((k, v) for k, v in options.items() if k not in _LEFT_HOME and v is not None)
         ),

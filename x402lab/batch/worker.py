@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import socket
 import threading
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from x402lab.batch.preflight import requests_to_buy
 from x402lab.batch.recipe import LabRecipe
 from x402lab.batch.results import BatchSummary
-from x402lab.errors import ConfigError
+from x402lab.errors import ConfigError, IncompleteBatchWarning
 
 #: This process's labs by recipe key: connecting (a ledger opened, the orphans of a dead
 #: worker recovered) happens once per worker, not once per partition.
@@ -104,12 +106,18 @@ def run_partition(
     """
     lab = lab_for(recipe)
     rows = _rows(part, kind)
-    if kind == "embed":
-        result = lab.batch_embed(rows, out=out, progress=None, **call)
-    elif kind.startswith(ROUTE_KIND):  # lab.batch of one route: its method's name
-        result = lab.batch(kind.removeprefix(ROUTE_KIND), rows, progress=None, **call)
-    else:
-        result = lab.batch_chat(rows, progress=None, **call)
+    # The driver decided on the whole batch (``distributed.refuse_unfit_batch``): a
+    # partition spends what the budget has left and says what it skipped in its summary;
+    # the driver warns once for the whole batch, so no partition warns on a worker.
+    call = {**call, "partial": True}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IncompleteBatchWarning)
+        if kind == "embed":
+            result = lab.batch_embed(rows, out=out, progress=None, **call)
+        elif kind.startswith(ROUTE_KIND):  # lab.batch of one route: its method's name
+            result = lab.batch(kind.removeprefix(ROUTE_KIND), rows, progress=None, **call)
+        else:
+            result = lab.batch_chat(rows, progress=None, **call)
     if isinstance(result, BatchSummary):
         return None, result
     summary = BatchSummary.of(result.attrs.pop("batch"))  # attrs hold it as plain data
@@ -118,6 +126,22 @@ def run_partition(
 
 #: The kind of a route batch's partitions: ``route:<method name>``.
 ROUTE_KIND = "route:"
+
+
+def quote_partition(
+    part: Any, recipe: LabRecipe, kind: str, call: Mapping[str, Any]
+) -> dict[str, int]:
+    """Free: what one partition would buy now, each distinct request's exact price by its
+    request key (rows already answered, or paid and not yet known, are left out; nothing is
+    signed): ``lab.estimate``, or a route batch's ``dry_run``."""
+    lab = lab_for(recipe)
+    rows = _rows(part, kind)
+    if kind.startswith(ROUTE_KIND):
+        quoted = {**call, "dry_run": True, "progress": None}
+        estimate = lab.batch(kind.removeprefix(ROUTE_KIND), rows, **quoted)
+    else:
+        estimate = lab.estimate(rows, kind=kind, **call)
+    return requests_to_buy(estimate)
 
 
 def _rows(part: Any, kind: str) -> Any:

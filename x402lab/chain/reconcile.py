@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.chain.rpc import BASE_BLOCK_TIME_S, ChainClient, word_of_bytes32
 from x402lab.errors import ConfigError
-from x402lab.ledger import Applied, Ledger, OpenPayment
+from x402lab.ledger import EXPIRY_SLACK_S, Applied, Ledger, OpenPayment
 from x402lab.payments.reconcile import UsedLog, decide
 from x402lab.tables.attrs import set_attrs
 from x402lab.tables.reconcile import reconcile_frame
@@ -45,21 +45,31 @@ class Reconciliation:
     checked: int = 0
 
     def to_pandas(self) -> pd.DataFrame:
-        """The rows changed (``tables.reconcile.reconcile_schema``); ``attrs`` holds
-        ``checked`` (rows asked about), ``still_open`` (unused and still valid) and
-        ``next_expiry`` (when the first of those expires, ISO 8601 in UTC, or None)."""
-        frame = reconcile_frame(self.changed)
-        expiries = [row.expires_at for row in self.still_open if row.expires_at is not None]
+        """Every row it looked at (``tables.reconcile.reconcile_schema``), by id: those it
+        changed, and those still open (``after`` equal to ``before``; ``frees_at``: when a
+        later reconciliation can free it if it is still unused, its window and the clock
+        slack passed). ``attrs`` holds ``checked`` (rows asked about), ``still_open`` and
+        ``next_free`` (the first ``frees_at``, ISO 8601 in UTC, or None)."""
+        records = self.changed + [_open_record(row) for row in self.still_open]
+        records.sort(key=lambda record: record["id"])
+        frame = reconcile_frame(records)
+        frees = [record["frees_at"] for record in records if record["frees_at"] is not None]
         return set_attrs(
             frame,
             checked=self.checked,
             still_open=len(self.still_open),
-            next_expiry=min(expiries) if expiries else None,
+            next_free=min(frees) if frees else None,
         )
 
 
-def _record(applied: Applied, block: int | None) -> dict[str, Any]:
-    row = applied.before
+def _frees_at(row: OpenPayment) -> datetime | None:
+    """When an unused open row can be freed: its window, and the clock slack, passed."""
+    if row.valid_before is None:
+        return None
+    return datetime.fromtimestamp(row.valid_before + EXPIRY_SLACK_S, tz=UTC)
+
+
+def _base_record(row: OpenPayment) -> dict[str, Any]:
     return {
         "id": row.id,
         "ts": datetime.fromtimestamp(row.ts_us / 1_000_000, tz=UTC),
@@ -67,14 +77,32 @@ def _record(applied: Applied, block: int | None) -> dict[str, Any]:
         "request_key": row.request_key,
         "budget": row.budget,
         "before": row.status,
-        "after": str(applied.after),
         "amount_atomic": row.amount_atomic,
-        "tx_hash": applied.tx_hash,
-        "block": block,
         "payer": row.payer,
         "nonce": row.nonce,
         "expires_at": row.expires_at,
         "resends": row.resends,
+    }
+
+
+def _open_record(row: OpenPayment) -> dict[str, Any]:
+    """A row left open: unchanged, and when it can be freed."""
+    note = "never used on chain yet; still valid: sending its payload again can settle it"
+    return {
+        **_base_record(row),
+        "after": row.status,
+        "frees_at": _frees_at(row),
+        "note": note if row.nonce else "not asked: no nonce",
+    }
+
+
+def _record(applied: Applied, block: int | None) -> dict[str, Any]:
+    return {
+        **_base_record(applied.before),
+        "after": str(applied.after),
+        "frees_at": None,
+        "tx_hash": applied.tx_hash,
+        "block": block,
         "note": applied.note,
     }
 
@@ -206,11 +234,13 @@ class Reconciler:
 
         It reads the chain and pays nothing. Used on chain -> ``settled`` (with its tx hash); never
         used and its authorization expired -> ``expired`` (it stops counting against its budget);
-        never used and still valid -> unchanged. Returns a DataFrame of the rows it changed (``id``,
-        ``before``, ``after``, ``amount_atomic``/``amount_usd``, ``tx_hash``, ...); ``df.attrs``
-        holds ``checked``, ``still_open`` and ``next_expiry``. Budgets, batches, media jobs and the
-        report library read the ledger, so they follow at once. Raises ConfigError (no chain given,
-        or another chain) or TransportError (unreachable, malformed answers) before any row changes.
+        never used and still valid -> unchanged. Returns a DataFrame of every row it looked at
+        (``id``, ``before``, ``after``, ``amount_atomic``/``amount_usd``, ``tx_hash``,
+        ``frees_at`` for a row still open: when it can be freed, clock slack included, ...);
+        ``df.attrs`` holds ``checked``, ``still_open`` and ``next_free``. Budgets, batches,
+        media jobs and the report library read the ledger, so they follow at once. Raises
+        ConfigError (no chain given, or another chain) or TransportError (unreachable,
+        malformed answers) before any row changes.
         """
         result = await reconcile(self._ledger, self._client(), now=self._ledger.now)
         return result.to_pandas()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from x402lab.errors import X402LabError
 
-COMMANDS: tuple[str, ...] = ("serve", "ledger", "models", "prices", "demo", "plan")
+COMMANDS: tuple[str, ...] = ("serve", "ledger", "report", "models", "prices", "demo", "plan")
 
 
 class DefaultsFormatter(argparse.HelpFormatter):

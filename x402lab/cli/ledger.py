@@ -76,7 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _existing(where: str) -> str | Path:
+def existing_ledger(where: str) -> str | Path:
     """A ledger file that exists, or a database URL as given (``postgresql://...``). Raises
     ConfigError for a missing file: reading must not create one."""
     from x402lab.errors import ConfigError
@@ -94,7 +94,7 @@ def _open_rows(args: argparse.Namespace) -> Any:
     from x402lab.analysis.spend import budget_rows
     from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 
-    ledger = Ledger(_existing(args.ledger or DEFAULT_LEDGER_PATH))
+    ledger = Ledger(existing_ledger(args.ledger or DEFAULT_LEDGER_PATH))
     try:
         return budget_rows(ledger, args.budget)
     finally:
@@ -152,19 +152,22 @@ def _export(args: argparse.Namespace) -> int:
 
 def _reconcile(args: argparse.Namespace) -> int:
     import asyncio
+    from datetime import timedelta
 
     import pandas as pd
 
     from x402lab.chain import ChainClient, chain_url_from_env, reconcile
     from x402lab.errors import ConfigError
-    from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
+    from x402lab.ledger import DEFAULT_LEDGER_PATH, EXPIRY_SLACK_S, Ledger
     from x402lab.money import format_usd
+
+    slack = timedelta(seconds=EXPIRY_SLACK_S)
 
     url = args.chain_rpc_url or chain_url_from_env()
     if not url:
         raise ConfigError("give the chain with --chain-rpc-url URL or X402LAB_CHAIN_RPC_URL")
     chain = ChainClient(url)
-    ledger = Ledger(_existing(args.ledger or DEFAULT_LEDGER_PATH))
+    ledger = Ledger(existing_ledger(args.ledger or DEFAULT_LEDGER_PATH))
 
     async def check() -> Any:
         try:
@@ -177,16 +180,18 @@ def _reconcile(args: argparse.Namespace) -> int:
     finally:
         ledger.close()
     frame = done.to_pandas()
-    print(f"checked {done.checked} signed/unknown rows against {url}: {len(frame)} changed")
-    if len(frame):
-        shown = frame[["id", "before", "after", "amount_usd", "tx_hash", "note"]]
+    changed = frame[frame["before"] != frame["after"]]
+    print(f"checked {done.checked} signed/unknown rows against {url}: {len(changed)} changed")
+    if len(changed):
+        shown = changed[["id", "before", "after", "amount_usd", "tx_hash", "note"]]
         with pd.option_context("display.width", 200, "display.max_columns", None):
             print(shown.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6f}"))
     for row in done.still_open:
         expires = row.expires_at.isoformat() if row.expires_at else "unknown"
+        free = f", freed from {row.expires_at + slack:%H:%M:%S} UTC" if row.expires_at else ""
         print(
             f"still open: row {row.id} ({row.status}, {format_usd(row.amount_atomic)}):"
-            f" unused on chain, valid until {expires}"
+            f" unused on chain, valid until {expires}{free}"
         )
     return 0
 

@@ -15,12 +15,14 @@ ones listed before it (``tests/test_layers.py`` checks both, and that there is n
 - ``payments``: the payments and budgets tables: records, the one inserter, the one
   transition function, a receipt's settlement committed with the answer it bought
   (``Settlement``, ``answer_transaction``), the budgets' running totals;
+- ``caps``: one cap per named budget, kept in the budgets table (who set it, and when);
 - ``store``: the ``Ledger`` a user holds, from a payment's reservation to what became of it
   (resent, recovered, reconciled);
 - ``claim_rows`` (the claims table) and ``claims`` (the state machine over request keys);
 - ``jobs`` and ``library``: media jobs and owned reports, each a claim plus what it bought.
 """
 
+from x402lab.ledger.caps import BudgetCaps
 from x402lab.ledger.claim_rows import ClaimAction, Claimed, ClaimRecord
 from x402lab.ledger.claims import Claims
 from x402lab.ledger.database import (
@@ -89,6 +91,7 @@ __all__ = [
     "STATUSES",
     "UNRESOLVED",
     "Applied",
+    "BudgetCaps",
     "BudgetState",
     "ClaimAction",
     "ClaimRecord",

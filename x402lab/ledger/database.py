@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import socket
 import sqlite3
 import time
@@ -417,3 +418,18 @@ def _process_start(pid: str, *, fallback: bool = True) -> int | None:
         return boot + ticks // os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return int(time.time()) if fallback else None
+
+
+def denied_advice(exc: Exception, role: str | None, url: str) -> str:
+    """What a database's "permission denied for table T" means, for ``role`` on the ledger at
+    ``url``: the table, and the grant (by the ledger's owner) that would fix it."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    found = re.search(r"permission denied for (?:table|relation|sequence) (\w+)", text)
+    table = found.group(1) if found else "the ledger's tables"
+    who = role or "this role"
+    return (
+        f"the role {who!r} may not use {table} of the ledger {url} ({text}). Reading (spend,"
+        f" cost_report, `x402lab report`) needs SELECT on every ledger table: GRANT SELECT ON"
+        f" ALL TABLES IN SCHEMA public TO {who}; paying needs SELECT, INSERT, UPDATE and"
+        f" DELETE on them and USAGE on their sequences (as the ledger's owner)"
+    )

@@ -356,17 +356,19 @@ def answer_transaction(
 
 
 _ADD = "UPDATE budgets SET counted_atomic = counted_atomic + ? WHERE name = ?"
+#: The cap a reservation is measured against: the stored one once set (``caps``), else the
+#: caller's.
+_CAP = "(CASE WHEN cap_set_us IS NULL THEN ? ELSE cap_atomic END)"
 
 
 def take_budget(tx: Tx, budget: str, cap_atomic: int | None, amount: int) -> bool:
-    """Add ``amount`` to the running total if it stays within ``cap_atomic``, in one
-    statement. False when it would not, or the budget has no row yet: the caller then takes
-    the exact path (``expire_held``, ``budget_total``), since expired held rows still count here
-    until ``expire_held`` runs (so this never lets spend past the cap)."""
-    if cap_atomic is None:
-        return tx.execute(_ADD, (amount, budget)).rowcount == 1
-    sql = _ADD + " AND counted_atomic + ? <= ?"
-    return tx.execute(sql, (amount, budget, amount, cap_atomic)).rowcount == 1
+    """Add ``amount`` to the running total if it stays within the budget's stored cap (or
+    ``cap_atomic`` when none is stored: ``caps``), in one statement. False when it would not,
+    or the budget has no row yet: the caller then takes the exact path (``expire_held``,
+    ``budget_total``), since expired held rows still count here until ``expire_held`` runs
+    (so this never lets spend past the cap)."""
+    sql = _ADD + f" AND ({_CAP} IS NULL OR counted_atomic + ? <= {_CAP})"
+    return tx.execute(sql, (amount, budget, cap_atomic, amount, cap_atomic)).rowcount == 1
 
 
 def budget_total(tx: Tx, budget: str, now_us: int) -> int:

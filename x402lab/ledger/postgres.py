@@ -8,19 +8,18 @@ of every write transaction takes one transaction-scoped advisory lock of the led
 (``pg_advisory_xact_lock``), released by its commit or rollback. Much of the store reads
 then writes (a reservation reads the budget's running total, checks the cap, inserts the
 row), so this is what makes a reservation atomic across processes and machines with no
-check-then-write race. (A narrower lock, the budget row alone, would do for reservations,
-but claims and recovery read and write across tables and keys on the same promise.) Reads
-take no lock: each one is a snapshot of what was committed.
+check-then-write race (claims and recovery read and write across tables on the same promise).
+Reads take no lock: each one is a snapshot of what was committed. A role without a grant gets
+a ConfigError naming the table and the grant (``database.denied_advice``).
 
 Every transaction commits with ``synchronous_commit`` off, so the lock is never held through
 a disk flush; a ``durable`` one (the write-ahead row of a signed payment) then runs ``FLUSH``
 before it returns, which flushes the WAL past its commit. The WAL is one sequence, so that
 flush makes every earlier commit durable too: the same promise as the SQLite backend's.
 
-psycopg is an optional dependency (``pip install "x402lab[postgres]"``), imported when a
-PostgreSQL ledger is opened. Passwords never appear in ``url``, reprs or error messages:
-``PgTarget`` says where a ledger is without one, and a failed connection in words a person
-can act on.
+psycopg is optional (``pip install "x402lab[postgres]"``), imported when a PostgreSQL ledger
+is opened. Passwords never appear in ``url``, reprs or error messages: ``PgTarget`` says where
+a ledger is without one, and a failed connection in words a person can act on.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.errors import ConfigError
-from x402lab.ledger.database import CommitGroup, Cursor, Database, Row, Tx
+from x402lab.ledger.database import CommitGroup, Cursor, Database, Row, Tx, denied_advice
 
 #: The advisory lock every write transaction of a ledger takes first (any fixed number: the
 #: lock is per database, and only x402lab takes it there).
@@ -306,6 +305,7 @@ class PostgresDatabase(Database):
 
         self.driver_errors = (psycopg.Error,)
         self._operational_error: type[Exception] = psycopg.OperationalError
+        self._denied: type[Exception] = psycopg.errors.InsufficientPrivilege
         try:
             params = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.Error:
@@ -377,6 +377,9 @@ class PostgresDatabase(Database):
         try:
             try:
                 yield PgTx(connection)
+            except self._denied as exc:
+                connection.execute("ROLLBACK")
+                raise ConfigError(denied_advice(exc, connection.info.user, self.url)) from None
             except BaseException:
                 # Even an interrupt must not leave the lock held; a connection broken
                 # mid-statement is dropped by the pool, and the server rolls it back.
@@ -390,18 +393,15 @@ class PostgresDatabase(Database):
             self._pool.putconn(connection)
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        connection, cursor = self._first(to_pyformat(sql), tuple(params))
-        try:
-            found: list[Row] = cursor.fetchall()
-            return found
-        finally:
-            self._pool.putconn(connection)
+        return list(self._fetch(sql, params, lambda cursor: cursor.fetchall()))
 
     def read_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        return self._fetch(sql, params, lambda cursor: cursor.fetchone())  # type: ignore[no-any-return]
+
+    def _fetch(self, sql: str, params: Sequence[Any], take: Any) -> Any:
         connection, cursor = self._first(to_pyformat(sql), tuple(params))
         try:
-            found: Row | None = cursor.fetchone()
-            return found
+            return take(cursor)
         finally:
             self._pool.putconn(connection)
 
@@ -416,6 +416,9 @@ class PostgresDatabase(Database):
             connection = self._pool.getconn()
             try:
                 return connection, connection.execute(sql, params)
+            except self._denied as exc:  # a role without the grant a read needs
+                self._pool.putconn(connection)
+                raise ConfigError(denied_advice(exc, connection.info.user, self.url)) from None
             except self._operational_error:
                 self._pool.putconn(connection)
                 if not connection.broken or attempt == self._pool.max_size:

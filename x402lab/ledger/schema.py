@@ -19,6 +19,9 @@
    ``X402LAB_USER`` or ``login@host``), so a ledger a team shares says who spent what.
 7. ``rate_limits``: what each process paying from a wallet has learned of a service's rate
    limit (``batch.rate_share``), one row per process and service, so they share it.
+8. ``budgets.cap_set_by`` and ``cap_set_us``: who set a budget's caps and when (NULL: never
+   set, so the first ``connect()`` that names the budget with a cap sets them; ``budget.py``).
+   Rows written before keep their caps, as set by nobody known.
 
 A new step is appended with the next number; a released step is never edited (its DDL is
 written once, in SQLite's words, and ``portable_ddl`` says it in PostgreSQL's).
@@ -420,6 +423,18 @@ CREATE TABLE IF NOT EXISTS rate_limits (
 """
 
 
+def _cap_setter(tx: Tx) -> None:
+    present = tx.columns("budgets")
+    for name, kind in (("cap_set_by", "TEXT"), ("cap_set_us", "INTEGER")):
+        if name not in present:
+            _add_column(tx, "budgets", name, kind)
+    # A cap stored before this version was set by some process: keep it as set.
+    tx.execute(
+        "UPDATE budgets SET cap_set_us = updated_us WHERE cap_set_us IS NULL"
+        " AND (cap_atomic IS NOT NULL OR per_call_atomic IS NOT NULL)"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "payments and budgets", _ledger),
     Migration(2, "claims", lambda tx: _run(tx, CLAIMS)),
@@ -428,6 +443,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "prepaid payments: sent with the first request", _prepaid),
     Migration(6, "who made each payment: user_label", _user_label),
     Migration(7, "rate limits shared by a wallet's processes", lambda tx: _run(tx, RATE_LIMITS)),
+    Migration(8, "one cap per budget: who set it and when", _cap_setter),
 )
 #: The schema version this code writes.
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import BudgetExceeded
-from x402lab.ledger import payments
+from x402lab.ledger import caps, payments
 from x402lab.ledger.database import (
     CommitGroup,
     Database,
@@ -101,6 +101,8 @@ class Ledger:
         self.user = user if user is not None else user_label()
         self._now = now
         self.db.migrate(MIGRATIONS)
+        #: The budgets' caps, one per budget (``caps.BudgetCapsBook``).
+        self.caps = caps.BudgetCapsBook(self.db, lambda: (self.user, self._now_us()))
         #: Group commit of write-ahead rows (``reserve(durable=False)``, then ``durable()``).
         self.write_ahead = WriteAhead(self.db)
 
@@ -129,20 +131,6 @@ class Ledger:
         self.db.close()
 
     # -- budgets ---------------------------------------------------------------------------
-
-    def register_budget(
-        self, name: str, cap_atomic: int | None, per_call_atomic: int | None
-    ) -> None:
-        """Record a budget's caps (a named budget keeps its spend across restarts)."""
-        now = self._now_us()
-        with self.db.transaction() as tx:
-            tx.execute(
-                "INSERT INTO budgets (name, cap_atomic, per_call_atomic, created_us, updated_us)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
-                " cap_atomic = excluded.cap_atomic, per_call_atomic = excluded.per_call_atomic,"
-                " updated_us = excluded.updated_us",
-                (name, cap_atomic, per_call_atomic, now, now),
-            )
 
     def budget_state(self, name: str, cap_atomic: int | None = None) -> BudgetState:
         """Settled, in-flight, unknown and held spend of a budget, right now."""
@@ -196,7 +184,9 @@ class Ledger:
         process.
 
         Raises BudgetExceeded (after recording a ``refused`` row) when the budget's settled,
-        in-flight, unknown and held spend plus this amount would pass its cap.
+        in-flight, unknown and held spend plus this amount would pass its cap: the cap stored
+        for the budget (``caps``), read in this transaction, so every process
+        reserves against the same one; ``cap_atomic`` only for a budget without one stored.
         """
         fsync = sign is not None and (durable or not self.write_ahead.needed)
         with self.db.transaction(durable=fsync, group=group if sign is not None else None) as tx:
@@ -213,6 +203,8 @@ class Ledger:
                 # The fresh challenge after a prepay miss: the request needs the budget once.
                 payments.release_prepay_miss(tx, budget, meta.request_key, self._now_us())
             counted = payments.budget_total(tx, budget, self._now_us())
+            stored = caps.read_caps(tx, budget)
+            cap_atomic = stored.cap_atomic if stored is not None and stored.is_set else cap_atomic
             if cap_atomic is not None and counted + amount_atomic > cap_atomic:
                 left = max(0, cap_atomic - counted)
                 reason = (
@@ -302,10 +294,14 @@ class Ledger:
     def recover_interrupted(self, *, reserved_older_than_s: float = 600.0) -> int:
         """Close the rows a stopped process left open; returns how many rows moved.
 
-        ``signed`` rows whose sender is gone (a process of this host that no longer runs) or
-        whose authorization window has passed become ``unknown`` (whether they settled is not
-        known; they keep counting; ``reconcile`` asks the chain). ``reserved`` rows of a gone
-        process, or older than ``reserved_older_than_s``, were never signed and are released.
+        ``signed`` rows whose authorization window has passed, or whose sender is gone (a
+        process of this host that no longer runs) and whose signed payload is not kept,
+        become ``unknown`` (whether they settled is not known; they keep counting;
+        ``reconcile`` asks the chain). A gone sender's row that can still settle and whose
+        payload the ledger holds stays ``signed``: whichever process pays that request next
+        sends that same payload (``resume_payment``), so what happens to it does not depend
+        on which process looks first. ``reserved`` rows of a gone process, or older than
+        ``reserved_older_than_s``, were never signed and are released.
         """
         now_us, cutoff = self._now_us(), self._held_cutoff()
         stale_us = now_us - int(reserved_older_than_s * 1_000_000)
@@ -314,14 +310,16 @@ class Ledger:
         abandoned: list[int] = []  # reserved rows never signed
         with self.db.transaction() as tx:
             rows = tx.all(
-                "SELECT id, status, valid_before, owner, ts_us FROM payments"
+                "SELECT id, status, valid_before, owner, ts_us,"
+                " payment_header IS NOT NULL AS kept FROM payments"
                 f" WHERE {in_sql('status', (S.RESERVED, S.SIGNED))}"
             )
             for row in rows:
                 owner = row["owner"]
                 if row["status"] == S.SIGNED:
-                    expired = row["valid_before"] is not None and row["valid_before"] < cutoff
-                    if expired or gone(owner):
+                    valid = row["valid_before"] is not None and row["valid_before"] >= cutoff
+                    expired = row["valid_before"] is not None and not valid
+                    if expired or (gone(owner) and not (valid and row["kept"])):
                         note = ORPHANED.format(owner=owner or "?")
                         orphaned.setdefault(note, []).append(row["id"])
                 elif row["ts_us"] < stale_us or gone(owner):

@@ -1,4 +1,5 @@
-"""The declared table of ``lab.reconcile()``: the ledger rows reconciliation changed."""
+"""The declared table of ``lab.reconcile()``: the ledger rows reconciliation looked at (those
+it changed, and those still open with when they can be freed)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def reconcile_schema() -> pa.Schema:
-    """The declared Arrow schema of ``lab.reconcile()``: one row per ledger row changed."""
+    """The declared Arrow schema of ``lab.reconcile()``: one row per ledger row looked at."""
     ts = pa.timestamp("us", tz="UTC")
     text = pa.string()
     return pa.schema(
@@ -34,6 +35,7 @@ def reconcile_schema() -> pa.Schema:
             ("payer", text),
             ("nonce", text),
             ("expires_at", ts),
+            ("frees_at", ts),
             pa.field("resends", pa.int64(), nullable=False),
             ("note", text),
         ]

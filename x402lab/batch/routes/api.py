@@ -103,7 +103,8 @@ class RouteBatches:
                               rebuy=rebuy, partial=partial, **arguments)  # fmt: skip
             recipe = recipe_of(self._session, self._batches.connection, f"batch({route.name})")
             return await asyncio.to_thread(
-                run_on_cluster, recipe, f"route:{route.name}", rows, options_of, None, progress
+                run_on_cluster, recipe, f"route:{route.name}", rows, options_of, None, progress,
+                self._session.budget,
             )
         options = RunOptions(concurrency, max_usd, rebuy, partial, progress)
         task = RouteTask(route, column, arguments)
