@@ -19,6 +19,10 @@
    ``X402LAB_USER`` or ``login@host``), so a ledger a team shares says who spent what.
 7. ``rate_limits``: what each process paying from a wallet has learned of a service's rate
    limit (``batch.rate_share``), one row per process and service, so they share it.
+8. ``claims.cost_atomic``: a stored answer's exact share of the payments it came from (a
+   packed row's share of its pack, summed over every request it was asked in), written with
+   the answer, so a later run shows what the answer cost without guessing the pack's size.
+   Null for answers stored before (read as their payment split over its claims).
 
 A new step is appended with the next number; a released step is never edited (its DDL is
 written once, in SQLite's words, and ``portable_ddl`` says it in PostgreSQL's).
@@ -420,6 +424,11 @@ CREATE TABLE IF NOT EXISTS rate_limits (
 """
 
 
+def _claim_cost(tx: Tx) -> None:
+    if "cost_atomic" not in tx.columns("claims"):
+        _add_column(tx, "claims", "cost_atomic", "INTEGER")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "payments and budgets", _ledger),
     Migration(2, "claims", lambda tx: _run(tx, CLAIMS)),
@@ -428,6 +437,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "prepaid payments: sent with the first request", _prepaid),
     Migration(6, "who made each payment: user_label", _user_label),
     Migration(7, "rate limits shared by a wallet's processes", lambda tx: _run(tx, RATE_LIMITS)),
+    Migration(8, "what a stored answer cost: claims.cost_atomic", _claim_cost),
 )
 #: The schema version this code writes.
 SCHEMA_VERSION = MIGRATIONS[-1].version
