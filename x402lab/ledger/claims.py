@@ -126,20 +126,16 @@ class Claims:
         payment_key: str | Mapping[str, str] | None = None,
         ledger_id: int | None = None,
         label: str | None = None,
-        costs: Mapping[str, int | None] | None = None,
     ) -> list[str]:
         """Store the answers of paid keys (``done``); returns the keys whose answer was stored.
 
         ``ledger_id``: the payment that carried them; when None it is found in the ledger
-        (the strongest payment of the payment key since the claim). ``costs``: each key's
-        exact share of what was paid for its answer (``cost_atomic``, read back by later
-        runs). A key whose newest row is ``done`` keeps its first answer; a key never claimed
-        gets a ``done`` row."""
+        (the strongest payment of the payment key since the claim). A key whose newest row
+        is ``done`` keeps its first answer; a key never claimed gets a ``done`` row."""
         with self.db.transaction() as tx:
             return self.complete_in(
-                tx, scope, answers, payment_key=payment_key, ledger_id=ledger_id, label=label,
-                costs=costs,
-            )  # fmt: skip
+                tx, scope, answers, payment_key=payment_key, ledger_id=ledger_id, label=label
+            )
 
     def release(
         self, scope: str, keys: Iterable[str], error: str, *, answered: bool = False
@@ -316,9 +312,9 @@ class Claims:
         label: str | None = None,
         costs: Mapping[str, int | None] | None = None,
     ) -> list[str]:
-        """``complete`` inside the open transaction ``tx``."""
-        given = dict(answers)
-        cost = dict(costs or {})
+        """``complete`` inside the open transaction ``tx``; ``costs``: each key's exact share
+        of what was paid for its answer (``cost_atomic``, what later runs show it cost)."""
+        given, cost = dict(answers), dict(costs or {})
         history = history_in(tx, scope, list(given))
         now = self._now_us()
         newest = {key: rows[-1] for key, rows in history.items()}
@@ -362,10 +358,9 @@ class Claims:
                 found = paid_fresh.get(pk)
                 link = ledger_id if ledger_id is not None else (found[0] if found else None)
                 rows.append(self._row(scope, key, C.DONE, pk, link, 0, label, given[key]))
-            ids = insert_rows(tx, rows)
+            ids = insert_rows(tx, rows)  # then the answers' cost (not a status move)
             priced = [(cost[key], i) for key, i in zip(fresh, ids, strict=True) if key in cost]
-            if priced:  # not a status move: the answer's cost, beside the row just written
-                tx.executemany("UPDATE claims SET cost_atomic = ? WHERE id = ?", priced)
+            tx.executemany("UPDATE claims SET cost_atomic = ? WHERE id = ?", priced)
         return [key for key in given if key in open_rows or key in fresh]
 
     def release_in(
