@@ -39,9 +39,9 @@ def by_text(frame: pd.DataFrame, column: str, text: str = "text") -> pd.Series:
 
 
 def test_a_rerun_shows_what_its_answers_cost_and_the_report_counts_them_once(
-    emulator, lab_factory, tmp_path
+    emulator, lab_factory, tmp_path, ledger_url
 ):
-    lab = lab_factory(emulator)
+    lab = lab_factory(emulator, ledger=ledger_url)  # the share is stored on both backends
     texts = [f"note {i}" for i in range(12)]
     frame = pd.DataFrame({"id": range(100, 112), "text": texts})
     a_path, b_path = tmp_path / "a.parquet", tmp_path / "b.parquet"
