@@ -379,7 +379,7 @@ def build_report(
     burn rates run to. Figures are drawn here; nothing is sent.
     """
     if lost is None or caps is None:
-        found = budgets.ledger_facts(rows) if hasattr(rows, "budget_state") else (set(), {})
+        found = budgets.ledger_facts(rows) if spend.is_ledger(rows) else (set(), {})
         lost = found[0] if lost is None else lost
         caps = found[1] if caps is None else caps
     frame = spend.ledger_frame(rows)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -67,7 +67,7 @@ _SAVED_BEFORE: dict[str, object] = {
 def ledger_arrow(rows: LedgerRows) -> pa.Table:
     """Ledger rows as an Arrow table with the ledger's declared schema (see ``ledger_frame``
     for what is accepted). Raises KeyError for a missing column."""
-    if _is_ledger(rows):
+    if is_ledger(rows):
         rows = rows.to_arrow()
     schema = ledger_schema()
     if isinstance(rows, pa.Table):
@@ -180,9 +180,10 @@ def spend(
     """
     keys = spend_keys(by)
     schema = spend_schema(keys, atomic=atomic)
-    if _is_ledger(rows):
-        lost = budgets.lost_payments(rows) if lost is None else lost  # type: ignore[arg-type]
-        caps = budgets.budget_caps(rows) if caps is None else caps  # type: ignore[arg-type]
+    if is_ledger(rows):
+        found = budgets.ledger_facts(rows)
+        lost = found[0] if lost is None else lost
+        caps = found[1] if caps is None else caps
     table = ledger_arrow(rows)
     if table.num_rows == 0:
         return typed(None, schema)
@@ -213,7 +214,8 @@ def spend(
     return typed(lines, schema)
 
 
-def _is_ledger(rows: object) -> bool:
+def is_ledger(rows: object) -> TypeGuard[Ledger]:
+    """Whether ``rows`` is a Ledger (read through its API) rather than its rows."""
     return hasattr(rows, "to_arrow") and hasattr(rows, "budget_state")
 
 
