@@ -41,6 +41,9 @@ def test_batch_costs_drift_and_savings(lab, tmp_path):
     lab.batch_embed(fresh, model=embedder, out=streamed, progress=None)
     report = lab.cost_report(batches={"chats": chats, "docs": docs, "file": streamed})
 
+    answered = chats["status"] == "ok"
+    assert (chats.loc[answered, "cost_usd"] == chats.loc[answered, "paid_usd"]).all()
+    assert (chats.loc[~answered, "cost_usd"] == 0).all()  # its first identical row carries it
     status = report.tables["batch_status"].set_index("batch")
     assert status.loc["chats", "rows"] == 4
     assert status.loc["chats", "cached_rows"] == 1  # the repeated prompt is paid once

@@ -232,3 +232,24 @@ def test_the_time_axis_reads_at_every_span(span):
 def test_one_payment_still_has_a_readable_time_axis():
     figure = plots.spend_over_time(timeline(timedelta(0), payments=1))
     assert_readable(figure, "spend_over_time")
+
+
+def test_calls_and_rows_are_drawn_on_separate_axes():
+    costs = pd.DataFrame(
+        {
+            "source": ["ledger", "ledger", "batch", "batch"],
+            "batch": [None, None, "first run", "re-run"],
+            "path": ["/api/v1/chat/completions", "/api/v1/embeddings"] * 2,
+            "model": ["zai-org-glm-4.7-flash", "text-embedding-3-small"] * 2,
+            "unit": ["call", "call", "row", "row"],
+            "usd_per_1k": [10.0, 10.0, 0.04, 0.04],
+        }
+    )
+    figure = plots.unit_costs(costs)
+    calls, rows = figure.axes
+    assert "calls" in calls.xaxis.get_label().get_text()
+    assert "rows" in rows.xaxis.get_label().get_text()
+    assert len(calls.patches) == len(rows.patches) == 2
+    # Each axis has its own scale: the cheap rows are not flattened by the calls' bars.
+    assert rows.get_xlim()[1] < 1 < calls.get_xlim()[1]
+    assert_readable(figure, "unit_costs")

@@ -152,6 +152,9 @@ def test_rerun_with_a_bigger_budget_buys_only_what_is_missing(
     with pytest.warns(xl.IncompleteBatchWarning, match="7 skipped_budget"):
         first = small.batch_chat(prompts, model=CHEAP, concurrency=1, progress=None, partial=True)
     assert first["status"].value_counts().to_dict() == {"ok": 5, "skipped_budget": 7}
+    skipped = first["status"] == "skipped_budget"
+    assert first.loc[skipped, "cost_usd"].isna().all()  # nothing was paid for them
+    assert first.loc[~skipped, "cost_usd"].tolist() == first.loc[~skipped, "paid_usd"].tolist()
     estimate = small.estimate(prompts, model=CHEAP)
     assert (
         estimate.total_atomic == 70_000 and estimate.rows["status"].tolist()[:5] == ["cached"] * 5

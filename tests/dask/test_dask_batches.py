@@ -31,6 +31,7 @@ EMBED_COLUMNS = [
     "prompt_tokens",
     "quoted_usd",
     "paid_usd",
+    "cost_usd",
     "upstream_usd",
     "tx_hash",
     "status",
@@ -64,6 +65,8 @@ def test_every_row_is_answered_once_and_a_rerun_pays_nothing(cluster, emulator, 
 
     again = lab.batch_embed(series, model=EMBED, dimensions=8, progress=None).compute()
     assert set(again["status"]) == {"cached"} and again["paid_usd"].sum() == 0
+    # Each row's cost is the share its first run paid, whichever partition reads it back.
+    assert again["cost_usd"].tolist() == frame["paid_usd"].tolist()
     assert transfers_per_key(lab, emulator) == per_key  # nothing paid again
     assert [list(v) for v in again["vector"]] == [list(v) for v in frame["vector"]]
 

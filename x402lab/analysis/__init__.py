@@ -1,7 +1,9 @@
 """Cost analysis: spend tables and plots from the ledger.
 
 ``spend`` (pure functions over ledger rows), ``pricing`` (minimum-charge padding, rates),
-``batches`` (batch results: cost per row, drift, cache savings), ``jobs`` (media quote vs
+``batches`` (batch results: paid vs cost, cost per row, drift, cache savings), ``budgets``
+(caps, what is left, burn rate and forecast, paid answers lost: over a ledger, no lab
+needed), ``jobs`` (media quote vs
 queue payment), ``library`` (report library savings, charged vs paid), ``plots``
 (matplotlib figures, Agg-safe), ``report`` (``CostReport`` and ``build_report``),
 ``schemas`` (the declared Arrow schemas) and ``api`` (``lab.spend``, ``lab.cost_report``).

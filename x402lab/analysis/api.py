@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from x402lab.analysis.budgets import ledger_facts
 from x402lab.analysis.spend import budget_rows, spend
 from x402lab.errors import X402LabError
 from x402lab.tables.spend import DEFAULT_SPEND_BY
@@ -51,12 +52,17 @@ class CostAnalysis:
     ) -> pd.DataFrame:
         """Free: what was spent, from the ledger, in USD, grouped by ``by``.
 
-        ``by`` is any subset of ``("service", "path", "model", "day", "budget")`` (``day`` is
-        midnight UTC of the payment; ``()`` gives one line of totals). Columns: ``payments``;
+        ``by`` is any subset of ``("service", "path", "model", "day", "budget", "user",
+        "payer")`` (``day`` is midnight UTC of the payment; ``user`` who paid, ``payer`` the
+        paying address; ``()`` gives one line of totals). Columns: ``payments``;
         the count and USD of ``settled``, ``unknown`` (exposure), ``in_flight``, ``held``
         (signed payments the server refused, counted until they expire) and ``refused``;
         ``committed_usd`` (what the budget's cap is measured against: equal to
-        ``budget.state()``'s); ``rejected_count`` and ``failed_count``. USD columns are floats
+        ``budget.state()``'s); ``rejected_count`` and ``failed_count``; ``lost_count`` and
+        ``lost_usd``: paid, answer lost (settled payments whose answer was never stored).
+        ``by="budget"`` adds each budget's ``cap_usd``, ``left_usd``, ``burn_usd_per_day``
+        (settled per day over the last 7 days) and ``runs_out`` (the day the cap runs out at
+        that rate). USD columns are floats
         for reading; ``atomic=True`` adds the exact integer columns in USDC base units
         (``settled_atomic``, ``committed_atomic``...), the ones to compare money with.
         ``budget=`` keeps one budget's rows (``lab.budget.name`` for this session). An empty
@@ -64,7 +70,8 @@ class CostAnalysis:
         key.
         """
         rows = await asyncio.to_thread(budget_rows, self.ledger, budget)
-        return spend(rows, by, atomic=atomic)
+        lost, caps = await asyncio.to_thread(ledger_facts, self.ledger)
+        return spend(rows, by, atomic=atomic, lost=lost, caps=caps)
 
     async def cost_report(
         self,
@@ -76,8 +83,9 @@ class CostAnalysis:
     ) -> CostReport:
         """Free: tables and figures of what the ledger says was spent, and where to save.
 
-        ``batches``: results of ``batch_chat``/``batch_embed`` (a frame, a Parquet path, a
-        list, or a mapping of names to them) for per-row costs, drift and cache savings.
+        ``batches``: results of ``batch_chat``/``batch_embed`` (a frame, a Parquet file or an
+        ``out=`` folder, a list, or a mapping of names to them) for what each run paid and
+        what its rows cost, per-row costs, drift and cache savings.
         ``prices``: ``True`` reads the gateway's free price list (``lab.prices()``), or pass
         the table, or ``False``. ``purchases``: ReportSets from ``lab.reports.buy``; reports
         they held from before count as library savings. ``budget=``: one budget's rows only.
@@ -93,6 +101,7 @@ class CostAnalysis:
         library, orders = await self._report_library(notes)
         jobs = await self._jobs(notes)
         rows = await asyncio.to_thread(budget_rows, self.ledger, budget)
+        lost, caps = await asyncio.to_thread(ledger_facts, self.ledger)
         if budget is not None:
             notes.append(f"Ledger rows of budget {budget!r} only.")
             # Jobs and report orders point at the ledger row that paid them.
@@ -111,6 +120,8 @@ class CostAnalysis:
             report_orders=orders,
             jobs=jobs,
             notes=notes,
+            lost=lost,
+            caps=caps,
             ledger_path=self.ledger.db.url,  # a file path, or a URL without password
         )
 

@@ -173,28 +173,37 @@ def spend_by_route(by_route: pd.DataFrame) -> Figure:
 
 
 def unit_costs(costs: pd.DataFrame) -> Figure:
-    """USD per 1k calls (ledger routes) and per 1k rows (batches)."""
+    """USD per 1k calls (ledger routes) and per 1k rows (batches), on two axes: a call and an
+    input row are different units, so their bars are never compared on one scale."""
     shown = costs[costs["usd_per_1k"].notna()].tail(MAX_BARS)
-    figure, axes = _figure("Cost per 1,000 calls or rows", height=_bar_height(len(shown)))
-    if len(shown) == 0:
-        _empty(axes, "no paid calls yet")
+    calls, rows = shown[shown["unit"] != "row"], shown[shown["unit"] == "row"]
+    if len(calls) == 0 or len(rows) == 0:
+        only = rows if len(rows) else calls
+        what = "rows" if len(rows) else "calls"
+        figure, axes = _figure(f"Cost per 1,000 {what}", height=_bar_height(len(only)))
+        if len(only) == 0:
+            _empty(axes, "no paid calls yet")
+            return figure
+        _unit_bars(axes, only, what)
         return figure
-    labels = [
-        label
-        + "\n"
-        + short_label(
-            f"{batch}, per 1,000 {unit}s" if isinstance(batch, str) else f"per 1,000 {unit}s",
-            lines=1,
-        )
-        for label, batch, unit in zip(
-            _labels(shown, ("path", "model")), shown["batch"], shown["unit"], strict=True
-        )
-    ]
-    colors = [SETTLED_COLOR if s == "ledger" else FAIR_COLOR for s in shown["source"]]
-    axes.barh(labels, shown["usd_per_1k"], color=colors)
-    axes.set_xlabel("Cost of 1,000 calls or rows (USD)")
-    axes.tick_params(axis="y", labelsize=8)
+    height = _bar_height(len(calls)) + _bar_height(len(rows))
+    figure = ShownFigure(figsize=(SIZE[0], height), layout="constrained")
+    top, bottom = figure.subplots(2, 1, height_ratios=[len(calls), len(rows)])
+    top.set_title("Cost per 1,000 calls (ledger) and per 1,000 rows (batches)", fontsize=11)
+    _unit_bars(top, calls, "calls")
+    _unit_bars(bottom, rows, "rows")
     return figure
+
+
+def _unit_bars(axes: Axes, shown: pd.DataFrame, what: str) -> None:
+    labels = [
+        label + "\n" + short_label(f"{batch}" if isinstance(batch, str) else "ledger", lines=1)
+        for label, batch in zip(_labels(shown, ("path", "model")), shown["batch"], strict=True)
+    ]
+    color = FAIR_COLOR if what == "rows" else SETTLED_COLOR
+    axes.barh(labels, shown["usd_per_1k"], color=color)
+    axes.set_xlabel(f"Cost of 1,000 {what} (USD)")
+    axes.tick_params(axis="y", labelsize=8)
 
 
 def padding(table: pd.DataFrame) -> Figure:

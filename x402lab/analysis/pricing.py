@@ -26,36 +26,67 @@ from x402lab.tables.usd import usd_series
 ROUTE_KEYS = ["service", "path", "model"]
 
 
-def padding(rows: LedgerRows) -> pd.DataFrame:
-    """Minimum-charge padding per service, path and model (columns of ``PADDING``).
+def padding(rows: LedgerRows, prices: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Minimum-charge padding per service, path and model (columns of ``PADDING``), over
+    every settled gateway payment (report purchases carry no price rule and are left out).
 
-    Only settled rows whose challenge carried ``upstreamUsd`` and ``priceMult`` are counted
-    (report purchases carry neither). ``padding_atomic`` is what was paid above the fair
-    price; ``min_charge_atomic`` is the minimum those padded calls paid; ``inputs_per_call``
-    is how many padded calls' inputs (at their mean fair price) one call must carry for the
-    minimum to stop binding; ``packed_atomic`` is what the padded calls would cost packed
-    that way (the sum of their fair prices, at least one minimum), and
-    ``packing_saves_atomic`` the difference.
+    A payment whose 402 was seen keeps its ``upstream_usd`` and ``price_mult``: its fair
+    price is exact. One paid with the first request (no 402 seen, ``prepaid``) keeps only
+    the multiplier: above the minimum charge it paid exactly its fair price (the charge is
+    the fair price or the minimum, whichever is more); at the minimum its fair price is
+    estimated from the same route and model's seen 402s (their mean), and it is counted in
+    ``estimated_calls``; with no seen 402 to go by, in ``unpriced_calls`` (no padding
+    claimed). The minimum is the price list's (``prices.attrs["minChargeUsd"]``) or the
+    least amount a padded seen call paid.
+
+    ``padding_atomic`` is what was paid above the fair price; ``min_charge_atomic`` is the
+    minimum those padded calls paid; ``inputs_per_call`` is how many padded calls' inputs
+    (at their mean fair price) one call must carry for the minimum to stop binding;
+    ``packed_atomic`` is what the padded calls would cost packed that way (the sum of their
+    fair prices, at least one minimum), and ``packing_saves_atomic`` the difference.
     """
     settled = by_route(settled_rows(rows))
-    priced = settled[settled["upstream_usd"].notna() & settled["price_mult"].notna()].copy()
-    if len(priced) == 0:
+    gateway = settled[settled["upstream_usd"].notna() | settled["price_mult"].notna()].copy()
+    if len(gateway) == 0:
         return typed(None, PADDING)
+    seen = gateway["upstream_usd"].notna() & gateway["price_mult"].notna()
     # Exact fair prices are kept beside the rounded ones: a tiny call rounds to 0 base units,
     # yet thousands of them packed together do cost something.
-    priced["fair_usd"] = [
-        fair_usd(up, mult)
-        for up, mult in zip(priced["upstream_usd"], priced["price_mult"], strict=True)
+    gateway["fair_usd"] = [
+        fair_usd(up, mult) if known else None
+        for up, mult, known in zip(
+            gateway["upstream_usd"], gateway["price_mult"], seen, strict=True
+        )
     ]
-    priced["fair_atomic"] = [usd_to_atomic(fair) for fair in priced["fair_usd"]]
-    priced["padding_atomic"] = (priced["amount_atomic"] - priced["fair_atomic"]).clip(lower=0)
+    minimum = _minimum(gateway[seen], prices)
+    gateway["estimated"] = False
+    gateway["unpriced"] = False
+    means = {
+        _route(key): sum(group["fair_usd"], Decimal(0)) / len(group)
+        for key, group in gateway[seen].groupby(ROUTE_KEYS, dropna=False, sort=False)
+    }
+    for key, group in gateway[~seen].groupby(ROUTE_KEYS, dropna=False, sort=False):
+        mean = means.get(_route(key))
+        for index, amount in group["amount_atomic"].items():
+            if minimum is None or amount > minimum:  # not padded: it paid its fair price
+                gateway.at[index, "fair_usd"] = Decimal(int(amount)) / ATOMIC_PER_USD
+            elif mean is not None:
+                gateway.at[index, "fair_usd"] = mean
+                gateway.at[index, "estimated"] = True
+            else:
+                gateway.at[index, "fair_usd"] = Decimal(int(amount)) / ATOMIC_PER_USD
+                gateway.at[index, "unpriced"] = True
+    gateway["fair_atomic"] = [usd_to_atomic(fair) for fair in gateway["fair_usd"]]
+    gateway["padding_atomic"] = (gateway["amount_atomic"] - gateway["fair_atomic"]).clip(lower=0)
     records = []
-    for key, group in priced.groupby(ROUTE_KEYS, dropna=False, sort=True):
+    for key, group in gateway.groupby(ROUTE_KEYS, dropna=False, sort=True):
         padded = group[group["padding_atomic"] > 0]
         record: dict[str, Any] = dict(zip(ROUTE_KEYS, key, strict=True))
         record.update(
             calls=len(group),
             padded_calls=len(padded),
+            estimated_calls=int(group["estimated"].sum()),
+            unpriced_calls=int(group["unpriced"].sum()),
             paid_atomic=int(group["amount_atomic"].sum()),
             fair_atomic=int(group["fair_atomic"].sum()),
             padding_atomic=int(group["padding_atomic"].sum()),
@@ -66,6 +97,23 @@ def padding(rows: LedgerRows) -> pd.DataFrame:
     frame["padding_usd"] = usd_series(frame["padding_atomic"])
     frame["packing_saves_usd"] = usd_series(frame["packing_saves_atomic"])
     return typed(frame, PADDING)
+
+
+def _route(key: Any) -> tuple[Any, ...]:
+    """A route key with its nulls as None (NaN never equals itself, so cannot be looked up)."""
+    return tuple(None if pd.isna(part) else part for part in key)
+
+
+def _minimum(seen: pd.DataFrame, prices: pd.DataFrame | None) -> int | None:
+    """The minimum charge in base units: the price list's, else the least amount a seen call
+    paid above its fair price (such a call paid exactly the minimum)."""
+    listed = prices.attrs.get("minChargeUsd") if prices is not None else None
+    if isinstance(listed, int | float) and not isinstance(listed, bool):
+        return usd_to_atomic(Decimal(str(listed)))
+    fair = [usd_to_atomic(f) for f in seen["fair_usd"]]
+    paid = seen["amount_atomic"]
+    padded = paid[[int(a) > f for a, f in zip(paid, fair, strict=True)]]
+    return int(padded.min()) if len(padded) else None
 
 
 def _packing(padded: pd.DataFrame) -> dict[str, Any]:

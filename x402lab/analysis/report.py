@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,9 +21,9 @@ import pandas as pd
 import pyarrow as pa
 
 from x402lab.analysis import batches as batch_tables
+from x402lab.analysis import budgets, plots, pricing, report_html, spend
 from x402lab.analysis import jobs as job_tables
 from x402lab.analysis import library as report_library
-from x402lab.analysis import plots, pricing, report_html, spend
 from x402lab.analysis.outcomes import payment_outcomes
 from x402lab.money import format_usd
 from x402lab.private import open_private, private_folder, write_private
@@ -49,7 +50,21 @@ SECTIONS = (
         "Every ledger row, counted once. Settled is money spent; unknown is exposure (a signed "
         "payment left and no answer came back, so it may have settled); held is a signed "
         "payment the server refused, counted until its authorization expires; committed is "
-        "what budget caps count (settled + unknown + in flight + held).",
+        "what budget caps count (settled + unknown + in flight + held). Paid, answer lost: "
+        "settled payments whose answer was never stored (part of settled; a batch shows "
+        "their rows as paid but not stored, and buys exactly them again when asked to).",
+    ),
+    Section(
+        "budgets",
+        "Budgets: cap, spent, held, left and forecast",
+        "Per budget: its stored cap, what was spent (settled), held and committed, what is "
+        "left under the cap, the burn rate (settled per day over the last 7 days, at least one "
+        "day) and the day the cap runs out at that rate.",
+    ),
+    Section(
+        "by_user",
+        "Spend by user and payer",
+        "Who spent: the ledger's user label of each payment and the address that paid.",
     ),
     Section(
         "by_day",
@@ -68,11 +83,21 @@ SECTIONS = (
     Section(
         "unit_costs",
         "Cost per call, per row, per 1,000",
-        "Ledger rows: the mean price of one settled call per route and model. Batches: what "
-        "the run paid per input row (cached and skipped rows included), and per 1,000 rows.",
+        "Calls (ledger rows): the mean price of one settled call per route and model. Rows "
+        "(batches): what the answered rows cost (their share, whichever run paid them, so a "
+        "re-run shows the same as the run that paid), per row and per 1,000 rows. Calls and "
+        "rows are drawn on separate axes.",
         "unit_costs",
     ),
-    Section("batch_status", "Batch rows by status", "One line per batch passed to the report."),
+    Section(
+        "batch_status",
+        "Batch rows by status, paid and cost",
+        "One line per batch passed to the report. Paid: what that run paid. Cost: what its "
+        "rows' answers cost, whichever run bought them (from an earlier run: the part an "
+        "earlier run paid). Counted once: each paid request's answers counted in one batch "
+        "only, so a re-run listed beside its first run adds nothing; its sum is what the "
+        "batches' answers cost. Lost: paid by an earlier run, answer never stored.",
+    ),
     Section(
         "drift",
         "Quoted vs paid",
@@ -86,14 +111,23 @@ SECTIONS = (
     Section(
         "padding",
         "Minimum-charge padding",
-        "What was paid above upstream × multiplier because of the minimum charge, per route. "
+        "What was paid above upstream × multiplier because of the minimum charge, per route, "
+        "over every settled payment. A payment sent with the first request saw no 402: above "
+        "the minimum it paid its fair price; at the minimum its upstream cost is estimated "
+        "from the route's seen 402s (Estimated), or, with none, not priced (Unpriced). "
         "Inputs per call to pass it: how many inputs of that size one call would need before "
         "the minimum stops binding. Packing would save: what sending the padded inputs "
         "together would have saved (routes that take several inputs per call, such as "
         "embeddings).",
         "padding",
     ),
-    Section("savings", "Cache and library savings", "Rows and reports that were not paid again."),
+    Section(
+        "savings",
+        "Cache and library savings",
+        "Rows and reports that were not paid again, at what paying again would have cost: a "
+        "batch row at its real share of its pack (not a request of its own), a report at its "
+        "price. What was paid once and reused is not counted again as spent.",
+    ),
     Section(
         "rates",
         "Agent vs upstream rates",
@@ -114,6 +148,8 @@ SECTIONS = (
 
 TABLE_SCHEMAS: dict[str, pa.Schema] = {
     "totals": schemas.spend_schema((), atomic=True),
+    "budgets": schemas.spend_schema(("budget",), atomic=True),
+    "by_user": schemas.spend_schema(("user", "payer"), atomic=True),
     "by_day": schemas.spend_schema(("day", "service"), atomic=True),
     "by_route": schemas.spend_schema(("service", "path", "model"), atomic=True),
     "unit_costs": schemas.UNIT_COSTS,
@@ -291,6 +327,20 @@ def _note_html(note: str) -> str:
     )
 
 
+def _batch_note(status: pd.DataFrame, savings: pd.DataFrame) -> str:
+    """What the batches passed paid, apart from what their answers cost (each once), and
+    what reusing answers saved."""
+    paid, counted = int(status["paid_atomic"].sum()), int(status["counted_atomic"].sum())
+    batch_saved = savings[savings["source"].str.startswith("batch cache: ")]
+    saved = int(batch_saved["saved_atomic"].sum())
+    return (
+        f"Batches: these runs paid {format_usd(paid)}; their rows' answers cost"
+        f" {format_usd(counted)}, each answer counted once whichever run bought it. Reused"
+        f" answers saved {format_usd(saved)}: what paying again would have cost, each row at"
+        " its real share of its pack."
+    )
+
+
 def _concat(frames: list[pd.DataFrame | None], schema: pa.Schema) -> pd.DataFrame:
     # Empty parts are left out: concatenating them is deprecated in pandas and adds nothing.
     parts = [f for f in frames if f is not None and len(f)]
@@ -308,6 +358,9 @@ def build_report(
     jobs: pd.DataFrame | None = None,
     notes: list[str] | None = None,
     ledger_path: str | None = None,
+    lost: Collection[int] | None = None,
+    caps: Mapping[str, int | None] | None = None,
+    now: datetime | None = None,
 ) -> CostReport:
     """The cost report of ``rows`` (a Ledger, its Arrow table or its DataFrame).
 
@@ -315,11 +368,17 @@ def build_report(
     (``lab.prices()``); ``library``: ``lab.reports.library()``; ``purchases``: ReportSets of
     ``lab.reports.buy`` (their already-owned reports count as saved); ``report_orders``: the
     library's purchase orders (charged vs paid); ``jobs``: ``lab.jobs()`` (media quote vs
-    queue payment). Figures are drawn here; nothing is sent.
+    queue payment); ``lost`` and ``caps``: the ledger's lost payments and budget caps
+    (``budgets.ledger_facts``; read from ``rows`` when it is a Ledger); ``now``: the time the
+    burn rates run to. Figures are drawn here; nothing is sent.
     """
+    if lost is None or caps is None:
+        found = budgets.ledger_facts(rows) if spend.is_ledger(rows) else (set(), {})
+        lost = found[0] if lost is None else lost
+        caps = found[1] if caps is None else caps
     frame = spend.ledger_frame(rows)
     notes = list(notes or [])
-    by_route = spend.spend(frame, ("service", "path", "model"), atomic=True)
+    by_route = spend.spend(frame, ("service", "path", "model"), atomic=True, lost=lost)
     unit_costs = _concat(
         [spend.route_unit_costs(frame), batch_tables.unit_costs(batches, frame)],
         schemas.UNIT_COSTS,
@@ -337,19 +396,23 @@ def build_report(
         schemas.DRIFT,
     )
     tables: dict[str, Any] = {
-        "totals": spend.spend(frame, (), atomic=True),
-        "by_day": spend.spend(frame, ("day", "service"), atomic=True),
+        "totals": spend.spend(frame, (), atomic=True, lost=lost),
+        "budgets": spend.spend(frame, ("budget",), atomic=True, lost=lost, caps=caps, now=now),
+        "by_user": spend.spend(frame, ("user", "payer"), atomic=True, lost=lost),
+        "by_day": spend.spend(frame, ("day", "service"), atomic=True, lost=lost),
         "by_route": by_route,
         "unit_costs": unit_costs,
         "batch_status": batch_tables.status_counts(batches),
         "drift": drift,
-        "padding": pricing.padding(frame),
+        "padding": pricing.padding(frame, prices),
         "savings": savings,
         "rates": pricing.rates(prices, frame),
         "outcomes": payment_outcomes(frame),
         "timeline": spend.timeline(frame),
     }
     tables = {name: schemas.typed(t, TABLE_SCHEMAS[name]) for name, t in tables.items()}
+    if batches is not None:
+        notes.append(_batch_note(tables["batch_status"], tables["savings"]))
     if batches is None:
         notes.append(
             "No batch results were passed: per-row costs, drift and cache savings come from"

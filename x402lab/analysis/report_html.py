@@ -138,6 +138,7 @@ SPEND_COLUMNS = (
     Column("refused_count", "Refused"),
     Column("rejected_count", "Rejected"),
     Column("failed_count", "Failed"),
+    _usd("lost_usd", "Paid, answer lost (USD)"),
 )
 ROUTE = _name("path", "Route", route_text)
 MODEL = _name("model", "Model")
@@ -146,6 +147,19 @@ SERVICE = _name("service", "Service")
 # What each table of the report shows, in order; a table not listed here is not drawn.
 DISPLAY: Mapping[str, tuple[Column, ...]] = {
     "totals": SPEND_COLUMNS,
+    "budgets": (
+        _name("budget", "Budget"),
+        _usd("cap_usd", "Cap (USD)"),
+        _usd("settled_usd", "Spent (USD)"),
+        _usd("held_usd", "Held (USD)"),
+        _usd("unknown_usd", "Unknown (USD)"),
+        _usd("committed_usd", "Committed (USD)"),
+        _usd("left_usd", "Left (USD)"),
+        _usd("burn_usd_per_day", "Burn (USD per day)"),
+        _name("runs_out", "Cap runs out (UTC)", _day),
+        _usd("lost_usd", "Paid, answer lost (USD)"),
+    ),
+    "by_user": (_name("user", "User"), _name("payer", "Payer"), *SPEND_COLUMNS),
     "by_day": (_name("day", "Day (UTC)", _day), SERVICE, *SPEND_COLUMNS),
     "by_route": (SERVICE, ROUTE, MODEL, *SPEND_COLUMNS),
     "unit_costs": (
@@ -156,6 +170,7 @@ DISPLAY: Mapping[str, tuple[Column, ...]] = {
         Column("units", "Units"),
         _name("unit", "Unit"),
         _usd("paid_usd", "Paid (USD)"),
+        _usd("cost_usd", "Cost (USD)"),
         _usd("usd_per_unit", "Per unit (USD)"),
         _usd("usd_per_1k", "Per 1,000 (USD)"),
     ),
@@ -167,8 +182,13 @@ DISPLAY: Mapping[str, tuple[Column, ...]] = {
         Column("skipped_rows", "Skipped"),
         Column("refused_rows", "Refused"),
         Column("failed_rows", "Failed"),
+        Column("lost_rows", "Lost"),
         Column("other_rows", "Other"),
-        _usd("paid_usd", "Paid (USD)"),
+        _usd("paid_usd", "Paid by this run (USD)"),
+        _usd("cost_usd", "Answers cost (USD)"),
+        _usd("earlier_usd", "Of which an earlier run paid (USD)"),
+        _usd("counted_usd", "Counted once (USD)"),
+        _usd("lost_usd", "Paid, answer lost (USD)"),
     ),
     "drift": (
         _name("source", "What"),
@@ -185,6 +205,8 @@ DISPLAY: Mapping[str, tuple[Column, ...]] = {
         MODEL,
         Column("calls", "Calls"),
         Column("padded_calls", "At the minimum"),
+        Column("estimated_calls", "No 402 seen: estimated"),
+        Column("unpriced_calls", "No 402 seen: unpriced"),
         _money("paid_atomic", "Paid (USD)"),
         _money("fair_atomic", "Upstream × multiplier (USD)"),
         _money("padding_atomic", "Padding (USD)"),
@@ -335,8 +357,29 @@ def key_figures(
             f"unknown {format_usd(total('unknown_atomic'))}, held"
             f" {format_usd(total('held_atomic'))}",
         ),
+        KeyFigure(
+            "Paid, answer lost",
+            format_usd(total("lost_atomic")),
+            f"{total('lost_count'):,} settled payments whose answer was never stored",
+        ),
         _period(first, last),
         _top(tables["by_route"], settled),
+        *_batch_figures(tables.get("batch_status")),
+    ]
+
+
+def _batch_figures(status: pd.DataFrame | None) -> list[KeyFigure]:
+    """What the batches passed cost (each answer once) beside what these runs paid."""
+    if status is None or len(status) == 0:
+        return []
+    counted = int(status["counted_atomic"].sum())
+    paid = int(status["paid_atomic"].sum())
+    return [
+        KeyFigure(
+            "Batches' answers cost",
+            format_usd(counted),
+            f"each once; these runs paid {format_usd(paid)}",
+        )
     ]
 
 

@@ -13,14 +13,16 @@ same sum as ``Budget.state().committed_atomic``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeAlias, TypeGuard
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from x402lab.analysis import budgets
 from x402lab.ledger import IN_FLIGHT, PaymentStatus, arrow_to_pandas, ledger_schema
 from x402lab.money import ATOMIC_PER_USD
 from x402lab.tables.spend import (
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from x402lab.ledger import Ledger
 
 S = PaymentStatus
+INT64 = pa.int64()
 # Every status in exactly one group (a test checks it).
 STATUS_GROUPS: dict[str, tuple[PaymentStatus, ...]] = {
     "settled": (S.SETTLED,),
@@ -64,7 +67,7 @@ _SAVED_BEFORE: dict[str, object] = {
 def ledger_arrow(rows: LedgerRows) -> pa.Table:
     """Ledger rows as an Arrow table with the ledger's declared schema (see ``ledger_frame``
     for what is accepted). Raises KeyError for a missing column."""
-    if hasattr(rows, "to_arrow") and hasattr(rows, "budget_state"):
+    if is_ledger(rows):
         rows = rows.to_arrow()
     schema = ledger_schema()
     if isinstance(rows, pa.Table):
@@ -116,8 +119,11 @@ def _usd(atomic: pd.Series) -> pd.Series:
     return usd_series(atomic)
 
 
-def _with_groups(table: pa.Table) -> dict[str, pa.ChunkedArray | pa.Array]:
-    """Per-row counts and amounts of each status group, summed later by the grouping."""
+def _with_groups(
+    table: pa.Table, lost: Collection[int] | None = None
+) -> dict[str, pa.ChunkedArray | pa.Array]:
+    """Per-row counts and amounts of each status group, summed later by the grouping; ``lost``
+    the ids of settled payments whose answer was lost (``budgets.lost_payments``)."""
     amount = table["amount_atomic"]
     zero = pa.scalar(0, pa.int64())
     out: dict[str, pa.ChunkedArray | pa.Array] = {
@@ -130,6 +136,10 @@ def _with_groups(table: pa.Table) -> dict[str, pa.ChunkedArray | pa.Array]:
     held = pc.fill_null(table["held"], False)
     out["held_count"] = pc.cast(held, pa.int64())
     out["held_atomic"] = pc.if_else(held, amount, zero)
+    settled = pc.equal(table["status"], str(S.SETTLED))
+    gone = pc.and_(settled, pc.is_in(table["id"], value_set=pa.array(sorted(lost or ()), INT64)))
+    out["lost_count"] = pc.cast(gone, pa.int64())
+    out["lost_atomic"] = pc.if_else(gone, amount, zero)
     return out
 
 
@@ -148,6 +158,9 @@ def spend(
     by: str | Sequence[str] | None = DEFAULT_SPEND_BY,
     *,
     atomic: bool = False,
+    lost: Collection[int] | None = None,
+    caps: Mapping[str, int | None] | None = None,
+    now: datetime | None = None,
 ) -> pd.DataFrame:
     """Spend grouped by ``by`` (any of service, path, model, day, budget, user, payer; ``()``
     for totals).
@@ -156,18 +169,26 @@ def spend(
     ``path`` is the route without its query string. The columns are
     ``spend_schema(by, atomic=atomic)``: counts and USD of settled, unknown exposure, in
     flight, held, committed (settled + unknown + in flight + held) and refused, and the counts
-    of rejected and failed. The USD columns are exact decimals (``tables.usd``);
-    ``atomic=True`` adds the integer sums of USDC base units (``settled_atomic``...). An
-    empty ledger gives an empty table with the same columns. Raises ConfigError for an
-    unknown key.
+    of rejected and failed; ``lost``: the settled payments whose answer was never stored
+    ("paid, answer lost", part of settled). The USD columns are exact decimals
+    (``tables.usd``); ``atomic=True`` adds the integer sums of USDC base units
+    (``settled_atomic``...). Grouped by ``"budget"`` alone, each line also has the budget's
+    cap, what is left, its burn rate per day and the day the cap runs out at that rate
+    (``analysis.budgets``). ``lost`` (payment ids) and ``caps`` are read from ``rows`` when
+    it is a Ledger. An empty ledger gives an empty table with the same columns. Raises
+    ConfigError for an unknown key.
     """
     keys = spend_keys(by)
     schema = spend_schema(keys, atomic=atomic)
+    if is_ledger(rows):
+        found = budgets.ledger_facts(rows)
+        lost = found[0] if lost is None else lost
+        caps = found[1] if caps is None else caps
     table = ledger_arrow(rows)
     if table.num_rows == 0:
         return typed(None, schema)
     # Summed in Arrow (int64 all the way, so sums stay exact): a fraction of pandas' cost.
-    parts = _with_groups(table)
+    parts = _with_groups(table, lost)
     sums = list(parts)
     if keys:
         columns = {**parts, **{key: _key_column(table, key) for key in keys}}
@@ -183,9 +204,19 @@ def spend(
     for name in COMMITTED_GROUPS[1:]:
         committed = pc.add(committed, out[f"{name}_atomic"])
     out["committed_atomic"] = committed
-    for name in (*COMMITTED_GROUPS, "committed", "refused"):
+    for name in (*COMMITTED_GROUPS, "committed", "refused", "lost"):
         out[f"{name}_usd"] = usd_array(out[f"{name}_atomic"])
-    return arrow_to_pandas(pa.table({name: out[name] for name in schema.names}).cast(schema))
+    lines = arrow_to_pandas(pa.table(out))
+    if keys == ("budget",):
+        lines = budgets.budget_columns(lines, arrow_to_pandas(table), caps or {}, now)
+        for name in ("cap", "left"):
+            lines[f"{name}_usd"] = usd_series(lines[f"{name}_atomic"])
+    return typed(lines, schema)
+
+
+def is_ledger(rows: object) -> TypeGuard[Ledger]:
+    """Whether ``rows`` is a Ledger (read through its API) rather than its rows."""
+    return hasattr(rows, "to_arrow") and hasattr(rows, "budget_state")
 
 
 def settled_rows(rows: LedgerRows) -> pd.DataFrame:
@@ -225,12 +256,17 @@ def route_unit_costs(rows: LedgerRows) -> pd.DataFrame:
     grouped["source"] = "ledger"
     grouped["batch"] = None
     grouped["unit"] = "call"
-    return typed(_per_unit(grouped), UNIT_COSTS)
+    grouped["cost_atomic"] = grouped["paid_atomic"]  # a call costs what it paid
+    return typed(per_unit(grouped), UNIT_COSTS)
 
 
-def _per_unit(frame: pd.DataFrame) -> pd.DataFrame:
+def per_unit(frame: pd.DataFrame) -> pd.DataFrame:
+    """``UNIT_COSTS``' USD and rate columns from ``units``, ``paid_atomic`` and
+    ``cost_atomic``: the rates are of the cost (for a batch re-run, what its rows' answers
+    cost, not the nothing it paid)."""
     frame["paid_usd"] = _usd(frame["paid_atomic"])
+    frame["cost_usd"] = _usd(frame["cost_atomic"])
     units = frame["units"].astype("float64")
-    frame["usd_per_unit"] = (frame["paid_atomic"] / ATOMIC_PER_USD / units).where(units > 0)
+    frame["usd_per_unit"] = (frame["cost_atomic"] / ATOMIC_PER_USD / units).where(units > 0)
     frame["usd_per_1k"] = frame["usd_per_unit"] * 1000
     return frame

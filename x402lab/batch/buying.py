@@ -327,8 +327,10 @@ class Buyer:
         ``settlement`` (``BatchStore.put``, in the run's group); answers that cannot be
         stored end the run (their settlement is then committed alone, by ``pay``)."""
         encoded = [(item_key, self.codec.encode(result.answer)) for item_key, result in answers]
+        # Each row's share of every request it was in: what a later run shows as its cost.
+        costs = {item_key: result.paid_atomic for item_key, result in answers}
         try:
-            self.store.put(encoded, key, settlement, self.group)
+            self.store.put(encoded, key, settlement, self.group, costs)
         except Exception as exc:  # noqa: BLE001 (answers that cannot be kept stop the run)
             self.fail(exc)
 

@@ -114,14 +114,18 @@ def split_atomic(amount: int | None, n: int) -> list[int | None]:
 
 
 def shares(records: Iterable[ClaimRecord]) -> dict[str, int | None]:
-    """Each record's share of the payment that carried it: the amount split over the records
-    given that name the same payment (in the order given). Exact when a run carries the same
-    items as the run that paid; a display figure otherwise (the payment is counted once in the
-    ledger either way)."""
+    """Each record's share of the payment that carried it: the exact share stored with its
+    answer (``ClaimRecord.cost_atomic``: its part of its pack, over every request it was
+    asked in), else, for a record without one (a lost answer, or one stored before shares
+    were kept), the amount split over the records given that name the same payment (in the
+    order given), a display figure (the payment is counted once in the ledger either way)."""
     groups: dict[tuple[str, int | None], list[ClaimRecord]] = {}
-    for record in records:
-        groups.setdefault((record.payment_key, record.ledger_id), []).append(record)
     out: dict[str, int | None] = {}
+    for record in records:
+        if record.cost_atomic is not None:
+            out[record.key] = record.cost_atomic
+            continue
+        groups.setdefault((record.payment_key, record.ledger_id), []).append(record)
     for members in groups.values():
         amounts = split_atomic(members[0].amount_atomic, len(members))
         for record, amount in zip(members, amounts, strict=True):

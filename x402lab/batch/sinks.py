@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from x402lab.batch.codec import Codec
-from x402lab.batch.items import Emitted, shown
+from x402lab.batch.items import Emitted, ItemResult, shown
 from x402lab.batch.plan import Plan
 from x402lab.errors import ConfigError
 from x402lab.private import private_file, private_folder
@@ -18,6 +18,7 @@ from x402lab.tables.batch import batch_embed_schema, embed_table
 COST_COLUMNS = (
     "quoted_atomic",
     "paid_atomic",
+    "cost_atomic",
     "upstream_usd",
     "tx_hash",
     "status",
@@ -51,6 +52,7 @@ class ColumnSink:
             status, paid = shown(result, duplicate)
             columns["quoted_atomic"].append(result.quoted_atomic)
             columns["paid_atomic"].append(paid)
+            columns["cost_atomic"].append(cost_of(result, duplicate))
             columns["upstream_usd"].append(None if duplicate else result.upstream_usd)
             columns["tx_hash"].append(None if duplicate else result.tx_hash)
             columns["status"].append(status)
@@ -71,6 +73,21 @@ class ColumnSink:
         self.columns = {name: [] for name in taken}
         self.rows = 0
         return taken
+
+
+#: Rows whose answer (kept or lost) came from a settled payment: their share is a cost.
+_PAID_FOR = ("ok", "invalid", "cached", "paid_not_stored")
+
+
+def cost_of(result: ItemResult, duplicate: bool) -> int | None:
+    """A row's ``cost_atomic``: its exact share of the payment its answer came from (this
+    run's or the earlier run's that stored it: ``ItemResult.paid_atomic``); 0 for a duplicate
+    (its first identical row carries the answer's cost, counted once); None where nothing
+    was paid or the outcome is unknown."""
+    paid_for = result.status in _PAID_FOR or result.tx_hash is not None
+    if not paid_for or result.paid_atomic is None:
+        return None
+    return 0 if duplicate else result.paid_atomic
 
 
 class ParquetSink:

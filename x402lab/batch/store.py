@@ -223,16 +223,19 @@ class BatchStore:
         payment_key: str,
         settlement: Settlement | None = None,
         group: CommitGroup | None = None,
+        costs: Mapping[str, int | None] | None = None,
     ) -> None:
         """Store the answers of one paid request in the transaction that commits its
-        ``settlement`` (in the run's ``group`` of commits). Raises StoreError once answers
-        could not be stored (the settlement is then not committed: the caller commits it
-        alone)."""
+        ``settlement`` (in the run's ``group`` of commits), each with ``costs``' exact share
+        of what it cost. Raises StoreError once answers could not be stored (the settlement
+        is then not committed: the caller commits it alone)."""
         if self._error is not None:
             raise self._failure()
         try:
             with answer_transaction(self.claims.db, settlement, group=group) as tx:
-                self.claims.complete_in(tx, self.scope, answers, payment_key=payment_key)
+                self.claims.complete_in(
+                    tx, self.scope, answers, payment_key=payment_key, costs=costs
+                )
         except Exception as exc:
             self._error = exc
             raise self._failure() from exc

@@ -36,7 +36,7 @@ NEVER_SETTLED = (
 LIGHT = "id, key, status, payment_key, ledger_id, ledger_floor, owner, label, updated_us"
 FULL = (
     "SELECT c.id, c.scope, c.key, c.status, c.payment_key, c.ledger_id, c.owner, c.label,"
-    " c.created_us, c.updated_us, c.error, c.answer, p.status AS payment_status,"
+    " c.created_us, c.updated_us, c.error, c.answer, c.cost_atomic, p.status AS payment_status,"
     " p.amount_atomic, p.tx_hash FROM claims c LEFT JOIN payments p ON p.id = c.ledger_id"
 )
 _COLUMNS = (
@@ -77,6 +77,8 @@ class ClaimRecord:
     updated_us: int
     error: str | None
     answer: bytes | None
+    #: A stored answer's exact share of what was paid for it (None: stored before it was kept).
+    cost_atomic: int | None = None
     payment_status: str | None = None
     amount_atomic: int | None = None
     tx_hash: str | None = None

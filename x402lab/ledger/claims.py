@@ -310,9 +310,11 @@ class Claims:
         payment_key: str | Mapping[str, str] | None = None,
         ledger_id: int | None = None,
         label: str | None = None,
+        costs: Mapping[str, int | None] | None = None,
     ) -> list[str]:
-        """``complete`` inside the open transaction ``tx``."""
-        given = dict(answers)
+        """``complete`` inside the open transaction ``tx``; ``costs``: each key's exact share
+        of what was paid for its answer (``cost_atomic``, what later runs show it cost)."""
+        given, cost = dict(answers), dict(costs or {})
         history = history_in(tx, scope, list(given))
         now = self._now_us()
         newest = {key: rows[-1] for key, rows in history.items()}
@@ -334,14 +336,14 @@ class Claims:
         for key, row in open_rows.items():
             found = paid.get(keys_of[key])
             link = ledger_id if ledger_id is not None else (found[0] if found else None)
-            updates.append((row["id"], given[key], link, keys_of[key], label))
+            updates.append((row["id"], given[key], link, keys_of[key], label, cost.get(key)))
         move_claims(
             tx,
             updates,
             C.DONE,
             now,
             sets="answer = ?, ledger_id = COALESCE(?, ledger_id), payment_key = ?,"
-            " label = COALESCE(?, label), error = NULL",
+            " label = COALESCE(?, label), cost_atomic = ?, error = NULL",
         )
         fresh = [key for key in given if key not in history]
         if fresh:
@@ -356,7 +358,9 @@ class Claims:
                 found = paid_fresh.get(pk)
                 link = ledger_id if ledger_id is not None else (found[0] if found else None)
                 rows.append(self._row(scope, key, C.DONE, pk, link, 0, label, given[key]))
-            insert_rows(tx, rows)
+            ids = insert_rows(tx, rows)  # then the answers' cost (not a status move)
+            priced = [(cost[key], i) for key, i in zip(fresh, ids, strict=True) if key in cost]
+            tx.executemany("UPDATE claims SET cost_atomic = ? WHERE id = ?", priced)
         return [key for key in given if key in open_rows or key in fresh]
 
     def release_in(

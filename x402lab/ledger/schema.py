@@ -22,6 +22,10 @@
 8. ``budgets.cap_set_by`` and ``cap_set_us``: who set a budget's caps and when (NULL: never
    set, so the first ``connect()`` that names the budget with a cap sets them; ``budget.py``).
    Rows written before keep their caps, as set by nobody known.
+9. ``claims.cost_atomic``: a stored answer's exact share of the payments it came from (a
+   packed row's share of its pack, summed over every request it was asked in), written with
+   the answer, so a later run shows what the answer cost without guessing the pack's size.
+   Null for answers stored before (read as their payment split over its claims).
 
 A new step is appended with the next number; a released step is never edited (its DDL is
 written once, in SQLite's words, and ``portable_ddl`` says it in PostgreSQL's).
@@ -435,6 +439,11 @@ def _cap_setter(tx: Tx) -> None:
     )
 
 
+def _claim_cost(tx: Tx) -> None:
+    if "cost_atomic" not in tx.columns("claims"):
+        _add_column(tx, "claims", "cost_atomic", "INTEGER")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "payments and budgets", _ledger),
     Migration(2, "claims", lambda tx: _run(tx, CLAIMS)),
@@ -444,6 +453,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "who made each payment: user_label", _user_label),
     Migration(7, "rate limits shared by a wallet's processes", lambda tx: _run(tx, RATE_LIMITS)),
     Migration(8, "one cap per budget: who set it and when", _cap_setter),
+    Migration(9, "what a stored answer cost: claims.cost_atomic", _claim_cost),
 )
 #: The schema version this code writes.
 SCHEMA_VERSION = MIGRATIONS[-1].version

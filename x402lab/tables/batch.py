@@ -3,9 +3,16 @@ the frames derived from them.
 
 Every batch result is built as an Arrow table of one of these schemas and only then turned
 into pandas (``x402lab.ledger.arrow_to_pandas``), so an empty batch and a full one have the
-same columns and dtypes. Money arrives here as int atomic units; the ``quoted_usd`` and
-``paid_usd`` columns are exact decimals derived from them (``tables.usd``; an unknown amount
-stays null, never 0). ``upstream_usd`` (the provider's cost) and ``estimate_usd`` (the price
+same columns and dtypes. Money arrives here as int atomic units; the ``quoted_usd``,
+``paid_usd`` and ``cost_usd`` columns are exact decimals derived from them (``tables.usd``; an
+unknown amount stays null, never 0). ``paid_usd`` is what *this run* paid for the row (0 for
+a row answered by an earlier run or by an identical row); ``cost_usd`` is the row's exact
+share of the payment its answer came from, whichever run bought it (a pack's rows share its
+payment; a row asked again carries every request it was in), so a re-run shows the same
+``cost_usd`` as the run that paid. A duplicate row's answer is its first identical row's, whose
+``cost_usd`` carries it: the duplicate shows 0, so ``cost_usd`` sums to what the answers cost,
+each once. Null where nothing was paid (skipped, refused, failed before paying) or where the
+payment's outcome is unknown. ``upstream_usd`` (the provider's cost) and ``estimate_usd`` (the price
 list's estimate) are float64: figures to read, not amounts paid.
 """
 
@@ -47,6 +54,7 @@ def _cost_fields() -> list[pa.Field]:
     return [
         pa.field("quoted_usd", USD),
         pa.field("paid_usd", USD),
+        pa.field("cost_usd", USD),
         pa.field("upstream_usd", _FLOAT_USD),
         pa.field("tx_hash", _TEXT),
         pa.field("status", _TEXT, nullable=False),
@@ -132,8 +140,9 @@ def _table(
 
 
 def _cost_usd(columns: Mapping[str, Sequence[Any]]) -> dict[str, pa.Array]:
-    """``quoted_usd`` and ``paid_usd`` of the cost columns, from their atomic inputs."""
-    return {f"{w}_usd": usd_array(columns[f"{w}_atomic"]) for w in ("quoted", "paid")}
+    """``quoted_usd``, ``paid_usd`` and ``cost_usd`` of the cost columns, from their atomic
+    inputs."""
+    return {f"{w}_usd": usd_array(columns[f"{w}_atomic"]) for w in ("quoted", "paid", "cost")}
 
 
 def chat_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:

@@ -68,6 +68,23 @@ SPEND_VALUES = pa.schema(
         _required("refused_usd", USD),
         _required("rejected_count", INT),
         _required("failed_count", INT),
+        # Settled payments whose answer was never stored: paid, answer lost (part of settled).
+        _required("lost_count", INT),
+        _required("lost_atomic", INT),
+        _required("lost_usd", USD),
+    ]
+)
+
+#: The columns ``spend(by="budget")`` adds: the stored cap, what is left under it, the
+#: settled spend per day of the last days and the day the cap runs out at that rate.
+BUDGET_VALUES = pa.schema(
+    [
+        ("cap_atomic", INT),
+        ("cap_usd", USD),
+        ("left_atomic", INT),
+        ("left_usd", USD),
+        ("burn_usd_per_day", FLOAT),
+        ("runs_out", TIMESTAMP),
     ]
 )
 
@@ -90,10 +107,13 @@ def spend_schema(
 ) -> pa.Schema:
     """The schema of a spend table grouped by ``by`` (keys first, then the value columns).
 
-    Counts and USD columns always; the exact ``*_atomic`` integer columns with ``atomic=True``.
+    Counts and USD columns always; the exact ``*_atomic`` integer columns with ``atomic=True``;
+    grouped by ``"budget"`` alone, the budget's cap, what is left, burn rate and run-out day.
     """
-    keys = [pa.field(key, _KEY_TYPES[key]) for key in spend_keys(by)]
-    values = [f for f in SPEND_VALUES if atomic or not f.name.endswith("_atomic")]
+    names = spend_keys(by)
+    keys = [pa.field(key, _KEY_TYPES[key]) for key in names]
+    extra = list(BUDGET_VALUES) if names == ("budget",) else []
+    values = [f for f in [*SPEND_VALUES, *extra] if atomic or not f.name.endswith("_atomic")]
     return pa.schema(keys + values)
 
 
@@ -120,8 +140,12 @@ UNIT_COSTS = pa.schema(
         ("model", TEXT),
         _required("units", INT),
         _required("unit", TEXT),
+        # What was paid for these units (a batch: this run), and what they cost (a batch:
+        # its rows' answers, whichever run paid: ``cost_usd``); the rates are of the cost.
         _required("paid_atomic", INT),
         _required("paid_usd", USD),
+        _required("cost_atomic", INT),
+        _required("cost_usd", USD),
         ("usd_per_unit", FLOAT),
         ("usd_per_1k", FLOAT),
     ]
@@ -136,9 +160,21 @@ BATCH_STATUS = pa.schema(
         _required("skipped_rows", INT),
         _required("refused_rows", INT),
         _required("failed_rows", INT),
+        _required("lost_rows", INT),
         _required("other_rows", INT),
+        # This run's payments; its answers' cost (whichever run paid), the part an earlier
+        # run paid, the part no batch listed before counts (each answer once), and what was
+        # paid for answers never stored (``analysis.batches.status_counts``).
         _required("paid_atomic", INT),
         _required("paid_usd", USD),
+        _required("cost_atomic", INT),
+        _required("cost_usd", USD),
+        _required("earlier_atomic", INT),
+        _required("earlier_usd", USD),
+        _required("counted_atomic", INT),
+        _required("counted_usd", USD),
+        _required("lost_atomic", INT),
+        _required("lost_usd", USD),
     ]
 )
 
@@ -165,6 +201,10 @@ PADDING = pa.schema(
         ("model", TEXT),
         _required("calls", INT),
         _required("padded_calls", INT),
+        # Calls paid with the first request (no 402 seen) at the minimum: their fair price
+        # estimated from the route's seen 402s, or, with none, not priced (no padding claimed).
+        _required("estimated_calls", INT),
+        _required("unpriced_calls", INT),
         _required("paid_atomic", INT),
         _required("fair_atomic", INT),
         _required("padding_atomic", INT),
