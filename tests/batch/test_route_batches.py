@@ -42,7 +42,12 @@ def test_search_rows_quote_pay_once_and_rerun_cached(emulator, lab_factory, tmp_
     assert frame["query"].tolist() == queries
     assert frame["status"].value_counts().to_dict() == {"ok": 6, "cached": 24}
     assert frame["n_hits"].eq(3).all() and str(frame["paid_usd"].dtype).startswith("decimal")
-    assert frame["cost_usd"].eq(frame["cost_usd"].iloc[0]).all()  # a duplicate's cost: its share
+    # Each answer's cost once: the first row of a request carries its payment, an identical
+    # row after it 0, so the column adds up to what was paid.
+    first = ~frame["request_key"].duplicated()
+    assert (frame.loc[first, "cost_usd"] == frame.loc[first, "paid_usd"]).all()
+    assert (frame.loc[~first, "cost_usd"] == 0).all()
+    assert usd_to_atomic(frame["cost_usd"].sum()) == chain_atomic(emulator)
     # A row's key is the single call's key (they share stored answers).
     body = {"query": queries[0], "limit": 3}
     assert frame["request_key"].iloc[0] == request_key("POST", "/api/v1/augment/search", body)
