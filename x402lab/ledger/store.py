@@ -209,9 +209,9 @@ class Ledger:
                     tx, budget, amount_atomic, meta, status, self._who(), signed=signed, count=False
                 )
             payments.expire_held(tx, budget, self._held_cutoff(), self._now_us())
-            if meta.request_key is not None and not meta.prepaid:
-                # The fresh challenge after a prepay miss: the request needs the budget once.
-                payments.release_prepay_miss(tx, budget, meta.request_key, self._now_us())
+            # A refused prepayment's authorization is not released for the fresh challenge
+            # of the same request: the server still holds it and could settle it (money
+            # rule 4), so both must fit.
             counted = payments.budget_total(tx, budget, self._now_us())
             if cap_atomic is not None and counted + amount_atomic > cap_atomic:
                 left = max(0, cap_atomic - counted)
