@@ -5,7 +5,9 @@ says why), reserve the amount in the budget, sign, and commit the signed row (wi
 payload itself) before the paid request leaves. A request key whose earlier payment is still
 ``unknown`` (or was left in flight by a process that died) gets that same signed payload
 again, never a new signature. When the answer comes back (``payments.outcome``): settle,
-reject, or record ``unknown``; "nonce already used" means an earlier send settled and its
+reject, or record ``unknown``; a receipt that contradicts the signed payment (another payer,
+network or amount, a transaction that is no hash: ``receipt_mismatch``) is never recorded
+as it says: the row stays ``unknown`` for ``reconcile`` to settle from the chain; "nonce already used" means an earlier send settled and its
 answer was lost (``answer_lost``). Sending again is the transport's job (``ServiceClient``).
 
 A settlement is committed here when the receipt arrives, unless the call stores its answer
@@ -15,6 +17,7 @@ A settlement is committed here when the receipt arrives, unless the call stores 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -42,7 +45,7 @@ from x402lab.payments.prediction import PREPAY_REFUSED, Prediction
 from x402lab.payments.ticket import Ticket
 from x402lab.wallet import Wallet
 from x402lab.x402.checks import ChallengePolicy, select_requirements
-from x402lab.x402.codec import decode_header
+from x402lab.x402.codec import decode_header, preview
 from x402lab.x402.headers import PaymentHeaders
 from x402lab.x402.models import (
     PaymentPayload,
@@ -53,6 +56,9 @@ from x402lab.x402.models import (
 )
 from x402lab.x402.signing import new_nonce as random_nonce
 from x402lab.x402.signing import sign_payment
+
+#: A transaction hash on an EVM chain: 0x and 32 bytes in hex.
+TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}")
 
 
 def read_challenge(header: str | None, body: Any) -> PaymentRequired:
@@ -72,6 +78,21 @@ def is_prepay_refusal(outcome: Outcome) -> bool:
     with no settlement receipt (the payment was refused before anything was settled; a
     failed settlement carries a receipt and is an ordinary rejection)."""
     return outcome.kind is Kind.REJECTED and outcome.status_code == 402 and outcome.receipt is None
+
+
+def receipt_mismatch(ticket: Ticket, receipt: SettlementResponse) -> str | None:
+    """What a successful receipt says that contradicts ``ticket``'s signed payment (its payer,
+    network, amount, or a transaction that is no transaction hash), or None when it agrees."""
+    signed = ticket.payload.authorization
+    if receipt.payer is not None and receipt.payer.lower() != signed.from_address.lower():
+        return f"it names payer {preview(receipt.payer)}, the payment was signed by {signed.from_address}"
+    if receipt.network != ticket.requirements.network:
+        return f"it names network {preview(receipt.network)}, the payment was for {ticket.requirements.network}"
+    if receipt.amount is not None and receipt.amount != signed.value:
+        return f"it names amount {receipt.amount}, the payment authorized {signed.value}"
+    if receipt.transaction and not TX_HASH.fullmatch(receipt.transaction):
+        return f"its transaction {preview(receipt.transaction)} is not a transaction hash"
+    return None
 
 
 def _float(value: Any) -> float | None:
@@ -281,6 +302,11 @@ class Payer:
         receipt = outcome.receipt
         if outcome.kind is Kind.SETTLED:
             assert receipt is not None
+            mismatch = receipt_mismatch(ticket, receipt)
+            if mismatch is not None:
+                # Never recorded as the receipt says (spend by payer would be wrong): the
+                # chain decides (``reconcile`` asks it about the nonce this ticket signed).
+                self.give_up(ticket, f"the receipt does not match the payment: {mismatch}")
             ticket.settlement = self.ledger.settlement(
                 ticket.row_id, tx_hash=receipt.transaction or None, payer=receipt.payer,
                 resolved_by=by,
