@@ -8,8 +8,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from support.prepay import CHAT_MODEL
 from support.hostile import hostile_server
+from support.prepay import CHAT_MODEL
 
 import x402lab as xl
 

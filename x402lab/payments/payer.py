@@ -7,8 +7,9 @@ payload itself) before the paid request leaves. A request key whose earlier paym
 again, never a new signature. When the answer comes back (``payments.outcome``): settle,
 reject, or record ``unknown``; a receipt that contradicts the signed payment (another payer,
 network or amount, a transaction that is no hash: ``receipt_mismatch``) is never recorded
-as it says: the row stays ``unknown`` for ``reconcile`` to settle from the chain; "nonce already used" means an earlier send settled and its
-answer was lost (``answer_lost``). Sending again is the transport's job (``ServiceClient``).
+as it says: the row stays ``unknown`` for ``reconcile`` to settle from the chain;
+"nonce already used" means an earlier send settled and its answer was lost (``answer_lost``).
+Sending again is the transport's job (``ServiceClient``).
 
 A settlement is committed here when the receipt arrives, unless the call stores its answer
 (``CallInfo.stores_answer``): then it goes back uncommitted on the ticket
@@ -85,9 +86,11 @@ def receipt_mismatch(ticket: Ticket, receipt: SettlementResponse) -> str | None:
     network, amount, or a transaction that is no transaction hash), or None when it agrees."""
     signed = ticket.payload.authorization
     if receipt.payer is not None and receipt.payer.lower() != signed.from_address.lower():
-        return f"it names payer {preview(receipt.payer)}, the payment was signed by {signed.from_address}"
+        signer = signed.from_address
+        return f"it names payer {preview(receipt.payer)}, the payment was signed by {signer}"
     if receipt.network != ticket.requirements.network:
-        return f"it names network {preview(receipt.network)}, the payment was for {ticket.requirements.network}"
+        network = ticket.requirements.network
+        return f"it names network {preview(receipt.network)}, the payment was for {network}"
     if receipt.amount is not None and receipt.amount != signed.value:
         return f"it names amount {receipt.amount}, the payment authorized {signed.value}"
     if receipt.transaction and not TX_HASH.fullmatch(receipt.transaction):
