@@ -16,6 +16,7 @@ from x402lab.errors import (
     ConfigError,
     IncompleteBatchWarning,
     JobError,
+    LimitExceeded,
     ModelNotFound,
     NotFound,
     PaymentError,
@@ -45,7 +46,7 @@ if _IMPORT_NOW:
     from x402lab.lab import AsyncLab, Lab
     from x402lab.ledger import Ledger
     from x402lab.planning import plan
-    from x402lab.transport import RetryPolicy
+    from x402lab.transport import Limits, RetryPolicy
     from x402lab.wallet import Wallet
 
 #: The names imported on first use, and their modules.
@@ -56,6 +57,7 @@ _LAZY = {
     "Budget": "x402lab.budget",
     "Lab": "x402lab.lab",
     "Ledger": "x402lab.ledger",
+    "Limits": "x402lab.transport",
     "RetryPolicy": "x402lab.transport",
     "Settings": "x402lab.connection",
     "Wallet": "x402lab.wallet",
@@ -97,6 +99,8 @@ __all__ = [
     "JobError",
     "Lab",
     "Ledger",
+    "LimitExceeded",
+    "Limits",
     "ModelNotFound",
     "NotFound",
     "PaymentError",

@@ -3,6 +3,7 @@
     X402LabError
     ├── ConfigError                 bad arguments or settings (bad key, unknown budget, bad path)
     ├── ProtocolError               a malformed x402 message (header, JSON, version)
+    │   └── LimitExceeded           an answer broke a bound (its size, its JSON nesting)
     ├── PaymentError                anything about paying
     │   ├── PaymentRefused          the client refused to sign (challenge failed a check)
     │   │   └── BudgetExceeded      the budget cannot cover the amount
@@ -43,6 +44,19 @@ class ConfigError(X402LabError, ValueError):
 
 class ProtocolError(X402LabError, ValueError):
     """A malformed x402 message: header encoding, JSON, version or fields."""
+
+
+class LimitExceeded(ProtocolError):
+    """An answer broke one of the lab's bounds (``x402lab.transport.limits.Limits``): it was
+    larger than its kind's limit, or its JSON nested too deeply. ``limit`` names the limit.
+    Nothing was signed for a 402 that broke one."""
+
+    def __init__(self, message: str, *, limit: str = "") -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), str(self), {"limit": self.limit}))
 
 
 class PaymentError(X402LabError):

@@ -18,6 +18,8 @@ What an ``Attack`` can do to the answers of the paths starting with ``path``:
 - ``redirect_to``: a 302 to that address.
 - ``receipt``: fields of the emulator's PAYMENT-RESPONSE replaced (another payer,
   transaction or network) on a settled answer.
+- ``challenge``: fields of each ``accepts`` entry of the emulator's 402 replaced (an amount
+  of 26 digits).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Attack:
     nesting: int = 0
     redirect_to: str | None = None
     receipt: dict[str, Any] | None = None
+    challenge: dict[str, Any] | None = None
 
 
 class Hostile:
@@ -149,6 +152,12 @@ def _handler(hostile: Hostile) -> type[http.server.BaseHTTPRequestHandler]:
                 receipt.update(attack.receipt)
                 out = {k: v for k, v in out.items() if k.lower() != "payment-response"}
                 out["PAYMENT-RESPONSE"] = encode_header(receipt)
+            if attack.challenge and "payment-required" in answer.headers:
+                challenge = decode_header(answer.headers["payment-required"])
+                for entry in challenge["accepts"]:
+                    entry.update(attack.challenge)
+                out = {k: v for k, v in out.items() if k.lower() != "payment-required"}
+                out["PAYMENT-REQUIRED"] = encode_header(challenge)
             self._answer(answer.status_code, out, answer.content)
 
         def _answer(self, status: int, headers: dict[str, str], body: bytes) -> None:

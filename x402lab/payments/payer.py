@@ -39,7 +39,7 @@ from x402lab.ledger import (
     Resolution,
     SignedAuthorization,
 )
-from x402lab.money import format_usd
+from x402lab.money import MAX_ATOMIC, format_usd
 from x402lab.payments.cost import CallInfo, Cost
 from x402lab.payments.outcome import Kind, Outcome, read_outcome
 from x402lab.payments.prediction import PREPAY_REFUSED, Prediction
@@ -200,7 +200,8 @@ class Payer:
             first = challenge.accepts[0]
             self.ledger.record_refused(
                 budget=self.budget.name,
-                amount_atomic=first.amount,
+                # An amount no ledger column holds is recorded as 0: the reason names it.
+                amount_atomic=first.amount if 0 <= first.amount <= MAX_ATOMIC else 0,
                 meta=self._meta(call, first, extensions, prepaid),
                 error=exc.reason,
             )

@@ -24,19 +24,19 @@ budget in valid authorizations.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from x402lab.errors import BudgetExceeded, ProtocolError
+from x402lab.errors import BudgetExceeded, LimitExceeded, ProtocolError
 from x402lab.money import format_usd
 from x402lab.payments import CallInfo, Cost, Kind, Outcome, Payer, Ticket, read_challenge
 from x402lab.payments.payer import is_prepay_refusal
 from x402lab.payments.prediction import Predicted, fingerprint
 from x402lab.transport import turn
+from x402lab.transport.limits import parse_json
 from x402lab.transport.retry import retry_after_of
 
 
@@ -59,8 +59,12 @@ class CallState:
 
 
 def json_or_none(response: httpx.Response) -> Any:
+    """The body as JSON, or None when it is not JSON; LimitExceeded when it nests too deeply
+    (a 402 breaking a bound is refused before anything is signed)."""
     try:
-        return json.loads(response.content)
+        return parse_json(response.content, what=f"HTTP {response.status_code} answer")
+    except LimitExceeded:
+        raise
     except (ValueError, UnicodeDecodeError):
         return None
 

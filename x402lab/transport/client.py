@@ -9,7 +9,6 @@ payment is signed nothing is ever signed again for the request: an ambiguous ans
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import httpx
 from x402lab.errors import (
     AnswerLost,
     ApiError,
+    LimitExceeded,
     ModelNotFound,
     NotFound,
     RateLimited,
@@ -28,6 +28,7 @@ from x402lab.errors import (
 )
 from x402lab.payments import CallInfo, Cost, Payer, read_challenge
 from x402lab.transport.auth import CallState, PaymentAuth, request_id
+from x402lab.transport.limits import DEFAULT_LIMITS, MEDIA, Limits, parse_json
 from x402lab.transport.pacing import pacer
 from x402lab.transport.resend import Resender, no_answer
 from x402lab.transport.retry import (
@@ -59,9 +60,12 @@ class Reply:
     response: httpx.Response
     cost: Cost | None
     settlement: Settlement | None = None
+    limits: Limits = DEFAULT_LIMITS
 
     def json(self) -> Any:
-        return self.response.json()
+        """The body as JSON; LimitExceeded when it nests deeper than ``Limits.json_depth``,
+        ValueError when it is not JSON."""
+        return parse_json(self.response.content, self.limits)
 
 
 def _commit_unanswered(state: CallState) -> None:
@@ -75,8 +79,8 @@ def _commit_unanswered(state: CallState) -> None:
 def error_from_response(response: httpx.Response, service: str) -> ApiError:
     """The ApiError subclass that names what a non-success answer says."""
     try:
-        body: Any = json.loads(response.content)
-    except (ValueError, UnicodeDecodeError, httpx.ResponseNotRead):
+        body: Any = parse_json(response.content)
+    except (ValueError, UnicodeDecodeError, httpx.ResponseNotRead):  # LimitExceeded included
         body = None
     code = message = hint = None
     if isinstance(body, Mapping):
@@ -148,6 +152,7 @@ class ServiceClient:
         call: CallInfo | None = None,
         expect_402: bool = False,
         stream: bool = False,
+        media: bool = False,
         **request_kwargs: Any,
     ) -> Reply:
         """Send one logical request; with ``call`` set, pay its 402 once.
@@ -156,10 +161,14 @@ class ServiceClient:
         (``transport.resend``). Raises ApiError subclasses for error answers, TransportError
         when the service is unreachable (nothing paid), PaymentRefused/BudgetExceeded
         (nothing signed), PaymentRejected (signed, refused, nothing settled),
-        SettlementUnknown and AnswerLost (settled earlier, its answer lost).
+        SettlementUnknown and AnswerLost (settled earlier, its answer lost), LimitExceeded
+        for an answer larger than its kind's limit (``media``: the answer is a media file,
+        ``Limits.media_bytes``), nothing signed when that was the 402.
         """
         url = self._url(path)
         headers = {**self._headers, **request_kwargs.pop("headers", {})}
+        if media:
+            request_kwargs["extensions"] = {MEDIA: True}
         last = self.retry.attempts - 1
         for attempt in range(self.retry.attempts):
             state = CallState()
@@ -192,6 +201,10 @@ class ServiceClient:
                 if state.signed and state.cost is None and not isinstance(exc, X402LabError):
                     assert state.ticket is not None and self.payer is not None
                     self.payer.record_ambiguous(state.ticket, "cancelled while in flight")
+                elif state.signed and state.cost is None and isinstance(exc, LimitExceeded):
+                    # The paid request's answer broke a bound: whether it settled is unclear.
+                    assert state.ticket is not None and self.payer is not None
+                    self.payer.record_ambiguous(state.ticket, str(exc))
                 _commit_unanswered(state)
                 raise
             else:
@@ -214,7 +227,7 @@ class ServiceClient:
                     await self._sleep(retry_delay(self.retry, attempt, retry_after, time.time()))
                 continue
             if expect_402 and status == 402:
-                return Reply(response, None)
+                return Reply(response, None, limits=self.http.limits)
             if status >= 400:
                 _commit_unanswered(state)  # a settled payment's error answer: nothing to store
                 if stream:
@@ -222,7 +235,7 @@ class ServiceClient:
                 raise error_from_response(response, self.service)
             ticket = state.ticket
             kept = ticket.settlement if ticket and ticket.call.stores_answer else None
-            return Reply(response, state.cost, kept)
+            return Reply(response, state.cost, kept, self.http.limits)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _lost_after_payment(self, state: CallState, exc: httpx.HTTPError) -> AnswerLost:
@@ -271,7 +284,9 @@ class ServiceClient:
                 url=str(response.request.url),
             )
         try:
-            body = response.json()
+            body = parse_json(response.content, self.http.limits, "402")
+        except LimitExceeded:
+            raise
         except ValueError:
             body = None
         challenge = read_challenge(response.headers.get("payment-required"), body)
