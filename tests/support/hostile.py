@@ -13,7 +13,10 @@ What an ``Attack`` can do to the answers of the paths starting with ``path``:
   kept); later paid sends of it are forwarded and settle.
 - ``status`` with ``body_bytes``: an answer of that status and a junk body of that size
   (chunked, no Content-Length), sent ``chunk_bytes`` at a time every ``trickle_s`` seconds;
-  a 402 carries no challenge header, so the client must read the body to find one.
+  a 402 carries no challenge header, so the client must read the body to find one. Without
+  ``status``, ``body_bytes`` replaces the body of the emulator's own answer (its status and
+  headers kept: a paid answer keeps its receipt).
+- ``paid_only``: the attack touches only requests that carry a payment.
 - ``nesting``: a 200 JSON answer nested that deep (``[[[...]]]``).
 - ``redirect_to``: a 302 to that address.
 - ``receipt``: fields of the emulator's PAYMENT-RESPONSE replaced (another payer,
@@ -47,6 +50,7 @@ PAYMENT_HEADERS = ("payment-signature", "x-402-payment", "x-payment")
 @dataclasses.dataclass
 class Attack:
     path: str = "/"
+    paid_only: bool = False
     refuse_prepayments: bool = False
     status: int | None = None
     body_bytes: int = 0
@@ -120,16 +124,19 @@ def _handler(hostile: Hostile) -> type[http.server.BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
-            headers.pop("Host", None)
+            # The Host header is kept: the emulator names its own addresses (a video's
+            # download_url) after this server's, as behind any reverse proxy.
             paid = next((headers[k] for k in headers if k.lower() in PAYMENT_HEADERS), None)
             if paid is not None:
                 with hostile._lock:
                     hostile.payments.append(decode_header(paid))
             attack = hostile.attack_on(self.path) or Attack()
+            if attack.paid_only and paid is None:
+                attack = Attack()
             if attack.redirect_to is not None:
                 return self._answer(302, {"Location": attack.redirect_to}, b"")
             if attack.status is not None:
-                return self._junk(attack)
+                return self._junk(attack, attack.status, {})
             if paid is not None and attack.refuse_prepayments:
                 key = (self.command, self.path, body)
                 with hostile._lock:
@@ -158,6 +165,9 @@ def _handler(hostile: Hostile) -> type[http.server.BaseHTTPRequestHandler]:
                     entry.update(attack.challenge)
                 out = {k: v for k, v in out.items() if k.lower() != "payment-required"}
                 out["PAYMENT-REQUIRED"] = encode_header(challenge)
+            if attack.body_bytes:
+                kept = {k: v for k, v in out.items() if k.lower() != "content-type"}
+                return self._junk(attack, answer.status_code, kept)
             self._answer(answer.status_code, out, answer.content)
 
         def _answer(self, status: int, headers: dict[str, str], body: bytes) -> None:
@@ -168,12 +178,12 @@ def _handler(hostile: Hostile) -> type[http.server.BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def _junk(self, attack: Attack) -> None:
+        def _junk(self, attack: Attack, status: int, headers: dict[str, str]) -> None:
             """A junk body of ``attack.body_bytes``, chunked, trickled when asked."""
-            assert attack.status is not None
-            self.send_response(attack.status)
-            kind = "application/json" if attack.status != 200 else "application/octet-stream"
-            self.send_header("Content-Type", kind)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", "application/json")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             left = attack.body_bytes

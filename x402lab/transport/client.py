@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,38 @@ class Reply:
         """The body as JSON; LimitExceeded when it nests deeper than ``Limits.json_depth``,
         ValueError when it is not JSON."""
         return parse_json(self.response.content, self.limits)
+
+    async def aread(self) -> bytes:
+        """Read a streamed body whole; a read that fails (a dropped connection, the
+        deadline) raises ``lost``'s error."""
+        try:
+            return await self.response.aread()
+        except httpx.HTTPError as exc:
+            raise self.lost(exc) from exc
+
+    async def lines(self) -> AsyncIterator[str]:
+        """A streamed body's lines; a read that fails raises ``lost``'s error."""
+        try:
+            async for line in self.response.aiter_lines():
+                yield line
+        except httpx.HTTPError as exc:
+            raise self.lost(exc) from exc
+
+    def lost(self, exc: httpx.HTTPError) -> X402LabError:
+        """The error of a body that could not be read to its end: AnswerLost when its
+        payment settled (the receipt came with the headers), else TransportError."""
+        why = f"{type(exc).__name__}: {exc}"
+        cost = self.cost
+        if cost is None or cost.status != "settled":
+            return TransportError(f"the answer could not be read to its end ({why})")
+        return AnswerLost(
+            f"payment of {cost} (ledger row {cost.ledger_id}) settled, and its answer was"
+            f" lost while it was read ({why}); it will not be paid again automatically: ask"
+            " again to buy a new answer",
+            settled=True,
+            tx_hash=cost.tx_hash,
+            ledger_id=cost.ledger_id,
+        )
 
 
 def _commit_unanswered(state: CallState) -> None:
@@ -170,8 +202,11 @@ class ServiceClient:
         if media:
             request_kwargs["extensions"] = {MEDIA: True}
         last = self.retry.attempts - 1
+        # ``timeout_s`` is the whole logical request: no retry or re-send starts after it.
+        clock = self.payer.now if self.payer else time.time
+        deadline = clock() + self.http.timeout_s
         for attempt in range(self.retry.attempts):
-            state = CallState()
+            state = CallState(deadline=deadline)
             request = self.http.build_request(method, url, headers=headers, **request_kwargs)
             auth = None
             if call is not None:
@@ -188,7 +223,7 @@ class ServiceClient:
                 elif state.cost is not None and state.cost.status == "settled":
                     # Settled, and then its body was lost: never paid again.
                     raise self._lost_after_payment(state, exc) from exc
-                elif attempt < last:
+                elif attempt < last and clock() < deadline:
                     await self._sleep(retry_delay(self.retry, attempt, None, time.time()))
                     continue
                 else:

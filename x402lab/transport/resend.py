@@ -94,6 +94,14 @@ class Resender:
                         f"{outcome.reason}; sent again until its authorization was about to expire",
                         outcome.status_code,
                     )
+                if payer.now() + delay >= state.deadline:
+                    state.pending = None
+                    payer.give_up(
+                        ticket,
+                        f"{outcome.reason}; sent again until the request's deadline"
+                        f" (timeout_s={self.http.timeout_s:g} s) passed",
+                        outcome.status_code,
+                    )
                 await self._sleep(delay)
                 if paced is not None:
                     paced.resending()
@@ -159,4 +167,5 @@ class Resender:
 
 def no_answer(exc: httpx.HTTPError) -> Outcome:
     """The outcome of a paid send that got no answer (a timeout, a dropped connection)."""
-    return Outcome(Kind.RESEND, f"{type(exc).__name__} after it was sent")
+    said = f": {exc}" if "timeout_s" in str(exc) else ""  # a deadline names its limit
+    return Outcome(Kind.RESEND, f"{type(exc).__name__} after it was sent{said}")

@@ -301,7 +301,9 @@ class Wire:
     ) -> None:
         self._max_connections = max_connections
         self.limits = limits
-        self._timeout_s = timeout_s
+        #: The deadline of one request (each send; ``ServiceClient`` also bounds a logical
+        #: request's retries and re-sends by it).
+        self.timeout_s = timeout_s
         self._own = http_client is None
         self._session: aiohttp.ClientSession | None = None
         self._context = ssl_context(verify)
@@ -331,7 +333,7 @@ class Wire:
             verify=self._context,
             client=lambda: self.session,
             limits=self.limits,
-            deadline_s=self._timeout_s,
+            deadline_s=self.timeout_s,
             **options,
         )
 
