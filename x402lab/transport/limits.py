@@ -14,23 +14,15 @@ request may take is ``connect(timeout_s=...)``, the deadline the transport keeps
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any
 
 from x402lab.errors import ConfigError, LimitExceeded
+from x402lab.x402.codec import nesting_depth
 
 MIB = 1 << 20
 #: The request extension that says an answer is a media file (``Limits.media_bytes``).
 MEDIA = "x402lab.media"
-
-_ESCAPED = re.compile(rb"\\.", re.DOTALL)
-_STRING = re.compile(rb'"[^"]*"')
-# Opening brackets become 2 and closing ones 0 (everything else is deleted): the running sum
-# of (byte - 1) is the nesting depth.
-_DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
-_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
 
 @dataclass(frozen=True)
@@ -72,16 +64,6 @@ def too_large(limit: int, name: str, what: str) -> LimitExceeded:
     )
 
 
-def nesting_depth(content: bytes) -> int:
-    """How deeply the JSON text ``content`` nests its arrays and objects (strings skipped);
-    linear time, in C, whatever the depth."""
-    brackets = _STRING.sub(b"", _ESCAPED.sub(b"", content)).translate(None, _NOT_BRACKETS)
-    if not brackets:
-        return 0
-    steps = brackets.translate(_DEPTH_STEPS)
-    return max(0, max(accumulate(step - 1 for step in steps)))
-
-
 def parse_json(content: bytes | str, limits: Limits = DEFAULT_LIMITS, what: str = "answer") -> Any:
     """``json.loads(content)``, refusing (LimitExceeded) JSON nested deeper than
     ``limits.json_depth`` before the parser recurses into it. Raises ValueError for text that
@@ -96,7 +78,7 @@ def parse_json(content: bytes | str, limits: Limits = DEFAULT_LIMITS, what: str 
         )
     try:
         return json.loads(raw)
-    except RecursionError:  # a nesting the count above missed: never a raw RecursionError
+    except RecursionError:  # never a raw RecursionError
         raise LimitExceeded(
             f"the {what} is JSON nested too deeply to parse (Limits.json_depth)",
             limit="json_depth",
