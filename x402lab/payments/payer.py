@@ -18,7 +18,6 @@ A settlement is committed here when the receipt arrives, unless the call stores 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -41,12 +40,12 @@ from x402lab.ledger import (
 )
 from x402lab.money import MAX_ATOMIC, format_usd
 from x402lab.payments.cost import CallInfo, Cost
-from x402lab.payments.outcome import Kind, Outcome, read_outcome
+from x402lab.payments.outcome import Kind, Outcome, read_outcome, receipt_mismatch
 from x402lab.payments.prediction import PREPAY_REFUSED, Prediction
 from x402lab.payments.ticket import Ticket
 from x402lab.wallet import Wallet
 from x402lab.x402.checks import ChallengePolicy, select_requirements
-from x402lab.x402.codec import decode_header, preview
+from x402lab.x402.codec import decode_header
 from x402lab.x402.headers import PaymentHeaders
 from x402lab.x402.models import (
     PaymentPayload,
@@ -57,9 +56,6 @@ from x402lab.x402.models import (
 )
 from x402lab.x402.signing import new_nonce as random_nonce
 from x402lab.x402.signing import sign_payment
-
-#: A transaction hash on an EVM chain: 0x and 32 bytes in hex.
-TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}")
 
 
 def read_challenge(header: str | None, body: Any) -> PaymentRequired:
@@ -79,23 +75,6 @@ def is_prepay_refusal(outcome: Outcome) -> bool:
     with no settlement receipt (the payment was refused before anything was settled; a
     failed settlement carries a receipt and is an ordinary rejection)."""
     return outcome.kind is Kind.REJECTED and outcome.status_code == 402 and outcome.receipt is None
-
-
-def receipt_mismatch(ticket: Ticket, receipt: SettlementResponse) -> str | None:
-    """What a successful receipt says that contradicts ``ticket``'s signed payment (its payer,
-    network, amount, or a transaction that is no transaction hash), or None when it agrees."""
-    signed = ticket.payload.authorization
-    if receipt.payer is not None and receipt.payer.lower() != signed.from_address.lower():
-        signer = signed.from_address
-        return f"it names payer {preview(receipt.payer)}, the payment was signed by {signer}"
-    if receipt.network != ticket.requirements.network:
-        network = ticket.requirements.network
-        return f"it names network {preview(receipt.network)}, the payment was for {network}"
-    if receipt.amount is not None and receipt.amount != signed.value:
-        return f"it names amount {receipt.amount}, the payment authorized {signed.value}"
-    if receipt.transaction and not TX_HASH.fullmatch(receipt.transaction):
-        return f"its transaction {preview(receipt.transaction)} is not a transaction hash"
-    return None
 
 
 def _float(value: Any) -> float | None:
@@ -306,7 +285,10 @@ class Payer:
         receipt = outcome.receipt
         if outcome.kind is Kind.SETTLED:
             assert receipt is not None
-            mismatch = receipt_mismatch(ticket, receipt)
+            auth = ticket.payload.authorization
+            mismatch = receipt_mismatch(
+                receipt, auth.from_address, auth.value, ticket.requirements.network
+            )
             if mismatch is not None:
                 # Never recorded as the receipt says (spend by payer would be wrong): the
                 # chain decides (``reconcile`` asks it about the nonce this ticket signed).

@@ -52,9 +52,6 @@ class CallState:
     #: The prediction the first request was paid with (``ticket.prepaid``), forgotten when
     #: a re-send of that payload gets a 402.
     predicted: Predicted | None = None
-    #: When the whole logical request must be over (the payer's clock; ``timeout_s`` after
-    #: it began): nothing is sent again after it.
-    deadline: float = float("inf")
 
     @property
     def signed(self) -> bool:

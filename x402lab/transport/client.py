@@ -202,11 +202,11 @@ class ServiceClient:
         if media:
             request_kwargs["extensions"] = {MEDIA: True}
         last = self.retry.attempts - 1
-        # ``timeout_s`` is the whole logical request: no retry or re-send starts after it.
-        clock = self.payer.now if self.payer else time.time
-        deadline = clock() + self.http.timeout_s
+        # No retry of the unpaid phase starts ``timeout_s`` after the call began (a paid
+        # payload is still sent again while it is valid: money rule 4).
+        deadline = time.monotonic() + self.http.timeout_s
         for attempt in range(self.retry.attempts):
-            state = CallState(deadline=deadline)
+            state = CallState()
             request = self.http.build_request(method, url, headers=headers, **request_kwargs)
             auth = None
             if call is not None:
@@ -223,7 +223,7 @@ class ServiceClient:
                 elif state.cost is not None and state.cost.status == "settled":
                     # Settled, and then its body was lost: never paid again.
                     raise self._lost_after_payment(state, exc) from exc
-                elif attempt < last and clock() < deadline:
+                elif attempt < last and time.monotonic() < deadline:
                     await self._sleep(retry_delay(self.retry, attempt, None, time.time()))
                     continue
                 else:

@@ -94,14 +94,6 @@ class Resender:
                         f"{outcome.reason}; sent again until its authorization was about to expire",
                         outcome.status_code,
                     )
-                if payer.now() + delay >= state.deadline:
-                    state.pending = None
-                    payer.give_up(
-                        ticket,
-                        f"{outcome.reason}; sent again until the request's deadline"
-                        f" (timeout_s={self.http.timeout_s:g} s) passed",
-                        outcome.status_code,
-                    )
                 await self._sleep(delay)
                 if paced is not None:
                     paced.resending()

@@ -301,8 +301,8 @@ class Wire:
     ) -> None:
         self._max_connections = max_connections
         self.limits = limits
-        #: The deadline of one request (each send; ``ServiceClient`` also bounds a logical
-        #: request's retries and re-sends by it).
+        #: The deadline of one request, its body included (``ServiceClient`` also starts no
+        #: retry of an unpaid request after it).
         self.timeout_s = timeout_s
         self._own = http_client is None
         self._session: aiohttp.ClientSession | None = None
