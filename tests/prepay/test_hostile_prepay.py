@@ -82,3 +82,26 @@ def test_a_batch_on_a_refusing_server_hands_it_at_most_the_budget(
         assert paid in (None, settled)
         assert settled + lab.budget.state().held_atomic <= cap
         check_money(lab, emulator.chain)
+
+
+def test_a_refused_prepayment_the_server_settles_later_is_found_by_reconcile(start, lab_on):
+    emulator = start()
+    with hostile_server(emulator.gateway_url) as hostile:
+        hostile.attack(refuse_prepayments=True)
+        lab = lab_on(_through(hostile, emulator), budget=xl.Budget(usd=1.0, name="later"))
+        body = chat_body("question", model=CHAT_MODEL, max_tokens=8)
+        lab.quote("POST", CHAT, body)
+        lab.chat("question", model=CHAT_MODEL, max_tokens=8)  # the miss, then paid afresh
+        committed = lab.budget.state().committed_atomic
+        assert committed == 2 * MIN_ATOMIC  # the refused one is held
+        assert hostile.settle_refused() == [200]  # the server takes the one it refused
+    changed = lab.reconcile()
+    assert changed[["before", "after"]].values.tolist() == [["rejected", "settled"]]
+    assert "settled on chain after all" in changed["note"].iloc[0]
+    # One request settled twice (the attack), and the ledger now says so, tx hashes and all.
+    rows = lab.ledger.rows()
+    assert [r["status"] for r in rows] == ["settled", "settled"]
+    assert not any(r["held"] for r in rows)
+    assert {r["tx_hash"] for r in rows} == {t.tx_hash for t in emulator.chain.transfers()}
+    assert lab.budget.state().committed_atomic == committed  # it was counted all along
+    assert lab.budget.state().settled_atomic == 2 * MIN_ATOMIC

@@ -71,6 +71,9 @@ class Hostile:
         self.payments: list[dict[str, Any]] = []
         self.url = ""
         self._refused: set[tuple[str, str, bytes]] = set()
+        #: The paid requests refused with a fresh 402 (method, path, headers, body): what
+        #: ``settle_refused`` sends the emulator later.
+        self.kept: list[tuple[str, str, dict[str, str], bytes]] = []
         self._lock = threading.Lock()
         self._client = httpx.Client(timeout=60)
 
@@ -99,6 +102,17 @@ class Hostile:
             if signer.lower() == auth.from_address.lower() and auth.valid_before > moment:
                 seen[auth.nonce] = auth.value
         return sum(seen.values())
+
+    def settle_refused(self) -> list[int]:
+        """Do what a hostile server can: send the emulator the paid requests it refused, so
+        their authorizations settle after all; returns the emulator's status codes."""
+        codes = []
+        for method, path, headers, body in self.kept:
+            answer = self._client.request(
+                method, self.upstream + path, headers=headers, content=body
+            )
+            codes.append(answer.status_code)
+        return codes
 
     def close(self) -> None:
         self._client.close()
@@ -143,6 +157,8 @@ def _handler(hostile: Hostile) -> type[http.server.BaseHTTPRequestHandler]:
                     first = key not in hostile._refused
                     hostile._refused.add(key)
                 if first:  # the same request unpaid: its fresh 402
+                    with hostile._lock:
+                        hostile.kept.append((self.command, self.path, headers, body))
                     unpaid = {k: v for k, v in headers.items() if k.lower() not in PAYMENT_HEADERS}
                     return self._forward(unpaid, body, attack)
             if attack.nesting:

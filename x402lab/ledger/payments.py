@@ -86,7 +86,7 @@ class SignedAuthorization:
 #: The columns of an ``OpenPayment`` (``open_payment`` reads them).
 OPEN_SELECT = (
     "SELECT id, status, service, request_key, budget, amount_atomic, payer, nonce,"
-    " valid_before, network, asset, owner, resends, ts_us, payment_header FROM payments"
+    " valid_before, network, asset, owner, resends, ts_us, payment_header, held FROM payments"
 )
 
 

@@ -362,12 +362,14 @@ class Ledger:
         return None
 
     def unresolved(
-        self, *, ids: Iterable[int] | None = None, orphaned: bool = False
+        self, *, ids: Iterable[int] | None = None, orphaned: bool = False, held: bool = False
     ) -> list[OpenPayment]:
         """The ``signed`` and ``unknown`` rows with a nonce (of ``ids`` when given), oldest
         first; with ``orphaned``, only those whose sender is a process of this host that is
-        gone."""
-        base = f"{payments.OPEN_SELECT} WHERE {_OPEN_SQL} AND nonce IS NOT NULL"
+        gone; with ``held``, also the refused signed payments still ``held`` (the server
+        holds a valid authorization: the chain may say it settled after all)."""
+        which = f"({_OPEN_SQL} OR held = 1)" if held else _OPEN_SQL
+        base = f"{payments.OPEN_SELECT} WHERE {which} AND nonce IS NOT NULL"
         if ids is None:
             rows = [payments.open_payment(row) for row in self.db.read(base + " ORDER BY id")]
         else:
@@ -382,8 +384,8 @@ class Ledger:
 
     def apply_outcomes(self, moves: Sequence[Move]) -> list[Applied]:
         """Make reconciliation's moves (settled, expired) in one transaction; returns those
-        made (a row no longer ``signed`` or ``unknown`` by now, concluded meanwhile, is left
-        as it is)."""
+        made (a row no longer ``signed``, ``unknown`` or ``held`` by now, concluded
+        meanwhile, is left as it is)."""
         if not moves:
             return []
         by_id = {move.row_id: move for move in moves}
@@ -394,7 +396,7 @@ class Ledger:
                 where = f" WHERE id IN ({marks(len(chunk))}) ORDER BY id"
                 for row in tx.all(payments.OPEN_SELECT + where, chunk):
                     before = payments.open_payment(row)
-                    if before.status not in UNRESOLVED:
+                    if before.status not in UNRESOLVED and not row["held"]:
                         continue
                     move = by_id[before.id]
                     fields = {"resolved_by": Resolution.CHAIN, "tx_hash": move.tx_hash or None}
