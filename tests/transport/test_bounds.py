@@ -122,6 +122,8 @@ def test_json_nested_200000_deep_is_refused_naming_the_limit(emulator, connect_l
         with pytest.raises(xl.LimitExceeded, match=r"nested 200,000 levels.*Limits.json_depth"):
             lab.models()
         assert hostile.payments == [] and lab.ledger.rows() == []
+    with pytest.raises(xl.ConfigError, match=r"Limits\(json_depth=...\) must be a whole number"):
+        xl.Limits(json_depth=0)
 
 
 def test_a_trickling_server_is_cut_at_the_deadline_of_the_whole_request(
