@@ -19,6 +19,7 @@ from x402lab.errors import (
     GoldWarning,
     IncompleteBatchWarning,
     JobError,
+    LimitExceeded,
     ModelNotFound,
     NotFound,
     PaymentError,
@@ -51,7 +52,7 @@ if _IMPORT_NOW:
     from x402lab.connection import Settings, connect, connect_async
     from x402lab.lab import AsyncLab, Lab
     from x402lab.planning import plan
-    from x402lab.transport import RetryPolicy
+    from x402lab.transport import Limits, RetryPolicy
     from x402lab.wallet import Wallet
     from x402lab.widgets.media_table import media_table
 
@@ -63,6 +64,7 @@ _LAZY = {
     "Budget": "x402lab.budget",
     "Lab": "x402lab.lab",
     "Ledger": "x402lab.analysis.ledger_reports",
+    "Limits": "x402lab.transport",
     "RetryPolicy": "x402lab.transport",
     "Settings": "x402lab.connection",
     "Wallet": "x402lab.wallet",
@@ -114,6 +116,8 @@ __all__ = [
     "JobError",
     "Lab",
     "Ledger",
+    "LimitExceeded",
+    "Limits",
     "ModelNotFound",
     "NotFound",
     "PaymentError",

@@ -29,7 +29,7 @@ from x402lab.errors import ConfigError
 from x402lab.lab import AsyncLab, Lab
 from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 from x402lab.planning.rehearsal import Rehearsal
-from x402lab.transport import RetryPolicy
+from x402lab.transport import Limits, RetryPolicy
 from x402lab.wallet import Wallet
 
 if TYPE_CHECKING:
@@ -64,7 +64,9 @@ class Settings:
     ``payments.prediction``). ``user`` labels this lab's ledger rows (default
     ``X402LAB_USER``, else ``login@host``). ``http_client``: an ``httpx.AsyncClient`` of
     your own to send through (proxies, mounts); ``verify``: TLS verification as httpx takes
-    it (an ``ssl.SSLContext``, a CA bundle path, or False).
+    it (an ``ssl.SSLContext``, a CA bundle path, or False). ``timeout_s`` bounds each read
+    and each whole request (its body included); ``limits`` (``xl.Limits``) the most a lab
+    reads of one answer (JSON, a 402 or error, a media file) and how deeply its JSON nests.
     """
 
     gateway_url: str | None = None
@@ -79,12 +81,13 @@ class Settings:
     timeout_s: float = 120.0
     max_connections: int = 64
     retry: RetryPolicy | None = None
-    library_secret: str | None = None
+    library_secret: str | None = dataclasses.field(default=None, repr=False)  # a secret
     chain_rpc_url: str | None = None
     prepay: bool = True
     user: str | None = None
     http_client: httpx.AsyncClient | None = None
     verify: ssl.SSLContext | str | bool = True
+    limits: Limits | None = None
 
     def worker_options(self, user: str) -> dict[str, Any]:
         """The options a Dask worker connects with (not what is bound to this process: the

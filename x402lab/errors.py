@@ -4,6 +4,7 @@
     ├── ConfigError                 bad arguments or settings (bad key, unknown budget, bad path)
     │   └── ArgumentError           an unknown keyword (with a did-you-mean) or a wrong type
     ├── ProtocolError               a malformed x402 message (header, JSON, version)
+    │   └── LimitExceeded           an answer broke a bound (its size, its JSON nesting)
     ├── PaymentError                anything about paying
     │   ├── PaymentRefused          the client refused to sign (challenge failed a check)
     │   │   └── BudgetExceeded      the budget cannot cover the amount
@@ -51,6 +52,19 @@ class ArgumentError(ConfigError, TypeError):
 
 class ProtocolError(X402LabError, ValueError):
     """A malformed x402 message: header encoding, JSON, version or fields."""
+
+
+class LimitExceeded(ProtocolError):
+    """An answer broke one of the lab's bounds (``x402lab.transport.limits.Limits``): it was
+    larger than its kind's limit, or its JSON nested too deeply. ``limit`` names the limit.
+    Nothing was signed for a 402 that broke one."""
+
+    def __init__(self, message: str, *, limit: str = "") -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), str(self), {"limit": self.limit}))
 
 
 class PaymentError(X402LabError):

@@ -141,6 +141,7 @@ class AsyncLab:
             chain_rpc_url=settings.chain_rpc_url,
             http_client=settings.http_client,
             verify=settings.verify,
+            limits=settings.limits,
         )
         self.reconciler = Reconciler(ledger, lambda: self.session.chain)
         self.catalog = Catalog(self.session)

@@ -11,6 +11,9 @@ from x402lab.errors import ConfigError
 
 USDC_DECIMALS = 6
 ATOMIC_PER_USD = 10**USDC_DECIMALS
+#: The largest amount x402lab handles: what a ledger's 64-bit integer column holds (about
+#: 9.2 trillion USD, far above USDC's whole supply). A challenge asking more is refused.
+MAX_ATOMIC = 2**63 - 1
 
 
 def usd_to_atomic(usd: float | int | str | Decimal) -> int:

@@ -16,7 +16,7 @@ import httpx
 from x402lab.chain import ChainClient
 from x402lab.errors import ConfigError
 from x402lab.routes import GATEWAY, PAYMENT_HEADER, REPORTS
-from x402lab.transport import RetryPolicy, ServiceClient, Wire
+from x402lab.transport import Limits, RetryPolicy, ServiceClient, Wire
 from x402lab.transport.wire import Verify, http_options, ssl_context
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ class Session:
         chain_rpc_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         verify: Verify = True,
+        limits: Limits | None = None,
     ) -> None:
         self.gateway_url = gateway_url.rstrip("/") if gateway_url else None
         self.reports_url = reports_url.rstrip("/") if reports_url else None
@@ -62,6 +63,7 @@ class Session:
         self.verify: ssl.SSLContext = ssl_context(verify)
         self._timeout_s = timeout_s
         self._max_connections = max_connections
+        self._limits = limits or Limits()
         self._retry = retry or RetryPolicy()
         self._http: Wire | None = None
         self._clients: dict[str, ServiceClient] = {}
@@ -92,6 +94,7 @@ class Session:
                 max_connections=self._max_connections,
                 verify=self.verify,
                 http_client=self._user_client,
+                limits=self._limits,
             )
         return self._http
 

@@ -8,6 +8,7 @@ as a Dask worker, can load the same wallet from the same place.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from x402lab.errors import ConfigError
+from x402lab.x402.codec import MAX_JSON_DEPTH, nesting_depth
 from x402lab.x402.signing import KeySigner
 
 DEFAULT_KEY_VARIABLE = "X402LAB_PRIVATE_KEY"
@@ -42,6 +44,56 @@ def _key_bytes(key: str | bytes) -> bytes:
     if not any(raw):
         raise ConfigError("private key must not be zero")
     return raw
+
+
+#: The key derivation work a keyfile may ask for: eth-keyfile's defaults (what
+#: ``Account.encrypt`` writes). A keystore asking more (scrypt p=100000) would keep a process
+#: busy for minutes; scrypt's n*r*p is capped as a whole, so geth's "light" files (p=6) open.
+MAX_SCRYPT_N = 262_144
+MAX_SCRYPT_R = 8
+MAX_SCRYPT_WORK = MAX_SCRYPT_N * MAX_SCRYPT_R  # n * r * p
+MAX_PBKDF2_ROUNDS = 1_000_000
+MAX_DKLEN = 64
+
+
+def _check_kdf(keystore: str, file: Path) -> None:
+    """Raise ConfigError when the keystore's KDF parameters ask more work than the caps above
+    (before any derivation runs); a keystore that is not JSON is left to the decryption."""
+    try:
+        if nesting_depth(keystore.encode()) > MAX_JSON_DEPTH:
+            raise ValueError("nested too deeply")  # a keystore nests 3 levels
+        data = json.loads(keystore)
+    except (ValueError, RecursionError):
+        raise ConfigError(f"cannot read keyfile {file}: not a JSON keystore") from None
+    crypto = data.get("crypto") or data.get("Crypto") if isinstance(data, dict) else None
+    if not isinstance(crypto, dict) or not isinstance(crypto.get("kdfparams"), dict):
+        return
+    kdf, params = crypto.get("kdf"), crypto["kdfparams"]
+
+    def number(name: str) -> int:
+        value = params.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"keyfile {file}: kdfparams.{name} is not a positive integer")
+        return value
+
+    asked: list[str] = []
+    if kdf == "scrypt":
+        n, r, p = number("n"), number("r"), number("p")
+        if n > MAX_SCRYPT_N or r > MAX_SCRYPT_R or n * r * p > MAX_SCRYPT_WORK:
+            asked.append(
+                f"scrypt n={n} r={r} p={p} (at most n={MAX_SCRYPT_N}, r={MAX_SCRYPT_R} and"
+                f" n*r*p={MAX_SCRYPT_WORK})"
+            )
+    elif kdf == "pbkdf2" and number("c") > MAX_PBKDF2_ROUNDS:
+        asked.append(f"pbkdf2 c={params['c']} (at most {MAX_PBKDF2_ROUNDS})")
+    if kdf in ("scrypt", "pbkdf2") and number("dklen") > MAX_DKLEN:
+        asked.append(f"dklen={params['dklen']} (at most {MAX_DKLEN})")
+    if asked:
+        raise ConfigError(
+            f"keyfile {file} asks for more key derivation work than x402lab allows:"
+            f" {'; '.join(asked)}. Re-encrypt it with the defaults"
+            " (eth_account.Account.encrypt(key, password)) or load the key another way"
+        )
 
 
 @dataclass(frozen=True)
@@ -149,6 +201,7 @@ class Wallet:
             keystore = file.read_text()
         except OSError as exc:
             raise ConfigError(f"cannot read keyfile {file}: {exc.strerror}") from None
+        _check_kdf(keystore, file)
         try:
             raw = bytes(Account.decrypt(keystore, password))
         except ValueError:

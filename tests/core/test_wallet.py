@@ -67,3 +67,29 @@ def test_create_makes_distinct_signing_wallets():
     first, second = xl.Wallet.create(), xl.Wallet.create()
     assert first.address != second.address
     assert len(first.sign_digest(b"\x01" * 32)) == 65
+
+
+def test_a_keyfile_asking_too_much_key_derivation_work_is_refused_at_once(tmp_path):
+    import json
+    import time
+
+    keystore = Account.encrypt(KEY, "s3cret", kdf="scrypt", iterations=2**10)
+    path = tmp_path / "key.json"
+    started = time.monotonic()
+    for kdf, changes, named in [
+        ("scrypt", {"p": 100_000}, "scrypt n=1024 r=8 p=100000"),
+        ("scrypt", {"n": 2**20}, "n=1048576"),
+        ("pbkdf2", {"c": 10**9}, "pbkdf2 c=1000000000"),
+    ]:
+        crypto = dict(keystore["crypto"], kdf=kdf)
+        if kdf == "pbkdf2":
+            crypto["kdfparams"] = {"c": 1, "dklen": 32, "prf": "hmac-sha256", "salt": "00"}
+        crypto["kdfparams"] = {**crypto["kdfparams"], **changes}
+        path.write_text(json.dumps({**keystore, "crypto": crypto}))
+        with pytest.raises(xl.ConfigError, match="more key derivation work") as info:
+            xl.Wallet.from_keyfile(path, "s3cret")
+        assert named in str(info.value) and "Account.encrypt" in str(info.value)
+    path.write_text("[" * 200_000 + "]" * 200_000)  # no RecursionError either
+    with pytest.raises(xl.ConfigError, match="not a JSON keystore"):
+        xl.Wallet.from_keyfile(path, "s3cret")
+    assert time.monotonic() - started < 5  # refused before any derivation ran

@@ -99,3 +99,21 @@ def test_every_public_member_has_a_one_line_summary():
     text = pydoc.render_doc(xl.Lab, renderer=pydoc.plaintext)
     for name in ("__init__", "__repr__", "__dir__"):
         assert "Default dir()" not in text and "Initialize self" not in text, name
+
+
+def test_the_library_secret_is_in_no_repr(tmp_path):
+    from x402lab.emulator.settings import EmulatorSettings
+
+    secret = "lib-s3cret-" + "q" * 12
+    settings = EmulatorSettings(library_secret=secret)
+    options = xl.Settings(library_secret=secret, emulator_settings=settings)
+    lab = xl.connect(
+        emulator_settings=settings, library_secret=secret, ledger=tmp_path / "l.sqlite"
+    )
+    try:
+        shown = [repr(settings), repr(options), repr(lab.emulator), repr(lab), str(lab)]
+        assert all(secret not in text for text in shown)
+        assert "library_secret" not in repr(settings)  # left out, not shown as None
+        assert lab.emulator.settings.library_secret == secret  # and still in force
+    finally:
+        lab.close()

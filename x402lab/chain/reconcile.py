@@ -1,4 +1,5 @@
-"""Reconciliation: every ``signed``/``unknown`` ledger row checked against the chain.
+"""Reconciliation: every ``signed``/``unknown`` ledger row, and every refused signed payment
+still ``held``, checked against the chain.
 
 ``reconcile`` reads the rows, asks the chain everything it needs first (the chain id, then
 ``authorizationState`` of every row, then the logs of the used ones), and only then changes
@@ -123,7 +124,9 @@ async def reconcile(
     JSON-RPC error, not JSON-RPC) before any row changes.
     """
     await chain.check()  # the endpoint is the right chain, even with nothing to ask
-    rows = await asyncio.to_thread(ledger.unresolved, ids=ids, orphaned=orphaned)
+    # The refused signed payments still held too (not for a stopped process's rows): a
+    # hostile server may have settled the authorization it refused.
+    rows = await asyncio.to_thread(ledger.unresolved, ids=ids, orphaned=orphaned, held=not orphaned)
     result = Reconciliation()
     asked = [
         row

@@ -79,7 +79,8 @@ class EmulatorSettings:
     test_mode: bool = True
     # When set (with test_mode), the only payer whose payments are accepted.
     test_wallet: str | None = None
-    library_secret: str | None = None
+    # A secret: never in a repr (nor in repr(RunningEmulator), which shows these settings).
+    library_secret: str | None = field(default=None, repr=False)
     facilitator_url: str | None = None
     pay_to: str = RECEIVER_ADDRESS
     seed: int = 0

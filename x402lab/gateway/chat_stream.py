@@ -101,13 +101,13 @@ class AsyncChatStream:
             content_type = reply.response.headers.get("content-type", "")
             if "text/event-stream" not in content_type:
                 # Not streamed after all: the whole completion at once.
-                await reply.response.aread()
+                await reply.aread()
                 await reply.response.aclose()
-                shown = self._whole(reply.response.json())
+                shown = self._whole(reply.json())
                 if not shown:
                     raise StopAsyncIteration
                 return shown
-            self._lines = reply.response.aiter_lines()
+            self._lines = reply.lines()
         while True:
             try:
                 line = await self._lines.__anext__()

@@ -86,7 +86,7 @@ class SignedAuthorization:
 #: The columns of an ``OpenPayment`` (``open_payment`` reads them).
 OPEN_SELECT = (
     "SELECT id, status, service, request_key, budget, amount_atomic, payer, nonce,"
-    " valid_before, network, asset, owner, resends, ts_us, payment_header FROM payments"
+    " valid_before, network, asset, owner, resends, ts_us, payment_header, held FROM payments"
 )
 
 
@@ -392,18 +392,6 @@ def expire_held(tx: Tx, budget: str, cutoff: int, now_us: int) -> None:
     """Stop counting refused payments whose authorization can no longer settle (their
     ``valid_before`` is before ``cutoff``)."""
     _unhold(tx, budget, "held = 1 AND budget = ? AND valid_before < ?", (budget, cutoff), now_us)
-
-
-def release_prepay_miss(tx: Tx, budget: str, request_key: str, now_us: int) -> int:
-    """Stop counting the held prepay misses of ``request_key`` (refused prepaid payments of
-    the same request, whose fresh challenge is being paid now); returns the amount freed.
-
-    The server refused the predicted payment with a 402 (it keeps no challenge state and
-    settled nothing), so the one request needs the budget once: its fresh payment is not
-    blocked near the cap by its own miss. Only called when the cap would otherwise refuse.
-    """
-    where = "budget = ? AND request_key = ? AND held = 1 AND prepaid = 1 AND status = ?"
-    return _unhold(tx, budget, where, (budget, request_key, str(PaymentStatus.REJECTED)), now_us)
 
 
 def _unhold(tx: Tx, budget: str, where: str, params: tuple[Any, ...], now_us: int) -> int:

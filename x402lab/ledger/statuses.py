@@ -14,7 +14,8 @@ Payments (``payments.status``)::
     new row: reserved | signed | refused       (refused: the client would not sign; final)
 
     reserved ──> signed ──> settled
-        │          ├──> rejected | failed      (refused by the server; ``held`` until expiry)
+        │          ├──> rejected | failed      (refused by the server; ``held`` until expiry;
+        │          │       └──> settled | expired   the chain may say it settled after all)
         │          ├──> unknown ──> settled | expired | rejected | failed
         │          │       └──> signed         (its same signed payload sent again)
         │          └──> expired                (the chain says unused, and past its window)
@@ -104,8 +105,6 @@ HOLDABLE: tuple[PaymentStatus, ...] = (P.REJECTED, P.FAILED)
 #: Nothing moves a row out of these.
 FINAL: tuple[PaymentStatus, ...] = (
     P.SETTLED,
-    P.REJECTED,
-    P.FAILED,
     P.RELEASED,
     P.REFUSED,
     P.EXPIRED,
@@ -120,12 +119,14 @@ BY_WEIGHT: tuple[PaymentStatus, ...] = (P.SETTLED, P.UNKNOWN, P.SIGNED, P.RESERV
 #: Allowed moves of a payment row: target -> the statuses it may come from.
 TRANSITIONS: dict[PaymentStatus, tuple[PaymentStatus, ...]] = {
     P.SIGNED: (P.RESERVED, P.UNKNOWN),
-    P.SETTLED: (P.SIGNED, P.UNKNOWN),
+    # A refused signed payment (rejected, failed) is still a valid authorization in the
+    # server's hands: the chain may say it settled after all, or that it expired unused.
+    P.SETTLED: (P.SIGNED, P.UNKNOWN, P.REJECTED, P.FAILED),
     P.REJECTED: (P.SIGNED, P.UNKNOWN),
     P.FAILED: (P.SIGNED, P.UNKNOWN),
     P.UNKNOWN: (P.SIGNED,),
     P.RELEASED: (P.RESERVED,),
-    P.EXPIRED: (P.SIGNED, P.UNKNOWN),
+    P.EXPIRED: (P.SIGNED, P.UNKNOWN, P.REJECTED, P.FAILED),
 }
 #: The statuses a new payment row is written with (nothing moves a row into these but
 #: ``signed``, which an ``unknown`` row re-enters when its payload is sent again).

@@ -199,9 +199,9 @@ class Ledger:
                     tx, budget, amount_atomic, meta, status, self._who(), signed=signed, count=False
                 )
             payments.expire_held(tx, budget, self._held_cutoff(), self._now_us())
-            if meta.request_key is not None and not meta.prepaid:
-                # The fresh challenge after a prepay miss: the request needs the budget once.
-                payments.release_prepay_miss(tx, budget, meta.request_key, self._now_us())
+            # A refused prepayment's authorization is not released for the fresh challenge
+            # of the same request: the server still holds it and could settle it (money
+            # rule 4), so both must fit.
             counted = payments.budget_total(tx, budget, self._now_us())
             stored = caps.read_caps(tx, budget)
             cap_atomic = stored.cap_atomic if stored is not None and stored.is_set else cap_atomic
@@ -360,12 +360,14 @@ class Ledger:
         return None
 
     def unresolved(
-        self, *, ids: Iterable[int] | None = None, orphaned: bool = False
+        self, *, ids: Iterable[int] | None = None, orphaned: bool = False, held: bool = False
     ) -> list[OpenPayment]:
         """The ``signed`` and ``unknown`` rows with a nonce (of ``ids`` when given), oldest
         first; with ``orphaned``, only those whose sender is a process of this host that is
-        gone."""
-        base = f"{payments.OPEN_SELECT} WHERE {_OPEN_SQL} AND nonce IS NOT NULL"
+        gone; with ``held``, also the refused signed payments still ``held`` (the server
+        holds a valid authorization: the chain may say it settled after all)."""
+        which = f"({_OPEN_SQL} OR held = 1)" if held else _OPEN_SQL
+        base = f"{payments.OPEN_SELECT} WHERE {which} AND nonce IS NOT NULL"
         if ids is None:
             rows = [payments.open_payment(row) for row in self.db.read(base + " ORDER BY id")]
         else:
@@ -380,8 +382,8 @@ class Ledger:
 
     def apply_outcomes(self, moves: Sequence[Move]) -> list[Applied]:
         """Make reconciliation's moves (settled, expired) in one transaction; returns those
-        made (a row no longer ``signed`` or ``unknown`` by now, concluded meanwhile, is left
-        as it is)."""
+        made (a row no longer ``signed``, ``unknown`` or ``held`` by now, concluded
+        meanwhile, is left as it is)."""
         if not moves:
             return []
         by_id = {move.row_id: move for move in moves}
@@ -392,7 +394,7 @@ class Ledger:
                 where = f" WHERE id IN ({marks(len(chunk))}) ORDER BY id"
                 for row in tx.all(payments.OPEN_SELECT + where, chunk):
                     before = payments.open_payment(row)
-                    if before.status not in UNRESOLVED:
+                    if before.status not in UNRESOLVED and not row["held"]:
                         continue
                     move = by_id[before.id]
                     fields = {"resolved_by": Resolution.CHAIN, "tx_hash": move.tx_hash or None}

@@ -15,7 +15,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from x402lab.errors import ApiError, JobError
 from x402lab.gateway.replies import content_type_of, is_json
@@ -33,6 +33,8 @@ from x402lab.transport import ServiceClient
 
 _RUNNING = frozenset({"PROCESSING", "QUEUED", "IN_QUEUE", "IN_PROGRESS", "PENDING", "RUNNING"})
 _FAILED = frozenset({"FAILED", "ERROR", "CANCELLED", "CANCELED"})
+#: How many redirects a media download follows.
+MAX_REDIRECTS = 5
 _EXTENSIONS = {"audio/mpeg": ".mp3", "audio/wav": ".wav", "audio/x-wav": ".wav"}
 
 
@@ -172,7 +174,9 @@ class JobPolling:
         if self.delete_media:
             body["delete_media_on_completion"] = True
         try:
-            reply = await self._client.send("POST", media_route(self.kind, "retrieve"), json=body)
+            reply = await self._client.send(
+                "POST", media_route(self.kind, "retrieve"), json=body, media=True
+            )
         except ApiError as exc:
             if exc.status in (400, 404, 410):
                 self._set_failed(f"retrieve refused the job: {exc}")
@@ -182,7 +186,7 @@ class JobPolling:
         if not is_json(content_type):
             await self._keep_media(reply.response.content, content_type or None)
             return
-        data = reply.response.json()
+        data = reply.json()
         state = str(data.get("status") or "").upper() if isinstance(data, dict) else ""
         if state in _RUNNING:
             self._status = Processing(
@@ -212,12 +216,19 @@ class JobPolling:
 
     async def _download(self, url: str) -> None:
         # A video model with delayed delivery: fetch the file from download_url (free), while
-        # it is valid (about 24 hours). It may live on another host than the gateway.
-        parts = urlsplit(url)
-        client, path = self._client, url
-        if parts.scheme:
+        # it is valid (about 24 hours). It may live on another host than the gateway, any
+        # http(s) host, loopback and private addresses included (docs/services.md). A
+        # redirect is followed (at most MAX_REDIRECTS, http(s) only), never stored as media;
+        # an empty answer is an error, never a finished job of 0 bytes.
+        url = urljoin(self._client.base_url + "/", url)  # a path: on the gateway
+        for _ in range(MAX_REDIRECTS + 1):
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise JobError(
+                    f"the {self.kind} finished but its download_url {url[:200]!r} is not an"
+                    " http(s) address; x402lab fetches media over http(s) only"
+                )
             origin = f"{parts.scheme}://{parts.netloc}"
-            path = url[len(origin) :] or "/"
             client = ServiceClient(
                 service="download",
                 base_url=origin,
@@ -225,15 +236,30 @@ class JobPolling:
                 payer=None,
                 retry=self._client.retry,
             )
-        try:
-            reply = await client.send("GET", path)
-        except ApiError as exc:
+            try:
+                reply = await client.send("GET", url[len(origin) :] or "/", media=True)
+            except ApiError as exc:
+                raise JobError(
+                    f"the {self.kind} finished but its download_url failed ({exc}); it is valid"
+                    " about 24 hours after the job finished: wait() again to retry"
+                ) from exc
+            response = reply.response
+            if not response.is_redirect:
+                break
+            url = urljoin(url, response.headers.get("location", ""))
+        else:
             raise JobError(
-                f"the {self.kind} finished but its download_url failed ({exc}); it is valid about"
-                " 24 hours after the job finished: wait() again to retry"
-            ) from exc
-        content_type = reply.response.headers.get("content-type", "").split(";")[0].strip()
-        await self._keep_media(reply.response.content, content_type or "video/mp4")
+                f"the {self.kind} finished but its download_url redirected more than"
+                f" {MAX_REDIRECTS} times (last to {url[:200]!r}); nothing was stored"
+            )
+        if response.status_code != 200 or not response.content:
+            raise JobError(
+                f"the {self.kind} finished but its download_url answered HTTP"
+                f" {response.status_code} with {len(response.content)} bytes, no media; nothing"
+                " was stored: wait() again to retry"
+            )
+        content_type = response.headers.get("content-type", "").split(";")[0].strip()
+        await self._keep_media(response.content, content_type or "video/mp4")
 
     async def _keep_media(self, data: bytes, content_type: str | None) -> None:
         private_folder(self._media_dir)  # media bought by jobs are the owner's alone

@@ -16,13 +16,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from x402lab.errors import ProtocolError
-from x402lab.x402.codec import decode_header
+from x402lab.x402.codec import decode_header, preview
 from x402lab.x402.models import SettlementResponse
 
 
@@ -105,3 +106,24 @@ def read_outcome(
     if 200 <= status_code < 300:
         return Outcome(Kind.UNKNOWN, "the paid response carried no PAYMENT-RESPONSE receipt")
     return Outcome(Kind.UNKNOWN, f"HTTP {status_code} after the payment was sent", status_code)
+
+
+#: A transaction hash on an EVM chain: 0x and 32 bytes in hex.
+TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}")
+
+
+def receipt_mismatch(
+    receipt: SettlementResponse, signer: str, amount: int, network: str
+) -> str | None:
+    """What a successful receipt says that contradicts the payment signed by ``signer`` for
+    ``amount`` on ``network`` (another payer, network or amount, a transaction that is no
+    transaction hash), or None when it agrees."""
+    if receipt.payer is not None and receipt.payer.lower() != signer.lower():
+        return f"it names payer {preview(receipt.payer)}, the payment was signed by {signer}"
+    if receipt.network != network:
+        return f"it names network {preview(receipt.network)}, the payment was for {network}"
+    if receipt.amount is not None and receipt.amount != amount:
+        return f"it names amount {receipt.amount}, the payment authorized {amount}"
+    if receipt.transaction and not TX_HASH.fullmatch(receipt.transaction):
+        return f"its transaction {preview(receipt.transaction)} is not a transaction hash"
+    return None

@@ -5,8 +5,11 @@ says why), reserve the amount in the budget, sign, and commit the signed row (wi
 payload itself) before the paid request leaves. A request key whose earlier payment is still
 ``unknown`` (or was left in flight by a process that died) gets that same signed payload
 again, never a new signature. When the answer comes back (``payments.outcome``): settle,
-reject, or record ``unknown``; "nonce already used" means an earlier send settled and its
-answer was lost (``answer_lost``). Sending again is the transport's job (``ServiceClient``).
+reject, or record ``unknown``; a receipt that contradicts the signed payment (another payer,
+network or amount, a transaction that is no hash: ``receipt_mismatch``) is never recorded
+as it says: the row stays ``unknown`` for ``reconcile`` to settle from the chain;
+"nonce already used" means an earlier send settled and its answer was lost (``answer_lost``).
+Sending again is the transport's job (``ServiceClient``).
 
 A settlement is committed here when the receipt arrives, unless the call stores its answer
 (``CallInfo.stores_answer``): then it goes back uncommitted on the ticket
@@ -35,9 +38,9 @@ from x402lab.ledger import (
     Resolution,
     SignedAuthorization,
 )
-from x402lab.money import format_usd
+from x402lab.money import MAX_ATOMIC, format_usd
 from x402lab.payments.cost import CallInfo, Cost
-from x402lab.payments.outcome import Kind, Outcome, read_outcome
+from x402lab.payments.outcome import Kind, Outcome, read_outcome, receipt_mismatch
 from x402lab.payments.prediction import PREPAY_REFUSED, Prediction
 from x402lab.payments.ticket import Ticket
 from x402lab.wallet import Wallet
@@ -176,7 +179,8 @@ class Payer:
             first = challenge.accepts[0]
             self.ledger.record_refused(
                 budget=self.budget.name,
-                amount_atomic=first.amount,
+                # An amount no ledger column holds is recorded as 0: the reason names it.
+                amount_atomic=first.amount if 0 <= first.amount <= MAX_ATOMIC else 0,
                 meta=self._meta(call, first, extensions, prepaid),
                 error=exc.reason,
             )
@@ -281,6 +285,14 @@ class Payer:
         receipt = outcome.receipt
         if outcome.kind is Kind.SETTLED:
             assert receipt is not None
+            auth = ticket.payload.authorization
+            mismatch = receipt_mismatch(
+                receipt, auth.from_address, auth.value, ticket.requirements.network
+            )
+            if mismatch is not None:
+                # Never recorded as the receipt says (spend by payer would be wrong): the
+                # chain decides (``reconcile`` asks it about the nonce this ticket signed).
+                self.give_up(ticket, f"the receipt does not match the payment: {mismatch}")
             ticket.settlement = self.ledger.settlement(
                 ticket.row_id, tx_hash=receipt.transaction or None, payer=receipt.payer,
                 resolved_by=by,

@@ -1,7 +1,8 @@
 """What the chain says of signed payments whose outcome is not known (pure: the chain is read
 by ``x402lab.chain``, the ledger written by ``Ledger.apply_outcomes``).
 
-Per ``signed``/``unknown`` row, from the USDC contract's ``authorizationState(payer,
+Per ``signed``/``unknown`` row (and refused signed payment still ``held``: the server holds
+a valid authorization), from the USDC contract's ``authorizationState(payer,
 nonce)`` and the logs of the transaction that used it:
 
 - used: it settled: ``settled``, with the transaction's hash (a note when the transfer moved
@@ -57,6 +58,9 @@ def decide(
                     f"its transaction moved {format_usd(log.amount_atomic)}, the row says"
                     f" {format_usd(row.amount_atomic)}"
                 )
+            if row.status not in (PaymentStatus.SIGNED, PaymentStatus.UNKNOWN):
+                refused = f"the server refused it ({row.status}), and it settled on chain after all"
+                note = refused if note is None else f"{refused}; {note}"
             moves.append(Move(row.id, PaymentStatus.SETTLED, log.tx_hash if log else None, note))
         elif row.valid_before is not None and row.valid_before < now - EXPIRY_SLACK_S:
             note = "never used on chain, and its authorization has expired"

@@ -4,12 +4,14 @@ connection pool (``wire``)."""
 
 from x402lab.transport.auth import CallState, PaymentAuth
 from x402lab.transport.client import Reply, ServiceClient
+from x402lab.transport.limits import Limits
 from x402lab.transport.resend import Resender
 from x402lab.transport.retry import RetryPolicy, retry_delay
 from x402lab.transport.wire import Wire
 
 __all__ = [
     "CallState",
+    "Limits",
     "PaymentAuth",
     "Reply",
     "Resender",

@@ -17,23 +17,26 @@ When the challenge can be predicted (``payments.prediction``: a fresh probe of t
 request, or a confirmed price class) the payment goes with the *first* request: one round
 trip. A 402 to that prepaid request is a refusal (the prediction was stale): its row is
 ``rejected`` (``prepay_refused``, held until it expires), and the fresh challenge of that
-402 is paid as usual: at most one extra signature, never an extra settlement.
+402 is paid only if the budget has room for both (the server keeps the refused authorization
+and could still settle it; money rule 4): at most one extra signature, never more than the
+budget in valid authorizations.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from x402lab.errors import ProtocolError
+from x402lab.errors import BudgetExceeded, LimitExceeded, ProtocolError
+from x402lab.money import format_usd
 from x402lab.payments import CallInfo, Cost, Kind, Outcome, Payer, Ticket, read_challenge
 from x402lab.payments.payer import is_prepay_refusal
 from x402lab.payments.prediction import Predicted, fingerprint
 from x402lab.transport import turn
+from x402lab.transport.limits import parse_json
 from x402lab.transport.retry import retry_after_of
 
 
@@ -56,8 +59,12 @@ class CallState:
 
 
 def json_or_none(response: httpx.Response) -> Any:
+    """The body as JSON, or None when it is not JSON; LimitExceeded when it nests too deeply
+    (a 402 breaking a bound is refused before anything is signed)."""
     try:
-        return json.loads(response.content)
+        return parse_json(response.content, what=f"HTTP {response.status_code} answer")
+    except LimitExceeded:
+        raise
     except (ValueError, UnicodeDecodeError):
         return None
 
@@ -130,7 +137,19 @@ class PaymentAuth(httpx.Auth):
             payer.refuse(call, f"unreadable challenge: {exc}")
             raise
         payer.prediction.observe(call, challenge)
-        fresh = payer.prepare(challenge, call, durable=not self._grouped)
+        try:
+            fresh = payer.prepare(challenge, call, durable=not self._grouped)
+        except BudgetExceeded as exc:
+            if ticket is None:
+                raise
+            # The refused prepayment still counts: the server holds it and could settle it.
+            raise BudgetExceeded(
+                f"{exc.reason}; the server refused this request's payment sent with it (ledger"
+                f" row {ticket.row_id}, {format_usd(ticket.amount_atomic)}) and asked again,"
+                " and that refused authorization stays held (it could still settle) until its"
+                " window has passed, so the fresh challenge was not signed",
+                **exc.details,
+            ) from None
         if ticket is not None:
             payer.prediction.extra_signature(call.prepay_tally)
         self.state.ticket = fresh

@@ -9,9 +9,8 @@ payment is signed nothing is ever signed again for the request: an ambiguous ans
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ import httpx
 from x402lab.errors import (
     AnswerLost,
     ApiError,
+    LimitExceeded,
     ModelNotFound,
     NotFound,
     RateLimited,
@@ -28,6 +28,7 @@ from x402lab.errors import (
 )
 from x402lab.payments import CallInfo, Cost, Payer, read_challenge
 from x402lab.transport.auth import CallState, PaymentAuth, request_id
+from x402lab.transport.limits import DEFAULT_LIMITS, MEDIA, Limits, parse_json
 from x402lab.transport.pacing import pacer
 from x402lab.transport.resend import Resender, no_answer
 from x402lab.transport.retry import (
@@ -59,9 +60,44 @@ class Reply:
     response: httpx.Response
     cost: Cost | None
     settlement: Settlement | None = None
+    limits: Limits = DEFAULT_LIMITS
 
     def json(self) -> Any:
-        return self.response.json()
+        """The body as JSON; LimitExceeded when it nests deeper than ``Limits.json_depth``,
+        ValueError when it is not JSON."""
+        return parse_json(self.response.content, self.limits)
+
+    async def aread(self) -> bytes:
+        """Read a streamed body whole; a read that fails (a dropped connection, the
+        deadline) raises ``lost``'s error."""
+        try:
+            return await self.response.aread()
+        except httpx.HTTPError as exc:
+            raise self.lost(exc) from exc
+
+    async def lines(self) -> AsyncIterator[str]:
+        """A streamed body's lines; a read that fails raises ``lost``'s error."""
+        try:
+            async for line in self.response.aiter_lines():
+                yield line
+        except httpx.HTTPError as exc:
+            raise self.lost(exc) from exc
+
+    def lost(self, exc: httpx.HTTPError) -> X402LabError:
+        """The error of a body that could not be read to its end: AnswerLost when its
+        payment settled (the receipt came with the headers), else TransportError."""
+        why = f"{type(exc).__name__}: {exc}"
+        cost = self.cost
+        if cost is None or cost.status != "settled":
+            return TransportError(f"the answer could not be read to its end ({why})")
+        return AnswerLost(
+            f"payment of {cost} (ledger row {cost.ledger_id}) settled, and its answer was"
+            f" lost while it was read ({why}); it will not be paid again automatically: ask"
+            " again to buy a new answer",
+            settled=True,
+            tx_hash=cost.tx_hash,
+            ledger_id=cost.ledger_id,
+        )
 
 
 def _commit_unanswered(state: CallState) -> None:
@@ -75,8 +111,8 @@ def _commit_unanswered(state: CallState) -> None:
 def error_from_response(response: httpx.Response, service: str) -> ApiError:
     """The ApiError subclass that names what a non-success answer says."""
     try:
-        body: Any = json.loads(response.content)
-    except (ValueError, UnicodeDecodeError, httpx.ResponseNotRead):
+        body: Any = parse_json(response.content)
+    except (ValueError, UnicodeDecodeError, httpx.ResponseNotRead):  # LimitExceeded included
         body = None
     code = message = hint = None
     if isinstance(body, Mapping):
@@ -148,6 +184,7 @@ class ServiceClient:
         call: CallInfo | None = None,
         expect_402: bool = False,
         stream: bool = False,
+        media: bool = False,
         **request_kwargs: Any,
     ) -> Reply:
         """Send one logical request; with ``call`` set, pay its 402 once.
@@ -156,11 +193,18 @@ class ServiceClient:
         (``transport.resend``). Raises ApiError subclasses for error answers, TransportError
         when the service is unreachable (nothing paid), PaymentRefused/BudgetExceeded
         (nothing signed), PaymentRejected (signed, refused, nothing settled),
-        SettlementUnknown and AnswerLost (settled earlier, its answer lost).
+        SettlementUnknown and AnswerLost (settled earlier, its answer lost), LimitExceeded
+        for an answer larger than its kind's limit (``media``: the answer is a media file,
+        ``Limits.media_bytes``), nothing signed when that was the 402.
         """
         url = self._url(path)
         headers = {**self._headers, **request_kwargs.pop("headers", {})}
+        if media:
+            request_kwargs["extensions"] = {MEDIA: True}
         last = self.retry.attempts - 1
+        # No retry of the unpaid phase starts ``timeout_s`` after the call began (a paid
+        # payload is still sent again while it is valid: money rule 4).
+        deadline = time.monotonic() + self.http.timeout_s
         for attempt in range(self.retry.attempts):
             state = CallState()
             request = self.http.build_request(method, url, headers=headers, **request_kwargs)
@@ -179,7 +223,7 @@ class ServiceClient:
                 elif state.cost is not None and state.cost.status == "settled":
                     # Settled, and then its body was lost: never paid again.
                     raise self._lost_after_payment(state, exc) from exc
-                elif attempt < last:
+                elif attempt < last and time.monotonic() < deadline:
                     await self._sleep(retry_delay(self.retry, attempt, None, time.time()))
                     continue
                 else:
@@ -192,6 +236,10 @@ class ServiceClient:
                 if state.signed and state.cost is None and not isinstance(exc, X402LabError):
                     assert state.ticket is not None and self.payer is not None
                     self.payer.record_ambiguous(state.ticket, "cancelled while in flight")
+                elif state.signed and state.cost is None and isinstance(exc, LimitExceeded):
+                    # The paid request's answer broke a bound: whether it settled is unclear.
+                    assert state.ticket is not None and self.payer is not None
+                    self.payer.record_ambiguous(state.ticket, str(exc))
                 _commit_unanswered(state)
                 raise
             else:
@@ -214,7 +262,7 @@ class ServiceClient:
                     await self._sleep(retry_delay(self.retry, attempt, retry_after, time.time()))
                 continue
             if expect_402 and status == 402:
-                return Reply(response, None)
+                return Reply(response, None, limits=self.http.limits)
             if status >= 400:
                 _commit_unanswered(state)  # a settled payment's error answer: nothing to store
                 if stream:
@@ -222,7 +270,7 @@ class ServiceClient:
                 raise error_from_response(response, self.service)
             ticket = state.ticket
             kept = ticket.settlement if ticket and ticket.call.stores_answer else None
-            return Reply(response, state.cost, kept)
+            return Reply(response, state.cost, kept, self.http.limits)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _lost_after_payment(self, state: CallState, exc: httpx.HTTPError) -> AnswerLost:
@@ -271,7 +319,9 @@ class ServiceClient:
                 url=str(response.request.url),
             )
         try:
-            body = response.json()
+            body = parse_json(response.content, self.http.limits, "402")
+        except LimitExceeded:
+            raise
         except ValueError:
             body = None
         challenge = read_challenge(response.headers.get("payment-required"), body)

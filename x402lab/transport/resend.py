@@ -159,4 +159,5 @@ class Resender:
 
 def no_answer(exc: httpx.HTTPError) -> Outcome:
     """The outcome of a paid send that got no answer (a timeout, a dropped connection)."""
-    return Outcome(Kind.RESEND, f"{type(exc).__name__} after it was sent")
+    said = f": {exc}" if "timeout_s" in str(exc) else ""  # a deadline names its limit
+    return Outcome(Kind.RESEND, f"{type(exc).__name__} after it was sent{said}")

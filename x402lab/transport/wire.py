@@ -23,6 +23,7 @@ through httpx's own transport), ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` the trust
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import ipaddress
@@ -37,6 +38,7 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from x402lab.errors import ConfigError
+from x402lab.transport.limits import DEFAULT_LIMITS, MEDIA, Limits, too_large
 from x402lab.transport.turn import send_in_turn
 
 #: What ``verify=`` takes: True (the environment's trust store, else certifi's), False (no
@@ -181,14 +183,36 @@ def streamed_if_large(request: httpx.Request, threshold: int = LARGE_BODY_BYTES)
 
 
 class _Answer(httpx.AsyncByteStream):
-    """An answer's body whose read failures are httpx's errors, as ``_ERRORS`` maps them."""
+    """An answer's body whose read failures are httpx's errors, as ``_ERRORS`` maps them,
+    read within its size limit (``limits.Limits``: LimitExceeded at the first byte past it)
+    and before the request's deadline (``deadline``, the loop's clock: a ReadTimeout)."""
 
-    def __init__(self, stream: httpx.AsyncByteStream, request: httpx.Request) -> None:
+    def __init__(
+        self,
+        stream: httpx.AsyncByteStream,
+        request: httpx.Request,
+        limit: tuple[int, str],
+        deadline: _Deadline,
+    ) -> None:
         self._stream, self._request = stream, request
+        self._limit, self._deadline = limit, deadline
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        most, name = self._limit
+        seen = 0
         with _mapped(self._request):
-            async for chunk in self._stream:
+            chunks = aiter(self._stream)
+            while True:
+                try:
+                    async with self._deadline.guard(self._request):
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    return
+                seen += len(chunk)
+                if seen > most:
+                    await self._stream.aclose()
+                    what = f"the answer to {self._request.method} {self._request.url.path}"
+                    raise too_large(most, name, what)
                 yield chunk
 
     async def aclose(self) -> None:
@@ -208,18 +232,49 @@ def _mapped(request: httpx.Request) -> Iterator[None]:
         raise
 
 
+class _Deadline:
+    """When a request must have its whole answer (``timeout_s`` after it is sent, on the
+    loop's clock): past it, a ReadTimeout that names the limit."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = asyncio.get_running_loop().time() + seconds
+
+    @contextlib.asynccontextmanager
+    async def guard(self, request: httpx.Request) -> AsyncIterator[None]:
+        try:
+            async with asyncio.timeout_at(self.at):
+                yield
+        except TimeoutError:
+            raise httpx.ReadTimeout(
+                f"no whole answer within timeout_s={self.seconds:g} s (the deadline of the"
+                " whole request, its body included)",
+                request=request,
+            ) from None
+
+
 class _Transport(AiohttpTransport):
     """httpx-aiohttp's transport on a lab's aiohttp session: large bodies streamed, every
-    failure mapped by ``_ERRORS``; ``proxy``: the proxy its requests go through."""
+    failure mapped by ``_ERRORS``, every answer bounded (``limits``, and ``deadline_s`` for
+    the whole request); ``proxy``: the proxy its requests go through."""
+
+    def __init__(self, *, limits: Limits, deadline_s: float, **options: Any) -> None:
+        super().__init__(**options)
+        self._limits, self._deadline_s = limits, deadline_s
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        deadline = _Deadline(self._deadline_s)
         with _mapped(request):
-            response = await send_in_turn(super().handle_async_request(streamed_if_large(request)))
+            async with deadline.guard(request):
+                response = await send_in_turn(
+                    super().handle_async_request(streamed_if_large(request))
+                )
         assert isinstance(response.stream, httpx.AsyncByteStream)
+        limit = self._limits.body_bytes(response.status_code, bool(request.extensions.get(MEDIA)))
         return httpx.Response(
             response.status_code,
             headers=response.headers.raw,
-            stream=_Answer(response.stream, request),
+            stream=_Answer(response.stream, request, limit, deadline),
             request=request,
             extensions=response.extensions,
         )
@@ -230,7 +285,9 @@ class Wire:
     ``httpx.AsyncClient`` itself, for the chain's JSON-RPC).
 
     ``http_client``: a caller's own client, used for every request and not closed by
-    ``aclose``; otherwise one is made with ``timeout_s``, ``max_connections`` and ``verify``.
+    ``aclose``; otherwise one is made with ``timeout_s`` (each read, and the deadline of a
+    whole request), ``max_connections``, ``verify`` and ``limits`` (the most it reads of an
+    answer; a caller's own client reads as it was made to).
     """
 
     def __init__(
@@ -240,8 +297,13 @@ class Wire:
         max_connections: int = 64,
         verify: Verify = True,
         http_client: httpx.AsyncClient | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._max_connections = max_connections
+        self.limits = limits
+        #: The deadline of one request, its body included (``ServiceClient`` also starts no
+        #: retry of an unpaid request after it).
+        self.timeout_s = timeout_s
         self._own = http_client is None
         self._session: aiohttp.ClientSession | None = None
         self._context = ssl_context(verify)
@@ -251,7 +313,7 @@ class Wire:
                 for pattern, proxy in environment_proxies().items()
             }
             http_client = httpx.AsyncClient(
-                transport=_Transport(verify=self._context, client=lambda: self.session),
+                transport=self._transport(),
                 mounts=mounts,
                 timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 15.0)),
                 follow_redirects=False,
@@ -262,11 +324,18 @@ class Wire:
         """The transport of requests through ``proxy``: the same aiohttp pool for an HTTP(S)
         proxy, httpx's own transport for a SOCKS one (aiohttp has none)."""
         if proxy.startswith(("http://", "https://")):
-            return _Transport(
-                verify=self._context, client=lambda: self.session, proxy=httpx.Proxy(proxy)
-            )
+            return self._transport(proxy=httpx.Proxy(proxy))
         limits = httpx.Limits(max_connections=self._max_connections)
         return httpx.AsyncHTTPTransport(verify=self._context, proxy=proxy, limits=limits)
+
+    def _transport(self, **options: Any) -> _Transport:
+        return _Transport(
+            verify=self._context,
+            client=lambda: self.session,
+            limits=self.limits,
+            deadline_s=self.timeout_s,
+            **options,
+        )
 
     @property
     def session(self) -> aiohttp.ClientSession:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from x402lab.errors import PaymentRefused
-from x402lab.money import format_usd
+from x402lab.money import MAX_ATOMIC, format_usd
 from x402lab.x402._wire import ADDRESS_RE
 from x402lab.x402.models import X402_VERSION, PaymentRequired, PaymentRequirements
 from x402lab.x402.tokens import BASE_USDC, usdc_for
@@ -50,6 +50,9 @@ def refusal(requirements: PaymentRequirements, policy: ChallengePolicy) -> str |
         return f"maxTimeoutSeconds {r.max_timeout_seconds} outside 1..{policy.max_timeout_seconds}"
     if r.amount <= 0:
         return f"amount {format_usd(r.amount)} is not positive"
+    if r.amount > MAX_ATOMIC:
+        digits = len(str(r.amount))
+        return f"amount of {digits} digits is out of range (at most {MAX_ATOMIC} atomic units)"
     if policy.per_call_cap is not None and r.amount > policy.per_call_cap:
         return f"amount {format_usd(r.amount)} above per-call cap {format_usd(policy.per_call_cap)}"
     return None

@@ -11,6 +11,7 @@ import binascii
 import json
 import re
 from collections.abc import Mapping
+from itertools import accumulate
 from typing import Any
 
 from x402lab.errors import ProtocolError
@@ -21,6 +22,29 @@ MAX_HEADER_CHARS = 1 << 20
 _WHITESPACE = re.compile(r"\s+")
 _BASE64_CHARS = re.compile(r"[A-Za-z0-9+/]*")
 _URLSAFE = str.maketrans("-_", "+/")
+
+
+#: How deeply a payment header's JSON may nest (a real one nests 4 levels).
+MAX_JSON_DEPTH = 64
+
+_ESCAPED = re.compile(rb"\\.", re.DOTALL)
+_STRING = re.compile(rb'"[^"]*"')
+# Opening brackets become 2 and closing ones 0 (everything else is deleted): the running sum
+# of (byte - 1) is the nesting depth.
+_DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def nesting_depth(content: bytes) -> int:
+    """How deeply the JSON text ``content`` nests its arrays and objects (strings skipped);
+    linear time, in C, whatever the depth. Checked before ``json.loads`` runs: the parser
+    recurses once per level, and a library that raises the recursion limit (py_ecc, which
+    eth-account imports, sets 100,000) turns a deep text into a crash instead of a
+    RecursionError."""
+    brackets = _STRING.sub(b"", _ESCAPED.sub(b"", content)).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    return max(0, max(accumulate(step - 1 for step in brackets.translate(_DEPTH_STEPS))))
 
 
 def preview(value: object, limit: int = 40) -> str:
@@ -89,6 +113,11 @@ def decode_header(value: str | bytes) -> dict[str, Any]:
         decoded = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProtocolError("header is not UTF-8 JSON: invalid UTF-8 bytes") from exc
+    depth = nesting_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        raise ProtocolError(
+            f"header JSON is nested {depth:,} levels deep (at most {MAX_JSON_DEPTH})"
+        )
     try:
         obj = _DECODER.decode(decoded)
     except ValueError as exc:
