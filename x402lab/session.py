@@ -9,6 +9,7 @@ session it needs and nothing else, so features never reach each other through a 
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -77,6 +78,11 @@ class Session:
     @property
     def ledger(self) -> Ledger:
         return self.payer.ledger
+
+    @property
+    def media_dir(self) -> Path:
+        """The folder of paid media and binary answers, beside the ledger's file."""
+        return self.ledger.path.parent / "media"
 
     @property
     def chain(self) -> ChainClient | None:

@@ -32,6 +32,12 @@ class Result:
     def paid_usd(self) -> float | None:
         return self.cost.amount_usd if self.cost else None
 
+    @property
+    def cached(self) -> bool:
+        """True when this is a stored answer given again: nothing was paid for it now;
+        ``cost`` is the payment that bought it (amount, tx hash, ``paid_at``)."""
+        return bool(self.cost and self.cost.cached)
+
     def _cost_text(self) -> str:
         return str(self.cost) if self.cost else "free"
 

@@ -35,6 +35,7 @@ class Text:
         system: str | None = None,
         max_tokens: int | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ChatResult:
@@ -47,13 +48,16 @@ class Text:
         True when the answer stopped at ``max_tokens``. Raises TypeError for an unknown
         field, ConfigError for a value the route does not take or a prompt too long for the
         model, ModelNotFound, ApiError and the payment errors. For a streamed answer use
-        ``chat_stream``.
+        ``chat_stream``. An identical request answered before (in any process on this
+        ledger) returns its stored answer and pays nothing (``result.cached``; ``cost`` is
+        the payment that bought it); ``rebuy=True`` pays for a new answer. Every paid
+        gateway method does the same.
         """
         if params.get("stream"):
             raise ConfigError("chat() does not stream: use chat_stream(...)")
         body = chat_body(messages, model=model, system=system, max_tokens=max_tokens, **params)
         reply = await self._paid.post_json(
-            CHAT, body, body.keys() - params.keys(), max_usd, extra_body, model
+            CHAT, body, body.keys() - params.keys(), max_usd, extra_body, model, rebuy=rebuy
         )
         return ChatResult.from_response(CHAT, reply.json(), reply.cost)
 
@@ -65,6 +69,7 @@ class Text:
         system: str | None = None,
         max_tokens: int | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         include_reasoning: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -89,6 +94,7 @@ class Text:
                 model,
                 stream=True,
                 caller="chat_stream()",
+                rebuy=rebuy,
             )
 
         return AsyncChatStream(start, path=CHAT, model=model, include_reasoning=include_reasoning)
@@ -101,6 +107,7 @@ class Text:
         instructions: str | None = None,
         max_output_tokens: int | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ResponsesResult:
@@ -117,7 +124,7 @@ class Text:
         own = set(body)
         body.update(params)
         path = routes.RESPONSES
-        reply = await self._paid.post_json(path, body, own, max_usd, extra_body, model)
+        reply = await self._paid.post_json(path, body, own, max_usd, extra_body, model, rebuy=rebuy)
         return ResponsesResult.from_response(path, reply.json(), reply.cost)
 
     async def embed(
@@ -126,6 +133,7 @@ class Text:
         *,
         model: str,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> EmbeddingResult:
@@ -135,7 +143,7 @@ class Text:
         body = {"model": model, "input": input, **params}
         path = routes.EMBEDDINGS
         reply = await self._paid.post_json(
-            path, body, ("model", "input"), max_usd, extra_body, model
+            path, body, ("model", "input"), max_usd, extra_body, model, rebuy=rebuy
         )
         data = reply.json()
         items = sorted(data["data"], key=lambda d: d.get("index", 0))
