@@ -229,8 +229,9 @@ class Generic:
         body: Mapping[str, Any] | Sequence[Any] | None = None,
         *,
         max_usd: float | None = None,
-        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
+        rebuy: bool = False,
+        reuse: bool | None = None,
     ) -> Result:
         """Spends money: any paid gateway route, paying its 402 once.
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from x402lab import routes
 from x402lab.errors import ConfigError, X402LabError
 from x402lab.gateway.params import with_extra_body
-from x402lab.gateway.stored import StoredAnswers
+from x402lab.gateway.stored import StoredAnswers, StreamAnswer
 from x402lab.money import usd_to_atomic
 from x402lab.payments import CallInfo
 from x402lab.payments.prediction import PriceClass, price_class
@@ -266,6 +266,7 @@ class PaidRequests:
         prepay_tally: PrepayTally | None = None,
         rebuy: bool = False,
         reuse: bool | None = None,
+        stream_answer: StreamAnswer | None = None,
         **request_kwargs: Any,
     ) -> Reply:
         """Spends money: one paid request, checked first (``check``), unless its answer is
@@ -277,7 +278,8 @@ class PaidRequests:
         ``prepay_tally``: a batch run's (``CallInfo``). Otherwise the answer is stored here
         and an identical request gets it again, paying nothing (``rebuy=True`` pays again;
         ``reuse``: whether a stored answer may answer it, by default yes except for a
-        JSON-RPC read; streams are stored by ``chat_stream``). Raises what ``check`` raises,
+        JSON-RPC read; a stream is stored when its reader has read it whole, through
+        ``stream_answer``, and is not reused without one). Raises what ``check`` raises,
         before anything is signed, the transport's errors, and SettlementUnknown for a
         request paid before whose answer is not stored.
         """
@@ -305,13 +307,25 @@ class PaidRequests:
         key = key or request_key(method, path, json_body)
         if reuse is None:
             reuse = not path.startswith(routes.RPC_PREFIX)
+        name = caller or caller_of(method, path)
+        if stream and stream_answer is not None and not stores_answer and (reuse or rebuy):
+            return await self.answers.open_stream(
+                key,
+                rebuy,
+                name,
+                lambda: self._pay(
+                    method, path, key, model, max_usd, json_body, True, False, None, None,
+                    request_kwargs,
+                ),
+                stream_answer,
+            )  # fmt: skip
         if not (stores_answer or stream) and (reuse or rebuy):
             return await self.answers.buy(
                 key,
                 rebuy,
-                caller or caller_of(method, path),
+                name,
                 lambda: self._pay(
-                    method, path, key, model, max_usd, json_body, stream, True, None, None,
+                    method, path, key, model, max_usd, json_body, False, True, None, None,
                     request_kwargs,
                 ),
             )  # fmt: skip

@@ -107,6 +107,29 @@ class StoredAnswers:
         """Close this caller's claim of ``key`` with no answer (``unknown`` when paid)."""
         self.claims.release(SCOPE, [key], error[:500])
 
+    async def open_stream(
+        self,
+        key: str,
+        rebuy: bool,
+        caller: str,
+        pay: Callable[[], Awaitable[Reply]],
+        answer: StreamAnswer,
+    ) -> Reply:
+        """Spends money (``pay``, a streamed request) unless an answer of ``key`` is stored
+        (then its reply, whole). The paid stream's settlement is committed on its receipt
+        (the answer is not read yet); ``answer`` stores the answer once the caller has read
+        it whole, or closes the claim when it never is."""
+        claimed = await self._claim(key, rebuy, caller)
+        if claimed.action is ClaimAction.REUSE:
+            return self.reply_of(claimed.record)
+        try:
+            reply = await pay()
+        except BaseException as exc:
+            self.give_back(key, f"{type(exc).__name__}: {exc}")
+            raise
+        answer.bind(self, key, reply.cost)
+        return reply
+
     async def _claim(self, key: str, rebuy: bool, caller: str) -> Claimed:
         pause = _POLL_S[0]
         while True:
@@ -149,6 +172,14 @@ class StoredAnswers:
             write_private(self.media_dir / name, content)
             entry.update(file=name, sha256=hashlib.sha256(content).hexdigest(), size=len(content))
         return json.dumps(entry, separators=(",", ":")).encode()
+
+    def store_json(self, key: str, body: Any, cost: Cost | None) -> None:
+        """Store a JSON answer read by the caller (a stream's, whole) under ``key``."""
+        content = json.dumps(body, separators=(",", ":")).encode()
+        entry = {"status": 200, "headers": {"content-type": "application/json"}}
+        blob = json.dumps({**entry, "text": content.decode()}, separators=(",", ":")).encode()
+        ledger_id = cost.ledger_id if cost else None
+        self.claims.complete(SCOPE, [(key, blob)], ledger_id=ledger_id)
 
     def reply_of(self, record: ClaimRecord) -> Reply:
         """The stored answer of ``record`` as a reply, with the cost of the payment that
@@ -196,3 +227,28 @@ class StoredAnswers:
             cached=True,
             paid_at=row["ts"].timestamp() if row["ts"] is not None else None,
         )
+
+
+class StreamAnswer:
+    """Where a streamed answer goes once read whole: bound by ``open_stream`` when this caller
+    paid for it (else nothing to store: it was a stored answer, or not reusable)."""
+
+    def __init__(self) -> None:
+        self._bound: tuple[StoredAnswers, str, Cost | None] | None = None
+
+    def bind(self, answers: StoredAnswers, key: str, cost: Cost | None) -> None:
+        self._bound = (answers, key, cost)
+
+    def done(self, body: Any) -> None:
+        """The whole answer: stored (once)."""
+        if self._bound is not None:
+            answers, key, cost = self._bound
+            self._bound = None
+            answers.store_json(key, body, cost)
+
+    def give_back(self, error: str) -> None:
+        """The answer was not read whole: the claim is closed (``unknown``: it was paid)."""
+        if self._bound is not None:
+            answers, key, _ = self._bound
+            self._bound = None
+            answers.give_back(key, error)

@@ -16,6 +16,7 @@ from x402lab.errors import ConfigError
 from x402lab.gateway.chat_stream import AsyncChatStream
 from x402lab.gateway.paid import PaidRequests
 from x402lab.gateway.params import positive_int
+from x402lab.gateway.stored import StreamAnswer
 from x402lab.gateway.results import ChatResult, EmbeddingResult, ResponsesResult
 from x402lab.routes import CHAT
 from x402lab.transport import Reply
@@ -84,6 +85,8 @@ class Text:
             messages, model=model, system=system, max_tokens=max_tokens, stream=True, **params
         )
 
+        answer = StreamAnswer()
+
         async def start() -> Reply:
             return await self._paid.post_json(
                 CHAT,
@@ -95,9 +98,12 @@ class Text:
                 stream=True,
                 caller="chat_stream()",
                 rebuy=rebuy,
+                stream_answer=answer,
             )
 
-        return AsyncChatStream(start, path=CHAT, model=model, include_reasoning=include_reasoning)
+        return AsyncChatStream(
+            start, path=CHAT, model=model, include_reasoning=include_reasoning, answer=answer
+        )
 
     async def responses(
         self,
