@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
@@ -75,9 +75,11 @@ class AsyncLab:
         budget: Budget,
         ledger: Ledger,
         emulator: RunningEmulator | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> None:
         """The lab of ``settings`` (addresses resolved by ``connect``), paying with
-        ``wallet`` within ``budget``, recording in ``ledger``."""
+        ``wallet`` within ``budget``, recording in ``ledger``; ``names``: the stable name
+        of each service in the ledger's stores when not its address (an embedded world's)."""
         # Rows a stopped process left open: signed ones of a process that is gone, or past
         # their window, become unknown (and keep counting); unsigned reservations of a gone
         # process, or stale ones, are released.
@@ -102,6 +104,7 @@ class AsyncLab:
             chain_rpc_url=settings.chain_rpc_url,
             http_client=settings.http_client,
             verify=settings.verify,
+            names=names,
         )
         self.reconciler = Reconciler(ledger, lambda: self.session.chain)
         self.catalog = Catalog(self.session)

@@ -364,7 +364,7 @@ class Media:
         return job
 
     def _gateway(self) -> str:
-        return self._session.url(GATEWAY)
+        return self._session.name(GATEWAY)
 
     # -- video constraints ---------------------------------------------------------------------
 
