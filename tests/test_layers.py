@@ -69,7 +69,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 ROOT = ("x402lab", "x402lab.lab", "x402lab.connection", "x402lab.__main__")
 EMULATOR = "x402lab.emulator"
-EMULATOR_MAY_IMPORT = ("x402lab.errors", "x402lab.money", "x402lab.private", "x402lab.x402", EMULATOR)
+EMULATOR_MAY_IMPORT = (
+    "x402lab.errors",
+    "x402lab.money",
+    "x402lab.private",
+    "x402lab.x402",
+    EMULATOR,
+)
 
 # What each layer knows nothing of (docs/design.md, "Layers"), as third-party top-level packages.
 HTTP = {"httpx", "httpx_aiohttp", "aiohttp", "requests", "urllib3", "starlette", "uvicorn"}

@@ -5,9 +5,9 @@ open the ledger, start the embedded emulator when no address is given, and retur
 or an ``AsyncLab`` (``x402lab.lab``). With no address, the local emulator of both services
 runs in a thread, with a throwaway funded wallet and ledger, so everything runs offline (its
 chain is the one ``reconcile()`` reads); given a ledger, that world (wallet, chain, jobs)
-is kept beside it and continued by every later ``connect(ledger=...)`` (``x402lab.world``). Nothing is sent until needed, except that rows a
-dead process left in flight are checked on the chain at once when a chain RPC address is
-known.
+is kept beside it and continued by every later ``connect(ledger=...)`` (``x402lab.world``).
+Nothing is sent until needed, except that rows a dead process left in flight are checked on
+the chain at once when a chain RPC address is known.
 """
 
 from __future__ import annotations
@@ -157,12 +157,12 @@ def _build(settings: Settings) -> AsyncLab:
         from x402lab.emulator.server import start_emulator
         from x402lab.emulator.settings import EmulatorSettings
 
-        emulated = settings.emulator_settings or EmulatorSettings()
+        served = settings.emulator_settings or EmulatorSettings()
         if not throwaway:  # a ledger given: its world continues (``x402lab.world``)
             world = World.beside(ledger.path)
-            emulated = dataclasses.replace(emulated, state_dir=str(world.folder))
+            served = dataclasses.replace(served, state_dir=str(world.folder))
         wallet = wallet if wallet is not None else world.wallet if world else Wallet.create()
-        emulator = start_emulator(emulated)
+        emulator = start_emulator(served)
         gateway_url, reports_url = emulator.gateway_url, emulator.reports_url
         chain_rpc_url = chain_rpc_url or emulator.chain_url or None
     try:

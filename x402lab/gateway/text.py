@@ -16,8 +16,8 @@ from x402lab.errors import ConfigError
 from x402lab.gateway.chat_stream import AsyncChatStream
 from x402lab.gateway.paid import PaidRequests
 from x402lab.gateway.params import positive_int
-from x402lab.gateway.stored import StreamAnswer
 from x402lab.gateway.results import ChatResult, EmbeddingResult, ResponsesResult
+from x402lab.gateway.stored import StreamAnswer
 from x402lab.routes import CHAT
 from x402lab.transport import Reply
 

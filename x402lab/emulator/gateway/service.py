@@ -21,8 +21,8 @@ from x402lab.emulator.gateway.jobs import JobStore
 from x402lab.emulator.gateway.pricing import Price, Pricer
 from x402lab.emulator.gateway.route_table import bazaar, route
 from x402lab.emulator.gateway.upstream import Upstream
-from x402lab.emulator.payments import Charge, PaymentGate
 from x402lab.emulator.journal import JOBS_FILE, journal_of
+from x402lab.emulator.payments import Charge, PaymentGate
 from x402lab.emulator.settings import EmulatorSettings
 
 
