@@ -86,6 +86,9 @@ def test_a_second_process_on_the_ledger_continues_the_same_world(tmp_path):
     assert stat.S_IMODE(world.stat().st_mode) == 0o700
     for kept in world.iterdir():
         assert stat.S_IMODE(kept.stat().st_mode) == 0o600, kept.name
+    media = Path(first["media"])
+    assert stat.S_IMODE(media.stat().st_mode) == 0o600
+    assert stat.S_IMODE(media.parent.stat().st_mode) == 0o700
     key = json.loads((world / "world.json").read_text())["key"]
     assert key[2:].lower() not in (said + said_again).lower()
 

@@ -41,6 +41,7 @@ def test_the_same_call_twice_pays_once_and_says_it_is_stored(lab):
         assert second.cost.ledger_id == first.cost.ledger_id, name
         assert second.cost.paid_at is not None and "stored answer" in str(second.cost)
         assert second.data == first.data, name
+        assert second.paid_usd == 0 and first.paid_usd == first.cost.amount_usd, name
         firsts[name] = first
     assert (lab.embed(["two", "texts"], model=EMBED_MODEL).vectors == firsts["embed"].vectors).all()
 

@@ -30,6 +30,9 @@ class Result:
 
     @property
     def paid_usd(self) -> float | None:
+        """What this call paid: 0 for a stored answer (``cost`` says what bought it)."""
+        if self.cached:
+            return 0.0
         return self.cost.amount_usd if self.cost else None
 
     @property

@@ -91,7 +91,7 @@ class StoredAnswers:
         settlement = reply.settlement
         stored = False
         try:
-            blob = self._blob(key, reply.response)
+            blob = self.encode(key, reply.response)
             with answer_transaction(self.ledger.db, settlement) as tx:
                 ledger_id = reply.cost.ledger_id if reply.cost else None
                 self.claims.complete_in(tx, SCOPE, [(key, blob)], ledger_id=ledger_id)
@@ -158,7 +158,9 @@ class StoredAnswers:
 
     # -- the stored form of an answer ----------------------------------------------------------
 
-    def _blob(self, key: str, response: httpx.Response) -> bytes:
+    def encode(self, key: str, response: httpx.Response) -> bytes:
+        """The stored form of the answer ``response`` of ``key`` (its body inline when it is
+        text, else written to its file); ``reply_of`` reads it back."""
         headers = {h: response.headers[h] for h in KEPT_HEADERS if h in response.headers}
         content = response.content
         entry: dict[str, Any] = {"status": response.status_code, "headers": headers}
