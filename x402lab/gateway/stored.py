@@ -136,12 +136,19 @@ class StoredAnswers:
             claimed = self.claims.claim(SCOPE, [key], rebuy=rebuy)[key]
             record = claimed.record
             if claimed.action is ClaimAction.MAYBE_PAID:
+                paid = format_usd(record.amount_atomic)
+                settled = record.payment_status == "settled"
+                why = (
+                    f"was paid and settled ({paid}, ledger row {record.ledger_id}, tx"
+                    f" {record.tx_hash}) but its answer is not stored (paid before single"
+                    " answers were kept, or lost on the way)"
+                    if settled
+                    else f"was paid ({paid}, ledger row {record.ledger_id}) and may have"
+                    " settled with no stored answer (lab.reconcile() asks the chain)"
+                )
                 raise SettlementUnknown(
-                    f"{caller}: this same request was already paid"
-                    f" ({format_usd(record.amount_atomic)}, ledger row {record.ledger_id},"
-                    f" {record.payment_status or record.status}) and no answer of it is stored,"
-                    " so it is not paid again on its own: lab.reconcile() checks it on the"
-                    " chain; pass rebuy=True to pay for it again",
+                    f"{caller}: this same request {why}, so it is not paid again on its own:"
+                    " pass rebuy=True to buy it again",
                     ledger_id=record.ledger_id,
                 )
             if claimed.action is not ClaimAction.WAIT:
