@@ -14,7 +14,9 @@ its fields and file) before anything is signed, as batch rows are:
 - ``WAIT``: another caller is buying the same request now: looked at again until it ends;
 - ``MAYBE_PAID``: a payment of this request may have settled with no stored answer (a lost
   answer, or a payment made before answers were stored): never paid again on its own,
-  ``rebuy=True`` pays again.
+  ``rebuy=True`` pays again. A payment whose answer another store keeps in its own form (a
+  batch row's columns, under the batch's scope) is not this call's answer: the call buys
+  its own.
 
 ``rebuy=True`` buys again whatever is stored. JSON-RPC reads are live and are not reused
 unless the call asks (``rpc(..., reuse=True)``). A binary answer (image, audio) is kept as a
@@ -135,6 +137,9 @@ class StoredAnswers:
         while True:
             claimed = self.claims.claim(SCOPE, [key], rebuy=rebuy)[key]
             record = claimed.record
+            if claimed.action is ClaimAction.MAYBE_PAID and self._answered_elsewhere(record):
+                claimed = self.claims.claim(SCOPE, [key], rebuy=True)[key]
+                record = claimed.record
             if claimed.action is ClaimAction.MAYBE_PAID:
                 paid = format_usd(record.amount_atomic)
                 settled = record.payment_status == "settled"
@@ -162,6 +167,19 @@ class StoredAnswers:
                 )
             await asyncio.sleep(pause)
             pause = min(pause * 2, _POLL_S[1])
+
+    def _answered_elsewhere(self, record: ClaimRecord) -> bool:
+        """Whether the payment a claim points to bought an answer another store keeps in its
+        own form (a batch row's columns, a media job): settled and ``done`` there. A single
+        call cannot return that form, so it buys its own answer: the old payment is not lost.
+        """
+        if record.ledger_id is None or record.payment_status != "settled":
+            return False
+        found = self.ledger.db.read_one(
+            "SELECT 1 FROM claims WHERE ledger_id = ? AND status = 'done' AND scope != ?",
+            (record.ledger_id, SCOPE),
+        )
+        return found is not None
 
     # -- the stored form of an answer ----------------------------------------------------------
 
