@@ -6,7 +6,7 @@ happens, and a later emulator on the same folder replays them: the same balances
 nonces, transfers and jobs. (``connect(ledger=path)`` with no address keeps its embedded
 world this way beside the ledger.) Each event is one write of one line, flushed before the
 change is answered, so a process killed at any moment leaves every answered change on disk;
-a torn last line (a kill mid-write) is skipped on replay. The files are private (0600 in a
+a torn last line (a kill mid-write) is cut off on replay. The files are private (0600 in a
 0700 folder).
 """
 
@@ -35,18 +35,24 @@ class Journal:
         return f"Journal({str(self.path)!r})"
 
     def read(self) -> list[dict[str, Any]]:
-        """Every whole event, oldest first (a torn last line is left out)."""
+        """Every whole event, oldest first. A torn last line (its writer was killed
+        mid-write; never answered) is cut off, so the next event starts a line of its own."""
         events = []
+        whole = 0
         with open(self.path, "rb") as handle:
             for line in handle:
                 if not line.endswith(b"\n"):
-                    break  # written by a process killed mid-line: never answered
+                    break
+                whole += len(line)
                 try:
                     event = json.loads(line)
                 except ValueError:
                     continue
                 if isinstance(event, dict):
                     events.append(event)
+        if whole < self.path.stat().st_size:
+            with self._lock:
+                os.truncate(self.path, whole)
         return events
 
     def append(self, event: dict[str, Any]) -> None:
