@@ -18,7 +18,8 @@ dependency. Reading of the layer list taken here:
 - ``lab``, ``connection`` and the package ``__init__`` are the composition root and may
   import any layer; ``connection`` may import the emulator only inside ``_build`` (connect's
   embedded default), and either of them for type checking.
-- The emulator imports only ``errors``, ``money``, ``x402`` and itself; ``cli`` may import it
+- The emulator imports only ``errors``, ``money``, ``private`` (its kept state is private
+  too), ``x402`` and itself; ``cli`` may import it
   because ``x402lab serve`` is how the emulator is started from a shell.
 
 Over the whole package, the imports that run when a module is imported (module level, type
@@ -57,7 +58,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("x402lab.x402",),
     ("x402lab.tables",),
-    ("x402lab.wallet", "x402lab.budget", "x402lab.ledger"),
+    ("x402lab.wallet", "x402lab.budget", "x402lab.ledger", "x402lab.world"),
     ("x402lab.payments",),
     ("x402lab.chain",),
     ("x402lab.transport",),
@@ -68,7 +69,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 ROOT = ("x402lab", "x402lab.lab", "x402lab.connection", "x402lab.types", "x402lab.__main__")
 EMULATOR = "x402lab.emulator"
-EMULATOR_MAY_IMPORT = ("x402lab.errors", "x402lab.money", "x402lab.x402", EMULATOR)
+EMULATOR_MAY_IMPORT = (
+    "x402lab.errors",
+    "x402lab.money",
+    "x402lab.private",
+    "x402lab.x402",
+    EMULATOR,
+)
 
 # What each layer knows nothing of (docs/design.md, "Layers"), as third-party top-level packages.
 HTTP = {"httpx", "httpx_aiohttp", "aiohttp", "requests", "urllib3", "starlette", "uvicorn"}

@@ -4,9 +4,10 @@
 open the ledger, start the embedded emulator when no address is given, and return a ``Lab``
 or an ``AsyncLab`` (``x402lab.lab``). With no address, the local emulator of both services
 runs in a thread, with a throwaway funded wallet and ledger, so everything runs offline (its
-chain is the one ``reconcile()`` reads). Nothing is sent until needed, except that rows a
-dead process left in flight are checked on the chain at once when a chain RPC address is
-known.
+chain is the one ``reconcile()`` reads); given a ledger, that world (wallet, chain, jobs)
+is kept beside it and continued by every later ``connect(ledger=...)`` (``x402lab.world``).
+Nothing is sent until needed, except that rows a dead process left in flight are checked on
+the chain at once when a chain RPC address is known.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from x402lab.ledger import DEFAULT_LEDGER_PATH, Ledger
 from x402lab.planning.rehearsal import Rehearsal
 from x402lab.transport import Limits, RetryPolicy
 from x402lab.wallet import Wallet
+from x402lab.world import World
 
 if TYPE_CHECKING:
     import httpx
@@ -130,11 +132,12 @@ def _build(settings: Settings) -> AsyncLab:
         chain_rpc_url = chain_url_from_env()
     if chain_rpc_url is not None:
         ChainClient(chain_rpc_url)  # a ConfigError now, before anything starts
+    throwaway = False
     if embedded:
-        wallet = wallet if wallet is not None else Wallet.create()
         if ledger is None:
             # The emulator's money is not real: keep its payments out of the real ledger.
             ledger = Path(tempfile.mkdtemp(prefix="x402lab-")) / "ledger.sqlite"
+            throwaway = True
     elif wallet is None:
         raise ConfigError(
             "a wallet is needed for remote services: connect(..., wallet=Wallet.from_env())"
@@ -152,17 +155,32 @@ def _build(settings: Settings) -> AsyncLab:
     if budget is None:
         budget = Budget(usd=DEFAULT_BUDGET_USD, per_call_usd=DEFAULT_PER_CALL_USD)
     emulator = None
+    world = None
     if embedded:
         from x402lab.emulator.server import start_emulator
+        from x402lab.emulator.settings import EmulatorSettings
 
-        emulator = start_emulator(settings.emulator_settings)
+        served = settings.emulator_settings or EmulatorSettings()
+        if not throwaway:  # a ledger given: its world continues (``x402lab.world``)
+            world = World.beside(ledger.path)
+            served = dataclasses.replace(served, state_dir=str(world.folder))
+        wallet = wallet if wallet is not None else world.wallet if world else Wallet.create()
+        emulator = start_emulator(served)
         gateway_url, reports_url = emulator.gateway_url, emulator.reports_url
         chain_rpc_url = chain_rpc_url or emulator.chain_url or None
     try:
         resolved = dataclasses.replace(
             settings, gateway_url=gateway_url, reports_url=reports_url, chain_rpc_url=chain_rpc_url
         )
-        lab = AsyncLab(resolved, wallet=wallet, budget=budget, ledger=ledger, emulator=emulator)
+        assert wallet is not None
+        lab = AsyncLab(
+            resolved,
+            wallet=wallet,
+            budget=budget,
+            ledger=ledger,
+            emulator=emulator,
+            names=world.names if world is not None else None,
+        )
         # Workers label rows alike, and find the chain the way this process did.
         worker_options = settings.worker_options(ledger.user)
         lab.batches.connection = Connection(connect, worker_options, chain_rpc_url, given_ledger)

@@ -114,9 +114,11 @@ class AsyncLab:
         budget: Budget,
         ledger: Ledger,
         emulator: RunningEmulator | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> None:
         """The lab of ``settings`` (addresses resolved by ``connect``), paying with
-        ``wallet`` within ``budget``, recording in ``ledger``."""
+        ``wallet`` within ``budget``, recording in ``ledger``; ``names``: the stable name
+        of each service in the ledger's stores when not its address (an embedded world's)."""
         # Rows a stopped process left open: signed ones of a process that is gone, or past
         # their window, become unknown (and keep counting); unsigned reservations of a gone
         # process, or stale ones, are released.
@@ -142,6 +144,7 @@ class AsyncLab:
             http_client=settings.http_client,
             verify=settings.verify,
             limits=settings.limits,
+            names=names,
         )
         self.reconciler = Reconciler(ledger, lambda: self.session.chain)
         self.catalog = Catalog(self.session)

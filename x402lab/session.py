@@ -9,6 +9,8 @@ session it needs and nothing else, so features never reach each other through a 
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -50,10 +52,12 @@ class Session:
         http_client: httpx.AsyncClient | None = None,
         verify: Verify = True,
         limits: Limits | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> None:
         self.gateway_url = gateway_url.rstrip("/") if gateway_url else None
         self.reports_url = reports_url.rstrip("/") if reports_url else None
         self.payer = payer
+        self._names = dict(names or {})
         self.library_secret = library_secret
         # Checked now (an address that is not http(s) is a ConfigError); nothing is sent.
         self._chain = (
@@ -79,6 +83,11 @@ class Session:
     @property
     def ledger(self) -> Ledger:
         return self.payer.ledger
+
+    @property
+    def media_dir(self) -> Path:
+        """The folder of paid media and binary answers, beside the ledger's file."""
+        return self.ledger.path.parent / "media"
 
     @property
     def chain(self) -> ChainClient | None:
@@ -124,6 +133,11 @@ class Session:
         if url is None:
             raise ConfigError(f"no {service} address was given to connect()")
         return url
+
+    def name(self, service: str) -> str:
+        """The name of ``service`` in the ledger's stores (jobs, owned reports): its address,
+        or an embedded world's stable name, the same in every process (``x402lab.world``)."""
+        return self._names.get(service) or self.url(service)
 
     def client(self, service: str) -> ServiceClient:
         """The HTTP boundary of ``service`` ("gateway" or "reports"); built on first use."""

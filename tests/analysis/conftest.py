@@ -52,7 +52,7 @@ def _run(lab: Any, faulty_lab: Any) -> tuple[list[Any], str, str]:
     cheap, dear = models["id"].iloc[0], models["id"].iloc[-1]
     embed_model = lab.models(type="embedding")["id"].iloc[0]
     lab.chat("Say hello.", model=cheap, max_tokens=8)
-    lab.chat("Say hello.", model=cheap, max_tokens=8)
+    lab.chat("Say hello.", model=cheap, max_tokens=8, rebuy=True)  # a stored answer, bought again
     lab.chat("Write a long story about ledgers.", model=dear, max_tokens=2000)
     lab.embed(["alpha", "beta", "gamma"], model=embed_model)
     lab.embed("delta", model=embed_model)
@@ -65,7 +65,7 @@ def _run(lab: Any, faulty_lab: Any) -> tuple[list[Any], str, str]:
     with pytest.raises(xl.PaymentRefused):
         lab.chat("Too dear for this cap.", model=dear, max_tokens=2000, max_usd=0.001)
     with pytest.raises(xl.SettlementUnknown):
-        faulty_lab.chat("Say hello.", model=cheap, max_tokens=8)
+        faulty_lab.chat("Say hello.", model=cheap, max_tokens=8, rebuy=True)
     return [first, second], str(cheap), str(embed_model)
 
 

@@ -93,7 +93,10 @@ def test_chat_stream_stopped_early_keeps_the_payment(lab):
 
 
 def test_chat_stream_async_and_collect(tmp_path):
-    async def main() -> tuple[list[str], ChatResult, ChatResult]:
+    """A stream read whole is a stored answer: the same stream again is that answer, paid
+    once; ``rebuy=True`` streams (and pays) again."""
+
+    async def main() -> tuple[list[str], ChatResult, ChatResult, ChatResult, int]:
         async with xl.connect_async(
             ledger=tmp_path / "ledger.sqlite", emulator_settings=settings()
         ) as alab:
@@ -102,12 +105,18 @@ def test_chat_stream_async_and_collect(tmp_path):
             collected = await alab.chat_stream(
                 "Tell me a story", model=CHAT_MODEL, max_tokens=30
             ).collect()
-            return deltas, stream.result, collected
+            again = await alab.chat_stream(
+                "Tell me a story", model=CHAT_MODEL, max_tokens=30, rebuy=True
+            ).collect()
+            assert alab.emulator is not None
+            return deltas, stream.result, collected, again, len(alab.emulator.chain.transfers())
 
-    deltas, result, collected = asyncio.run(main())
+    deltas, result, collected, again, transfers = asyncio.run(main())
     assert "".join(deltas) == result.text == collected.text
-    assert result.cost.status == collected.cost.status == "settled"
-    assert result.cost.tx_hash != collected.cost.tx_hash
+    assert result.cost.status == collected.cost.status == again.cost.status == "settled"
+    assert not result.cost.cached and collected.cost.cached and not again.cost.cached
+    assert result.cost.tx_hash == collected.cost.tx_hash != again.cost.tx_hash
+    assert transfers == 2
 
 
 def test_sync_calls_work_inside_a_running_event_loop(lab):

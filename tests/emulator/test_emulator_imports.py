@@ -17,8 +17,9 @@ import x402lab.emulator
 
 EMULATOR_DIR = Path(x402lab.emulator.__file__).parent
 PACKAGE = "x402lab.emulator"
-# What the emulator may import of x402lab: the protocol, money and errors, and itself.
-ALLOWED = ("x402lab.errors", "x402lab.money", "x402lab.x402", PACKAGE)
+# What the emulator may import of x402lab: the protocol, money and errors, the one helper for
+# private files (its kept state is private too), and itself.
+ALLOWED = ("x402lab.errors", "x402lab.money", "x402lab.private", "x402lab.x402", PACKAGE)
 
 
 def _module_name(path: Path) -> str:

@@ -28,8 +28,9 @@ def test_spend_and_budget_agree_after_every_outcome(start, lab_for):
     assert settled > 0 and committed(fine) == (settled, settled)
 
     refusing = lab_for(start(settle_fail_rate=1.0), budget=xl.Budget(usd=5.0, name="team"))
+    # The same request on the same ledger is a stored answer: rebuy=True pays again.
     with pytest.raises(xl.PaymentRejected):
-        refusing.chat(PROMPT, model=CHAT_MODEL, max_tokens=16)
+        refusing.chat(PROMPT, model=CHAT_MODEL, max_tokens=16, rebuy=True)
     state = refusing.budget.state()
     assert state.held_atomic > 0  # signed and refused: it counts until it expires
     assert committed(refusing) == (state.committed_atomic, state.committed_atomic)
@@ -39,7 +40,7 @@ def test_spend_and_budget_agree_after_every_outcome(start, lab_for):
 
     losing = lab_for(start(paid_then_500_rate=1.0), budget=xl.Budget(usd=5.0, name="team"))
     with pytest.raises(xl.SettlementUnknown):
-        losing.chat(PROMPT, model=CHAT_MODEL, max_tokens=16)
+        losing.chat(PROMPT, model=CHAT_MODEL, max_tokens=16, rebuy=True)
     state = losing.budget.state()
     assert state.unknown_atomic > 0
     assert committed(losing) == (state.committed_atomic, state.committed_atomic)

@@ -94,9 +94,13 @@ def test_without_a_chain_a_lost_answer_stays_unknown_until_reconciled(start, lab
     [row] = lab.ledger.rows()
     assert row["status"] == "unknown" and "nonce already used" in row["error"]
     assert lab.budget.state().unknown_atomic == row["amount_atomic"]
-    # The same request again is a new purchase: its spent payload is not sent a third time.
-    with pytest.raises(AnswerLost):
+    # The same request again is not paid again on its own (it may have settled)...
+    with pytest.raises(xl.SettlementUnknown, match="not paid again on its own") as again:
         lab.chat("Lost, no chain", model=CHAT_MODEL, max_tokens=8)
+    assert not isinstance(again.value, AnswerLost) and len(lab.ledger.rows()) == 1
+    # ...rebuy=True is a new purchase: its spent payload is not sent a third time.
+    with pytest.raises(AnswerLost):
+        lab.chat("Lost, no chain", model=CHAT_MODEL, max_tokens=8, rebuy=True)
     assert len(lab.ledger.rows()) == 2
     # A Lab with the chain reconciles both: settled, with the chain's tx hashes.
     done = lab_for(emulator).reconcile()

@@ -3,11 +3,12 @@
 ``start_emulator()`` runs both services in a background thread; ``x402lab serve`` runs them
 from the command line. This package never imports client-side code.
 
-Layers, each importing only from those above it: ``settings`` and ``chain`` (the in-memory
-USDC contract); ``chain_abi`` and ``chain_rpc`` (the chain as a Base JSON-RPC endpoint);
-``serving`` (ASGI apps on real sockets in a thread); ``faults`` and ``facilitator`` (client
-and stand-in); ``payments`` (the payment gate); the services ``gateway/`` and ``reports/``;
-``server`` (``start_emulator`` and ``RunningEmulator``, the composition root).
+Layers, each importing only from those above it: ``settings``, ``journal`` (the state kept
+on disk with ``state_dir``) and ``chain`` (the in-memory USDC contract); ``chain_abi`` and
+``chain_rpc`` (the chain as a Base JSON-RPC endpoint); ``serving`` (ASGI apps on real
+sockets in a thread); ``faults`` and ``facilitator`` (client and stand-in); ``payments``
+(the payment gate); the services ``gateway/`` and ``reports/``; ``server``
+(``start_emulator`` and ``RunningEmulator``, the composition root).
 """
 
 from __future__ import annotations

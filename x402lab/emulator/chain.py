@@ -6,7 +6,9 @@ verifier's job (``x402lab.x402.verify``). Each settlement is mined in a block of
 (block 0 is genesis), with a transaction hash and, as USDC emits them, an
 ``AuthorizationUsed`` then a ``Transfer`` log; ``chain_rpc`` serves all of it as a Base
 JSON-RPC endpoint. All methods are thread-safe (one lock), because the services, the RPC
-endpoint and the tests touch the same chain from different threads.
+endpoint and the tests touch the same chain from different threads. With a ``journal``
+(``emulator.journal``) every funding and transfer is written as it happens and replayed by
+the next chain on the same journal, so a world outlives its process.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
+from x402lab.emulator.journal import CHAIN_FILE, Journal, journal_of
 from x402lab.money import usd_to_atomic
 from x402lab.x402.models import PaymentPayload, PaymentRequirements
 from x402lab.x402.tokens import BASE_USDC, Token
@@ -64,6 +68,7 @@ class Chain:
         auto_fund_atomic: int = 100 * 10**6,
         token: Token = BASE_USDC,
         clock: Callable[[], float] = time.time,
+        journal: Journal | None = None,
     ) -> None:
         self.token = token
         self.auto_fund_atomic = auto_fund_atomic
@@ -73,13 +78,39 @@ class Chain:
         self._balances: dict[str, int] = {}
         self._used: set[tuple[str, str]] = set()
         self._transfers: list[Transfer] = []
+        self._journal: Journal | None = None
+        if journal is not None:
+            self._replay(journal)
 
     @classmethod
     def for_settings(cls, settings: object) -> Chain:
-        """The chain an emulator with ``settings`` uses (funded payers only in test mode)."""
+        """The chain an emulator with ``settings`` uses (funded payers only in test mode;
+        kept in ``settings.state_dir`` when one is given)."""
         test_mode = bool(getattr(settings, "test_mode", True))
         balance = usd_to_atomic(getattr(settings, "balance_usd", 100.0))
-        return cls(auto_fund_atomic=balance if test_mode else 0)
+        journal = journal_of(getattr(settings, "state_dir", None), CHAIN_FILE)
+        return cls(auto_fund_atomic=balance if test_mode else 0, journal=journal)
+
+    def _replay(self, journal: Journal) -> None:
+        """Take the state ``journal`` holds, then write every later change to it."""
+        events = journal.read()
+        if not events:
+            journal.append({"t": "genesis", "time": self._genesis_time})
+        for event in events:
+            kind = event.get("t")
+            if kind == "genesis":
+                self._genesis_time = int(event["time"])
+            elif kind == "fund":
+                address = str(event["address"])
+                self._balances[address] = self._balance_locked(address) + int(event["amount"])
+            elif kind == "transfer":
+                fields = {k: v for k, v in event.items() if k != "t"}
+                self._apply_locked(Transfer(**fields))
+        self._journal = journal
+
+    def _write(self, event: dict[str, Any]) -> None:
+        if self._journal is not None:
+            self._journal.append(event)
 
     def _balance_locked(self, address: str) -> int:
         key = address.lower()
@@ -99,6 +130,7 @@ class Chain:
         with self._lock:
             balance = self._balance_locked(address) + amount_atomic
             self._balances[address.lower()] = balance
+            self._write({"t": "fund", "address": address.lower(), "amount": amount_atomic})
             return balance
 
     def nonce_used(self, payer: str, nonce: str) -> bool:
@@ -137,29 +169,36 @@ class Chain:
             reason = self._refusal_locked(auth.from_address, auth.nonce, auth.value)
             if reason is not None:
                 raise ChainRejected(reason)
-            payer, receiver = auth.from_address.lower(), auth.to.lower()
-            self._balances[payer] -= auth.value
-            self._balances[receiver] = self._balance_locked(receiver) + auth.value
-            self._used.add((payer, auth.nonce.lower()))
+            payer = auth.from_address.lower()
             # (payer, nonce) settles once, so hashing it gives a unique, reproducible hash.
             digest = hashlib.sha256(
                 f"{self.token.network}|{payer}|{auth.nonce.lower()}".encode()
             ).hexdigest()
-            tx_hash = "0x" + digest
-            self._transfers.append(
-                Transfer(
-                    tx_hash=tx_hash,
-                    payer=auth.from_address,
-                    pay_to=auth.to,
-                    amount_atomic=auth.value,
-                    nonce=auth.nonce,
-                    network=self.token.network,
-                    asset=self.token.address,
-                    block_number=len(self._transfers) + 1,
-                    timestamp=int(self._clock()),
-                )
+            transfer = Transfer(
+                tx_hash="0x" + digest,
+                payer=auth.from_address,
+                pay_to=auth.to,
+                amount_atomic=auth.value,
+                nonce=auth.nonce,
+                network=self.token.network,
+                asset=self.token.address,
+                block_number=len(self._transfers) + 1,
+                timestamp=int(self._clock()),
             )
-            return tx_hash
+            self._apply_locked(transfer)
+            self._write({"t": "transfer", **asdict(transfer)})
+            return transfer.tx_hash
+
+    def _apply_locked(self, transfer: Transfer) -> None:
+        """Move a settled transfer's value and mine it in the next block."""
+        payer, receiver = transfer.payer.lower(), transfer.pay_to.lower()
+        self._balances[payer] = self._balance_locked(payer) - transfer.amount_atomic
+        self._balances[receiver] = self._balance_locked(receiver) + transfer.amount_atomic
+        self._used.add((payer, transfer.nonce.lower()))
+        number = len(self._transfers) + 1
+        if transfer.block_number != number:  # journals of two processes, read in order
+            transfer = Transfer(**{**asdict(transfer), "block_number": number})
+        self._transfers.append(transfer)
 
     def transfers(self) -> list[Transfer]:
         """Every settled transfer, oldest first (a copy)."""

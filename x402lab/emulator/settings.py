@@ -92,6 +92,9 @@ class EmulatorSettings:
     rate_limit_rpm: int | None = None
     rate_limit_tpm: int | None = None
     faults: Faults = field(default_factory=Faults)
+    #: A folder that keeps the chain and the media jobs across runs (``emulator.journal``);
+    #: None: everything lives in memory and ends with the process.
+    state_dir: str | None = None
 
     def __post_init__(self) -> None:
         _check_range("price_mult", self.price_mult, 0.0, math.inf, open_low=True)

@@ -36,6 +36,7 @@ class Audio:
         model: str,
         voice: str | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
@@ -48,7 +49,7 @@ class Audio:
             body["voice"] = voice
         path = routes.SPEECH
         reply = await self._paid.post_json(
-            path, body, ("model", "input", "voice"), max_usd, extra_body, model
+            path, body, ("model", "input", "voice"), max_usd, extra_body, model, rebuy=rebuy
         )
         return media_result(path, reply, model)
 
@@ -60,6 +61,7 @@ class Audio:
         duration_seconds: float | None = None,
         filename: str | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> TextResult:
@@ -79,7 +81,13 @@ class Audio:
             if audio is not None:
                 fields["file"] = audio
             reply = await self._paid.post_json(
-                path, fields, ("model", "duration_seconds", "file"), max_usd, extra_body, model
+                path,
+                fields,
+                ("model", "duration_seconds", "file"),
+                max_usd,
+                extra_body,
+                model,
+                rebuy=rebuy,
             )
         else:
             data = read_binary(audio)
@@ -93,6 +101,7 @@ class Audio:
                 key=form_key(path, form, data),
                 data=form,
                 files={"file": (upload_name(audio, filename, "audio.wav"), data)},
+                rebuy=rebuy,
             )
         return text_result(path, reply, model, "text")
 
@@ -103,6 +112,7 @@ class Audio:
         model: str,
         filename: str | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
     ) -> VoiceResult:
         """Spends money: a cloned voice from an audio sample (bytes or a file; multipart).
 
@@ -121,6 +131,7 @@ class Audio:
             key=form_key(path, form, data),
             data=form,
             files={"file": (name, data)},
+            rebuy=rebuy,
         )
         return VoiceResult(path, reply.json(), reply.cost, model, "application/json")
 
@@ -129,12 +140,13 @@ class Audio:
         url: str,
         *,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> TextResult:
         """Spends money: the transcript of a YouTube video's audio (synchronous)."""
         path = routes.VIDEO_TRANSCRIPTIONS
         reply = await self._paid.post_json(
-            path, {"url": url, **params}, ("url",), max_usd, extra_body
+            path, {"url": url, **params}, ("url",), max_usd, extra_body, rebuy=rebuy
         )
         return text_result(path, reply, None, "transcript")

@@ -14,6 +14,7 @@ from typing import Any
 
 from x402lab.errors import X402LabError
 from x402lab.gateway.results import ChatResult
+from x402lab.gateway.stored import StreamAnswer
 from x402lab.payments import Cost
 from x402lab.sync import ReadThrough, blocking, iterate
 from x402lab.transport import Reply
@@ -37,8 +38,10 @@ class AsyncChatStream:
         path: str,
         model: str | None,
         include_reasoning: bool = False,
+        answer: StreamAnswer | None = None,
     ) -> None:
         self._start = start
+        self._answer = answer or StreamAnswer()
         self._lines: AsyncIterator[str] | None = None
         self._reply: Reply | None = None
         self.path = path
@@ -90,6 +93,7 @@ class AsyncChatStream:
                 " ask again"
             )
         )
+        self._answer.give_back(f"the stream failed: {type(exc).__name__}: {exc}")
         if self._reply is not None:
             with contextlib.suppress(Exception):
                 await self._reply.response.aclose()
@@ -103,7 +107,9 @@ class AsyncChatStream:
                 # Not streamed after all: the whole completion at once.
                 await reply.aread()
                 await reply.response.aclose()
-                shown = self._whole(reply.json())
+                whole = reply.json()
+                shown = self._whole(whole)
+                self._answer.done(whole)
                 if not shown:
                     raise StopAsyncIteration
                 return shown
@@ -112,11 +118,11 @@ class AsyncChatStream:
             try:
                 line = await self._lines.__anext__()
             except StopAsyncIteration:
-                await self._finish()
+                await self._finish(whole=True)
                 raise
             delta = self._read(line)
             if delta is None:
-                await self._finish()
+                await self._finish(whole=True)
                 raise StopAsyncIteration
             if delta:
                 return delta
@@ -158,8 +164,13 @@ class AsyncChatStream:
                 self.finish_reason = choice["finish_reason"]
         return shown
 
-    async def _finish(self) -> None:
+    async def _finish(self, *, whole: bool = False) -> None:
+        """The end of the stream; ``whole``: read to its end, so its answer is stored."""
         self.done = True
+        if whole:
+            self._answer.done(self._body())
+        else:
+            self._answer.give_back("the stream was closed before its end")
         if self._reply is not None:
             await self._reply.response.aclose()
 
@@ -179,9 +190,17 @@ class AsyncChatStream:
         return self.result
 
     @property
+    def cached(self) -> bool:
+        """True when this is a stored answer given again (nothing paid now)."""
+        return bool(self.cost and self.cost.cached)
+
+    @property
     def result(self) -> ChatResult:
         """The whole completion so far as a ChatResult (with ``cost``)."""
-        body = {
+        return ChatResult.from_response(self.path, self._body(), self.cost)
+
+    def _body(self) -> dict[str, Any]:
+        return {
             "model": self.model,
             "choices": [
                 {
@@ -191,7 +210,6 @@ class AsyncChatStream:
             ],
             "usage": self.usage,
         }
-        return ChatResult.from_response(self.path, body, self.cost)
 
     @property
     def truncated(self) -> bool:

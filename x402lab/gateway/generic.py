@@ -232,6 +232,8 @@ class Generic:
         *,
         max_usd: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        rebuy: bool = False,
+        reuse: bool | None = None,
     ) -> Result:
         """Spends money: any paid gateway route, paying its 402 once.
 
@@ -240,8 +242,11 @@ class Generic:
         against that route's published request schema (TypeError for a field it does not
         list: put such fields in ``extra_body``, sent unchecked; ConfigError for a value it
         does not allow), the model id and the prompt's size. Returns a Result (JSON, text,
-        or MediaResult for binary answers). Raises ApiError subclasses and the payment
-        errors (PaymentRefused, BudgetExceeded, PaymentRejected, SettlementUnknown).
+        or MediaResult for binary answers). An identical call answered before gives its
+        stored answer again, paying nothing (``result.cached``); ``rebuy=True`` pays again;
+        ``reuse=False`` never reuses (a JSON-RPC path is not reused unless
+        ``reuse=True``). Raises ApiError subclasses and the payment errors (PaymentRefused,
+        BudgetExceeded, PaymentRejected, SettlementUnknown).
         """
         check_order("call()", method, path)
         route = await self._route("call()", method, path)
@@ -256,5 +261,7 @@ class Generic:
             model=model,
             max_usd=max_usd,
             caller="call()",
+            rebuy=rebuy,
+            reuse=reuse,
         )
         return result_of(path, reply, model)

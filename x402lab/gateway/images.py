@@ -32,6 +32,7 @@ class Images:
         n: int = 1,
         openai: bool = False,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
@@ -55,7 +56,7 @@ class Images:
         own = set(body)
         body.update(params)
         reply = await self._paid.post_json(
-            path, body, own, max_usd, extra_body, model, caller="generate_image()"
+            path, body, own, max_usd, extra_body, model, caller="generate_image()", rebuy=rebuy
         )
         return image_result(path, reply, model)
 
@@ -66,6 +67,7 @@ class Images:
         *,
         model: str,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
@@ -75,7 +77,7 @@ class Images:
         body = {"model": model, "prompt": prompt, "image": image_ref(image), **params}
         path = routes.IMAGE_EDIT
         reply = await self._paid.post_json(
-            path, body, ("model", "prompt", "image"), max_usd, extra_body, model
+            path, body, ("model", "prompt", "image"), max_usd, extra_body, model, rebuy=rebuy
         )
         return image_result(path, reply, model)
 
@@ -86,6 +88,7 @@ class Images:
         *,
         model: str,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
@@ -96,7 +99,7 @@ class Images:
         body.update(params)
         path = routes.IMAGE_MULTI_EDIT
         reply = await self._paid.post_json(
-            path, body, ("model", "prompt", "images"), max_usd, extra_body, model
+            path, body, ("model", "prompt", "images"), max_usd, extra_body, model, rebuy=rebuy
         )
         return image_result(path, reply, model)
 
@@ -106,6 +109,7 @@ class Images:
         *,
         scale: int = 2,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
@@ -114,7 +118,9 @@ class Images:
             raise ConfigError(f"scale must be 2 or 4, not {scale!r}")
         body = {"image": image_ref(image), "scale": scale, **params}
         path = routes.IMAGE_UPSCALE
-        reply = await self._paid.post_json(path, body, ("image", "scale"), max_usd, extra_body)
+        reply = await self._paid.post_json(
+            path, body, ("image", "scale"), max_usd, extra_body, rebuy=rebuy
+        )
         return image_result(path, reply, None)
 
     async def remove_background(
@@ -122,6 +128,7 @@ class Images:
         image: Binary,
         *,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> MediaResult:
@@ -130,5 +137,5 @@ class Images:
         field = "image_url" if ref.startswith(("http://", "https://")) else "image"
         body = {field: ref, **params}
         path = routes.IMAGE_BACKGROUND_REMOVE
-        reply = await self._paid.post_json(path, body, (field,), max_usd, extra_body)
+        reply = await self._paid.post_json(path, body, (field,), max_usd, extra_body, rebuy=rebuy)
         return image_result(path, reply, None)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from x402lab import routes
 from x402lab.errors import ConfigError, X402LabError
 from x402lab.gateway.params import with_extra_body
+from x402lab.gateway.stored import StoredAnswers, StreamAnswer
 from x402lab.money import usd_to_atomic
 from x402lab.payments import CallInfo
 from x402lab.payments.prediction import PriceClass, price_class
@@ -153,6 +154,7 @@ class PaidRequests:
     def __init__(self, session: Session, catalog: Catalog) -> None:
         self._session = session
         self._catalog = catalog
+        self._answers: StoredAnswers | None = None
 
     async def check(
         self,
@@ -262,15 +264,24 @@ class PaidRequests:
         stores_answer: bool = False,
         group: CommitGroup | None = None,
         prepay_tally: PrepayTally | None = None,
+        rebuy: bool = False,
+        reuse: bool | None = None,
+        stream_answer: StreamAnswer | None = None,
         **request_kwargs: Any,
     ) -> Reply:
-        """Spends money: one paid request, checked first (``check``).
+        """Spends money: one paid request, checked first (``check``), unless its answer is
+        stored (``gateway.stored``).
 
         ``extra_body`` adds fields to the JSON body unchecked (for fields the published
         schema does not list). ``stores_answer``: the caller stores the answer, and commits
         the payment's settlement with it (``Reply.settlement``); ``group`` and
-        ``prepay_tally``: a batch run's (``CallInfo``). Raises what ``check`` raises, before
-        anything is signed, and the transport's errors.
+        ``prepay_tally``: a batch run's (``CallInfo``). Otherwise the answer is stored here
+        and an identical request gets it again, paying nothing (``rebuy=True`` pays again;
+        ``reuse``: whether a stored answer may answer it, by default yes except for a
+        JSON-RPC read; a stream is stored when its reader has read it whole, through
+        ``stream_answer``, and is not reused without one). Raises what ``check`` raises,
+        before anything is signed, the transport's errors, and SettlementUnknown for a
+        request paid before whose answer is not stored.
         """
         if json_body is not None:
             await self.check(
@@ -293,12 +304,64 @@ class PaidRequests:
                     " body; this request sends a form"
                 )
             await self.check(method, path, model=model)
+        key = key or request_key(method, path, json_body)
+        if reuse is None:
+            reuse = not path.startswith(routes.RPC_PREFIX)
+        name = caller or caller_of(method, path)
+        if stream and stream_answer is not None and not stores_answer and (reuse or rebuy):
+            return await self.answers.open_stream(
+                key,
+                rebuy,
+                name,
+                lambda: self._pay(
+                    method, path, key, model, max_usd, json_body, True, False, None, None,
+                    request_kwargs,
+                ),
+                stream_answer,
+            )  # fmt: skip
+        if not (stores_answer or stream) and (reuse or rebuy):
+            return await self.answers.buy(
+                key,
+                rebuy,
+                name,
+                lambda: self._pay(
+                    method, path, key, model, max_usd, json_body, False, True, None, None,
+                    request_kwargs,
+                ),
+            )  # fmt: skip
+        return await self._pay(
+            method, path, key, model, max_usd, json_body, stream, stores_answer, group,
+            prepay_tally, request_kwargs,
+        )  # fmt: skip
+
+    @property
+    def answers(self) -> StoredAnswers:
+        """The stored answers of single calls, in the ledger (``gateway.stored``)."""
+        if self._answers is None:
+            self._answers = StoredAnswers.of(self._session.ledger, self._session.media_dir)
+        return self._answers
+
+    async def _pay(
+        self,
+        method: str,
+        path: str,
+        key: str,
+        model: str | None,
+        max_usd: float | None,
+        json_body: Any,
+        stream: bool,
+        stores_answer: bool,
+        group: CommitGroup | None,
+        prepay_tally: PrepayTally | None,
+        request_kwargs: dict[str, Any],
+    ) -> Reply:
+        """Spends money: the checked request, paid once by the transport."""
         call = CallInfo(
             service=GATEWAY,
             method=method.upper(),
             path=path,
             model=model,
-            request_key=key or request_key(method, path, json_body),
+            request_key=key,
             max_atomic=usd_to_atomic(max_usd) if max_usd is not None else None,
             price_class=await self._price_class(method, path, model, json_body),
             stores_answer=stores_answer,

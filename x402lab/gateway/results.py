@@ -32,8 +32,17 @@ class Result:
 
     @property
     def paid_usd(self) -> Decimal | None:
-        """What this call paid, exact (a Decimal: sums of many are exact)."""
+        """What this call paid, exact (a Decimal: sums of many are exact); 0 for a stored
+        answer (``cost`` says what bought it)."""
+        if self.cached:
+            return Decimal(0)
         return self.cost.amount_usd if self.cost else None
+
+    @property
+    def cached(self) -> bool:
+        """True when this is a stored answer given again: nothing was paid for it now;
+        ``cost`` is the payment that bought it (amount, tx hash, ``paid_at``)."""
+        return bool(self.cost and self.cost.cached)
 
     def _cost_text(self) -> str:
         return str(self.cost) if self.cost else "free"

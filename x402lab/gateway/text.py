@@ -17,6 +17,7 @@ from x402lab.gateway.chat_stream import AsyncChatStream
 from x402lab.gateway.paid import PaidRequests
 from x402lab.gateway.params import positive_int
 from x402lab.gateway.results import ChatResult, EmbeddingResult, ResponsesResult
+from x402lab.gateway.stored import StreamAnswer
 from x402lab.routes import CHAT
 from x402lab.transport import Reply
 
@@ -35,6 +36,7 @@ class Text:
         system: str | None = None,
         max_tokens: int | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ChatResult:
@@ -47,13 +49,16 @@ class Text:
         True when the answer stopped at ``max_tokens``. Raises TypeError for an unknown
         field, ConfigError for a value the route does not take or a prompt too long for the
         model, ModelNotFound, ApiError and the payment errors. For a streamed answer use
-        ``chat_stream``.
+        ``chat_stream``. An identical request answered before (in any process on this
+        ledger) returns its stored answer and pays nothing (``result.cached``; ``cost`` is
+        the payment that bought it); ``rebuy=True`` pays for a new answer. Every paid
+        gateway method does the same.
         """
         if params.get("stream"):
             raise ConfigError("chat() does not stream: use chat_stream(...)")
         body = chat_body(messages, model=model, system=system, max_tokens=max_tokens, **params)
         reply = await self._paid.post_json(
-            CHAT, body, body.keys() - params.keys(), max_usd, extra_body, model
+            CHAT, body, body.keys() - params.keys(), max_usd, extra_body, model, rebuy=rebuy
         )
         return ChatResult.from_response(CHAT, reply.json(), reply.cost)
 
@@ -65,6 +70,7 @@ class Text:
         system: str | None = None,
         max_tokens: int | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         include_reasoning: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -79,6 +85,8 @@ class Text:
             messages, model=model, system=system, max_tokens=max_tokens, stream=True, **params
         )
 
+        answer = StreamAnswer()
+
         async def start() -> Reply:
             return await self._paid.post_json(
                 CHAT,
@@ -89,9 +97,13 @@ class Text:
                 model,
                 stream=True,
                 caller="chat_stream()",
+                rebuy=rebuy,
+                stream_answer=answer,
             )
 
-        return AsyncChatStream(start, path=CHAT, model=model, include_reasoning=include_reasoning)
+        return AsyncChatStream(
+            start, path=CHAT, model=model, include_reasoning=include_reasoning, answer=answer
+        )
 
     async def responses(
         self,
@@ -101,6 +113,7 @@ class Text:
         instructions: str | None = None,
         max_output_tokens: int | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ResponsesResult:
@@ -117,7 +130,7 @@ class Text:
         own = set(body)
         body.update(params)
         path = routes.RESPONSES
-        reply = await self._paid.post_json(path, body, own, max_usd, extra_body, model)
+        reply = await self._paid.post_json(path, body, own, max_usd, extra_body, model, rebuy=rebuy)
         return ResponsesResult.from_response(path, reply.json(), reply.cost)
 
     async def embed(
@@ -126,6 +139,7 @@ class Text:
         *,
         model: str,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> EmbeddingResult:
@@ -135,7 +149,7 @@ class Text:
         body = {"model": model, "input": input, **params}
         path = routes.EMBEDDINGS
         reply = await self._paid.post_json(
-            path, body, ("model", "input"), max_usd, extra_body, model
+            path, body, ("model", "input"), max_usd, extra_body, model, rebuy=rebuy
         )
         data = reply.json()
         items = sorted(data["data"], key=lambda d: d.get("index", 0))

@@ -26,6 +26,7 @@ class Tools:
         *,
         limit: int | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> SearchResult:
@@ -37,7 +38,9 @@ class Tools:
         if limit is not None:
             body["limit"] = limit
         path = routes.SEARCH
-        reply = await self._paid.post_json(path, body, ("query", "limit"), max_usd, extra_body)
+        reply = await self._paid.post_json(
+            path, body, ("query", "limit"), max_usd, extra_body, rebuy=rebuy
+        )
         return SearchResult(path, reply.json(), reply.cost, None, "application/json")
 
     async def scrape(
@@ -45,13 +48,14 @@ class Tools:
         url: str,
         *,
         max_usd: float | None = None,
+        rebuy: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> TextResult:
         """Spends money: one web page as markdown text."""
         path = routes.SCRAPE
         reply = await self._paid.post_json(
-            path, {"url": url, **params}, ("url",), max_usd, extra_body
+            path, {"url": url, **params}, ("url",), max_usd, extra_body, rebuy=rebuy
         )
         return text_result(path, reply, None, "content")
 
@@ -61,6 +65,7 @@ class Tools:
         *,
         filename: str | None = None,
         max_usd: float | None = None,
+        rebuy: bool = False,
         **params: Any,
     ) -> TextResult:
         """Spends money: the text of a document (PDF, DOCX, text), uploaded as multipart.
@@ -78,6 +83,7 @@ class Tools:
             key=form_key(path, {**form, "filename": name}, data),
             data=form,
             files={"file": (name, data)},
+            rebuy=rebuy,
         )
         result = text_result(path, reply, None, "text")
         if data.strip() and not result.text.strip():
@@ -97,10 +103,13 @@ class Tools:
         *,
         id: int | str = 1,
         max_usd: float | None = None,
+        reuse: bool = False,
     ) -> RpcResult:
         """Spends money: one JSON-RPC call on ``network`` (an id from ``lab.rpc_networks()``).
 
-        Returns an RpcResult (``result``, or ``error``: a JSON-RPC error is paid too).
+        Returns an RpcResult (``result``, or ``error``: a JSON-RPC error is paid too). A
+        chain read is live: it is paid each time, unless ``reuse=True`` (then an identical
+        call stored before answers it again, paying nothing, as other paid calls do).
         """
         if not network or "/" in network:
             raise ConfigError(f"not a network id: {network!r} (see lab.rpc_networks())")
@@ -110,7 +119,13 @@ class Tools:
             body["params"] = dict(params)
         path = f"{routes.RPC_PREFIX}{network}"
         reply = await self._paid.send(
-            "POST", path, json_body=body, max_usd=max_usd, caller="rpc()", own=tuple(body)
+            "POST",
+            path,
+            json_body=body,
+            max_usd=max_usd,
+            caller="rpc()",
+            own=tuple(body),
+            reuse=reuse,
         )
         credits = reply.response.headers.get("x-rpc-credits")
         return RpcResult(

@@ -9,6 +9,7 @@ share each retrieve instead of polling twice. Media is written to disk as soon a
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import mimetypes
 import os
 import re
@@ -42,6 +43,16 @@ def media_extension(content_type: str | None, kind: str) -> str:
     base = (content_type or "").split(";")[0].strip().lower()
     found = _EXTENSIONS.get(base) or mimetypes.guess_extension(base or "-")
     return found or (".mp4" if kind == "video" else ".bin")
+
+
+def media_name(gateway: str, queue_id: str, kind: str, content_type: str | None) -> str:
+    """The file name of a job's media: unique per job (a digest of its gateway and queue id,
+    which the jobs table keeps unique), with the cleaned queue id in front to read. Queue ids
+    that clean to one name (``song/1``, ``song_1``), or one queue id of two gateways, never
+    share a file."""
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", queue_id)[:60]
+    digest = hashlib.sha256(f"{gateway}\n{queue_id}".encode()).hexdigest()[:16]
+    return f"{kind}-{readable}-{digest}{media_extension(content_type, kind)}"
 
 
 def _seconds(ms: Any) -> float | None:
@@ -263,8 +274,8 @@ class JobPolling:
 
     async def _keep_media(self, data: bytes, content_type: str | None) -> None:
         private_folder(self._media_dir)  # media bought by jobs are the owner's alone
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", self.queue_id)[:120]
-        target = self._media_dir / f"{self.kind}-{name}{media_extension(content_type, self.kind)}"
+        name = media_name(self._record.gateway, self.queue_id, self.kind, content_type)
+        target = self._media_dir / name
         await asyncio.to_thread(write_atomically, target, data)
         self._media = data
         self._write(

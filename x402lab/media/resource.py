@@ -59,7 +59,7 @@ class Media:
         self._session = session
         self._catalog = catalog
         self._paid = paid
-        self.media_dir: Path = session.ledger.path.parent / "media"
+        self.media_dir: Path = session.media_dir
         self._job_store: Jobs | None = None
         self._job_handles: dict[str, AsyncJob] = {}
         self._queue_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
@@ -364,7 +364,7 @@ class Media:
         return job
 
     def _gateway(self) -> str:
-        return self._session.url(GATEWAY)
+        return self._session.name(GATEWAY)
 
     # -- video constraints ---------------------------------------------------------------------
 

@@ -60,6 +60,10 @@ class Cost:
     receipt: Mapping[str, Any] = field(default_factory=dict)
     #: Paid with the first request (a predicted challenge the server took).
     prepaid: bool = False
+    #: A stored answer given again: this is the payment that bought it, nothing was paid now.
+    cached: bool = False
+    #: When the payment was signed (unix seconds; set on a stored answer's cost).
+    paid_at: float | None = None
 
     @property
     def amount_usd(self) -> Decimal | None:
@@ -73,7 +77,8 @@ class Cost:
 
     def __str__(self) -> str:
         tx = f", tx {self.tx_hash[:10]}…" if self.tx_hash else ""
-        return f"{format_usd(self.amount_atomic)} ({self.status}{tx})"
+        stored = ", stored answer: nothing paid now" if self.cached else ""
+        return f"{format_usd(self.amount_atomic)} ({self.status}{tx}{stored})"
 
     def rows(self) -> list[tuple[str, object]]:
         """The figures of this cost as (name, value) rows, for displays."""
@@ -92,6 +97,7 @@ class Cost:
             ("from", self.payer),
             ("to", self.pay_to),
             ("ledger row", self.ledger_id),
+            ("stored answer", "yes: nothing paid now" if self.cached else None),
         ]
 
     def _repr_html_(self) -> str:

@@ -67,10 +67,9 @@ class AsyncReports:
     def store(self) -> ReportLibrary:
         """The local library of this report service (in the ledger's file)."""
         if self._store is None:
-            url = self._session.reports_url
-            if url is None:
+            if self._session.reports_url is None:
                 raise ConfigError("no reports address was given to connect()")
-            self._store = ReportLibrary(self._session.ledger, url)
+            self._store = ReportLibrary(self._session.ledger, self._session.name(REPORTS))
         return self._store
 
     def _client(self) -> ServiceClient:

@@ -27,6 +27,7 @@ from typing import Any
 from x402lab.emulator.gateway import media
 from x402lab.emulator.gateway.catalog import Model
 from x402lab.emulator.gateway.errors import GatewayError
+from x402lab.emulator.journal import Journal
 
 DOWNLOAD_URL_TTL_S = 24 * 3600
 DOWNLOAD_PATH = "/api/v1/video/download"
@@ -57,15 +58,55 @@ class Job:
 
 
 class JobStore:
-    """Jobs of one gateway, kept in memory. Thread-safe."""
+    """Jobs of one gateway, kept in memory, and in ``journal`` when given (each job when it
+    is queued and when its media is deleted; its media is rendered again from the seed).
+    Thread-safe.
 
-    def __init__(self, seed: int, job_seconds: float, clock: Callable[[], float] = time.time):
+    ``model_of`` finds a journaled job's model by id (the catalog's)."""
+
+    def __init__(
+        self,
+        seed: int,
+        job_seconds: float,
+        clock: Callable[[], float] = time.time,
+        *,
+        journal: Journal | None = None,
+        model_of: Callable[[str], Model | None] = lambda _: None,
+    ):
         self.seed = seed
         self.job_seconds = job_seconds
         self.clock = clock
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
         self._by_token: dict[str, str] = {}
+        self._journal = journal
+        if journal is not None:
+            self._replay(journal.read(), model_of)
+
+    def _replay(
+        self, events: list[dict[str, Any]], model_of: Callable[[str], Model | None]
+    ) -> None:
+        for event in events:
+            queue_id = str(event.get("queue_id"))
+            if event.get("t") == "job" and (model := model_of(str(event["model"]))) is not None:
+                job = Job(
+                    queue_id, event["kind"], model, dict(event["params"]), float(event["created"]),
+                    int(event["charged_atomic"]), event["delivery"], event.get("download_token"),
+                    event.get("download_url"), average_ms=int(event["average_ms"]),
+                )  # fmt: skip
+                self._jobs[queue_id] = job
+                if job.download_token:
+                    self._by_token[job.download_token] = queue_id
+            elif event.get("t") == "cleaned" and queue_id in self._jobs:
+                self._jobs[queue_id].cleaned = True
+
+    def _write(self, event: dict[str, Any]) -> None:
+        if self._journal is not None:
+            self._journal.append(event)
+
+    def _clean_locked(self, job: Job) -> None:
+        job.media, job.cleaned = None, True
+        self._write({"t": "cleaned", "queue_id": job.queue_id})
 
     def create(
         self,
@@ -88,6 +129,14 @@ class JobStore:
             self._jobs[queue_id] = job
             if job.download_token:
                 self._by_token[job.download_token] = queue_id
+            self._write(
+                {
+                    "t": "job", "queue_id": queue_id, "kind": kind, "model": model.id,
+                    "params": params, "created": job.created, "charged_atomic": charged_atomic,
+                    "delivery": delivery, "download_token": job.download_token,
+                    "download_url": job.download_url, "average_ms": job.average_ms,
+                }
+            )  # fmt: skip
         return job
 
     def get(self, queue_id: object, model_id: object) -> Job:
@@ -163,7 +212,7 @@ class JobStore:
                 return {"status": "COMPLETED", "download_url": job.download_url or ""}
             data, content_type = job.media, job.content_type
             if delete_media:
-                job.media, job.cleaned = None, True
+                self._clean_locked(job)
             return data, content_type
 
     def complete(self, queue_id: object, model_id: object) -> dict[str, Any]:
@@ -183,7 +232,7 @@ class JobStore:
                     "the job is still running; nothing was deleted",
                     hint="poll retrieve until the media is returned, then complete",
                 )
-            job.media, job.cleaned = None, True
+            self._clean_locked(job)
             return {"success": True}
 
     def download(self, token: str) -> tuple[bytes, str]:
@@ -208,7 +257,7 @@ class JobStore:
             assert job.media is not None
             data, content_type = job.media, job.content_type
             if job.delete_after_download:
-                job.media, job.cleaned = None, True
+                self._clean_locked(job)
             return data, content_type
 
     def count(self) -> dict[str, int]:

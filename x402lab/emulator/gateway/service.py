@@ -21,6 +21,7 @@ from x402lab.emulator.gateway.jobs import JobStore
 from x402lab.emulator.gateway.pricing import Price, Pricer
 from x402lab.emulator.gateway.route_table import bazaar, route
 from x402lab.emulator.gateway.upstream import Upstream
+from x402lab.emulator.journal import JOBS_FILE, journal_of
 from x402lab.emulator.payments import Charge, PaymentGate
 from x402lab.emulator.settings import EmulatorSettings
 
@@ -38,7 +39,12 @@ class Gateway:
             schema_violation_rate=settings.faults.schema_violation_rate,
             constraint_violation_rate=settings.faults.constraint_violation_rate,
         )
-        self.jobs = JobStore(settings.seed, settings.job_seconds)
+        self.jobs = JobStore(
+            settings.seed,
+            settings.job_seconds,
+            journal=journal_of(settings.state_dir, JOBS_FILE),
+            model_of=self.catalog.get,
+        )
         self.gate = PaymentGate(settings, chain, service="gateway")
         self._lock = threading.Lock()
         self._sold: dict[str, dict[str, int]] = {}
