@@ -154,6 +154,11 @@ class PaidRequests:
         self._session = session
         self._catalog = catalog
 
+    @property
+    def catalog(self) -> Catalog:
+        """The free catalog the checks read (shared with the lab)."""
+        return self._catalog
+
     async def check(
         self,
         method: str,
