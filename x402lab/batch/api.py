@@ -34,7 +34,7 @@ from x402lab.batch.sinks import ColumnSink
 from x402lab.batch.typed import output_spec
 from x402lab.batch.typed_codec import typed_frame
 from x402lab.errors import ConfigError
-from x402lab.gateway.embeddings import compact_params
+from x402lab.gateway.embeddings import compact_params, published_width
 from x402lab.tables.batch import batch_chat_schema, chat_table, estimate_schema, join_inputs
 
 if TYPE_CHECKING:
@@ -342,6 +342,7 @@ class Batches:
             self.pipeline, source, codec, options, per_request=per_request,
             out=Path(out).expanduser() if out is not None else None,
             row_group_size=row_group_size,
+            width=await published_width(self._catalog, model, params),
         )  # fmt: skip
 
     async def estimate(

@@ -77,30 +77,51 @@ class ParquetSink:
     most about one row group in memory.
 
     Writes ``<path>.partial`` and renames it to ``path`` on ``commit()``. The vector width is
-    fixed by the first vector seen (rows before it wait in the buffer); ``dim`` is used only
-    when no row has a vector at all.
+    fixed by the first vector seen (rows before it wait in the buffer); ``dim`` (the model's
+    published width) is used only when no row has a vector at all, so a file of failed rows
+    has the width of the others. The rows' own columns of the input (``others`` of each
+    chunk, ``use``) come first in each row, and ``metadata`` (what was asked: the model and
+    its parameters) is kept in the file's schema.
     """
 
-    def __init__(self, path: Path, plan: Plan, *, row_group_size: int, dim: int | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        plan: Plan,
+        *,
+        row_group_size: int,
+        dim: int | None,
+        metadata: dict[bytes, bytes] | None = None,
+    ) -> None:
         if path.suffix != ".parquet":
             raise ConfigError(f"out must be a .parquet path, got {str(path)!r}")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.partial = path.with_name(path.name + ".partial")
         self.row_group_size = row_group_size
+        self.metadata = metadata
         self._buffer = ColumnSink(plan.codec, plan=plan)
         self._dim: int | None = None
         self._fallback_dim = dim or 0
+        self._others: pa.Table | None = None
+        self._other_parts: list[pa.Table] = []
+        self._other_schema: pa.Schema | None = None
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._writer: Any = None
 
-    def use(self, plan: Plan) -> None:
-        """Read the texts of the rows that come next from ``plan`` (the next chunk's)."""
+    def use(self, plan: Plan, others: pa.Table | None = None) -> None:
+        """Read the texts of the rows that come next from ``plan`` (the next chunk's), and
+        their own columns from ``others`` (one row per row of the plan)."""
         self._buffer.use(plan)
+        self._others = others
+        if others is not None and self._other_schema is None:
+            self._other_schema = others.schema
 
     def __call__(self, rows: list[Emitted]) -> None:
         self._buffer(rows)
+        if self._others is not None:
+            self._other_parts.append(self._others.take([row for row, _, _ in rows]))
         if self._dim is None:
             self._dim = self._buffer.dim
         if self._dim is not None:
@@ -111,21 +132,35 @@ class ParquetSink:
     def _move_buffer(self, dim: int) -> None:
         if self._buffer.rows:
             count = self._buffer.rows
-            self._pending.append(embed_table(self._buffer.take(), dim))
+            table = embed_table(self._buffer.take(), dim)
+            if self._other_parts:
+                others = pa.concat_tables(self._other_parts)
+                self._other_parts = []
+                table = pa.Table.from_arrays(
+                    [*others.columns, *table.columns],
+                    names=others.column_names + table.column_names,
+                )
+            self._pending.append(table)
             self._pending_rows += count
+
+    def _schema(self, dim: int) -> pa.Schema:
+        fields = [*(self._other_schema or []), *batch_embed_schema(dim)]
+        return pa.schema(fields, metadata=self.metadata)
 
     def _write(self, rows: int) -> None:
         import pyarrow.parquet as pq
 
         dim = self._dim if self._dim is not None else self._fallback_dim
+        schema = self._schema(dim)
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.partial, batch_embed_schema(dim))
+            self._writer = pq.ParquetWriter(self.partial, schema)
         if not rows:
             return
-        table = pa.concat_tables(self._pending)
+        table = pa.concat_tables(self._pending).cast(schema)
         self._writer.write_table(table.slice(0, rows), row_group_size=rows)
         rest = table.slice(rows)
-        self._pending = [rest] if rest.num_rows else []
+        # The rest is copied out of the written table's buffers, so they are freed now.
+        self._pending = [rest.combine_chunks()] if rest.num_rows else []
         self._pending_rows = rest.num_rows
 
     def close(self) -> None:
