@@ -45,6 +45,7 @@ if _IMPORT_NOW:
     from x402lab.lab import AsyncLab, Lab
     from x402lab.ledger import Ledger
     from x402lab.planning import plan
+    from x402lab.search import duplicates
     from x402lab.transport import RetryPolicy
     from x402lab.wallet import Wallet
 
@@ -61,6 +62,7 @@ _LAZY = {
     "Wallet": "x402lab.wallet",
     "connect": "x402lab.connection",
     "connect_async": "x402lab.connection",
+    "duplicates": "x402lab.search",
     "plan": "x402lab.planning",
     "run": "x402lab._loop",
 }
@@ -114,6 +116,7 @@ __all__ = [
     "X402LabError",
     "connect",
     "connect_async",
+    "duplicates",
     "plan",
     "run",
 ]

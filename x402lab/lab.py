@@ -26,6 +26,7 @@ from x402lab.integrations import PayingClients
 from x402lab.media import Job, Media
 from x402lab.payments import Payer
 from x402lab.reports import AsyncReports, Reports
+from x402lab.search import Search
 from x402lab.session import Session
 from x402lab.sync import Mirror, Twin, blocking, direct
 
@@ -116,6 +117,7 @@ class AsyncLab:
         self.batches = Batches(self.session, self.catalog, paid, self.generic)
         self.costs = CostAnalysis(self.session, self.catalog, self.media, self.reports)
         self.comparisons = Comparisons(self.batches, self.catalog, self.session.ledger)
+        self.corpora = Search(self.batches)
         self._clients = PayingClients(self.session, self.catalog)
 
     def __repr__(self) -> str:
@@ -228,6 +230,7 @@ class AsyncLab:
     batch_embed = _forward("batches", Batches.batch_embed)
     estimate = _to("batches", Batches.estimate)
     compare = _forward("comparisons", Comparisons.compare)
+    nearest = _to("corpora", Search.nearest)
     spend = _to("costs", CostAnalysis.spend)
     cost_report = _to("costs", CostAnalysis.cost_report)
     reconcile = _to("reconciler", Reconciler.reconcile)
@@ -276,7 +279,7 @@ class Lab(Twin[AsyncLab]):
         search  scrape  parse_document  rpc  quote  call
 
     Batches: many rows within the budget, priced first by estimate(); compare() chooses
-        estimate  batch_chat  batch_embed  compare
+        estimate  batch_chat  batch_embed  compare  nearest
 
     Media jobs: queued music and video, paid once, then polled
         quote_music  quote_video  music  video  jobs  job  media_dir
@@ -383,6 +386,7 @@ class Lab(Twin[AsyncLab]):
     batch_embed = blocking(AsyncLab.batch_embed)
     estimate = blocking(AsyncLab.estimate)
     compare = blocking(AsyncLab.compare)
+    nearest = blocking(AsyncLab.nearest)
     spend = blocking(AsyncLab.spend)
     cost_report = blocking(AsyncLab.cost_report)
     reconcile = blocking(AsyncLab.reconcile)
