@@ -51,13 +51,15 @@ def blocks(corpus: Any) -> Iterator[Block]:
     if isinstance(corpus, pd.DataFrame):
         yield from _frame_blocks(corpus)
         return
-    seen = 0
+    before = 0  # rows of the folder's earlier files
     for path in parquet_files(corpus):
-        for block, rows in _file_blocks(path):
+        rows = 0
+        for block, count in _file_blocks(path):
             if block is not None:
-                block.positions += seen
+                block.positions += before
                 yield block
-            seen += rows
+            rows += count
+        before += rows
 
 
 def parquet_files(corpus: Any) -> list[Path]:

@@ -64,25 +64,26 @@ def top_k(queries: np.ndarray, blocks: Iterable[Block], k: int) -> tuple[np.ndar
 
 
 def pairs_at_least(
-    vectors: np.ndarray, threshold: float
+    vectors: np.ndarray, threshold: float, *, tile: int = TILE
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every pair ``a < b`` of rows of the unit ``vectors`` whose cosine is at least
-    ``threshold``: ``a``, ``b`` and the scores, best first (ties in row order)."""
+    ``threshold``: ``a``, ``b`` and the scores, best first (ties in row order); scored in
+    tiles of ``tile`` × ``tile``."""
     found_a: list[np.ndarray] = []
     found_b: list[np.ndarray] = []
     found_s: list[np.ndarray] = []
     total = len(vectors)
-    for start in range(0, total, TILE):
-        left = vectors[start : start + TILE]
-        for other in range(start, total, TILE):
-            tile = left @ vectors[other : other + TILE].T
+    for start in range(0, total, tile):
+        left = vectors[start : start + tile]
+        for other in range(start, total, tile):
+            scores = left @ vectors[other : other + tile].T
             if other == start:  # the diagonal tile: each pair once, no row with itself
-                tile[np.tril_indices(len(left), 0, tile.shape[1])] = -np.inf
-            a, b = np.nonzero(tile >= threshold)
+                scores[np.tril_indices(len(left), 0, scores.shape[1])] = -np.inf
+            a, b = np.nonzero(scores >= threshold)
             if len(a):
                 found_a.append(start + a)
                 found_b.append(other + b)
-                found_s.append(tile[a, b])
+                found_s.append(scores[a, b])
     if not found_a:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0, dtype=np.float32)
