@@ -174,3 +174,26 @@ class ParquetSink:
     def commit(self) -> None:
         """Move the finished file to ``path``."""
         os.replace(self.partial, self.path)
+
+
+def one_vector_width(files: list[Path]) -> None:
+    """Give every file of a folder of ``batch_embed`` partitions the vector width of the
+    others: a file without any vector (every row failed, or none, and the model publishes
+    no width) was written with width 0; it is rewritten (it holds no vectors, so it is
+    small) with the width the files with vectors have, so the folder reads as one table."""
+    import pyarrow.parquet as pq
+
+    widths = {path: pq.read_schema(path).field("vector").type.list_size for path in files}
+    found = {width for width in widths.values() if width}
+    if len(found) != 1:
+        return  # none has a vector, or they disagree (the gateway's answers did)
+    (width,) = found
+    for path in (path for path, seen in widths.items() if seen == 0):
+        table = pq.read_table(path)
+        column = table.schema.get_field_index("vector")
+        vectors = pa.nulls(table.num_rows, pa.list_(pa.float32(), width))
+        field = table.schema.field(column).with_type(vectors.type)
+        widened = table.set_column(column, field, vectors)
+        partial = path.with_name(path.name + ".partial")
+        pq.write_table(widened.replace_schema_metadata(table.schema.metadata), partial)
+        os.replace(partial, path)
