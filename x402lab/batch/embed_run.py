@@ -24,7 +24,7 @@ from x402lab.batch.items import Tally
 from x402lab.batch.plan import plan_of
 from x402lab.batch.progress import Throttle, resolve_progress
 from x402lab.batch.results import BatchSummary, summary_of
-from x402lab.batch.sinks import ColumnSink, ParquetSink
+from x402lab.batch.sinks import ColumnSink, ParquetSink, hand_back_memory
 from x402lab.errors import ConfigError
 from x402lab.tables.batch import EMBED_METADATA, batch_embed_schema, embed_table, join_inputs
 
@@ -93,6 +93,7 @@ async def run_embed(
     finally:
         if isinstance(sink, ParquetSink):
             sink.close()
+            hand_back_memory()
     summary = summary_of("embed", rows, tally, progress.throttle, out, pipeline.budget_left())
     warn_incomplete(summary)
     if isinstance(sink, ParquetSink):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +201,27 @@ def one_vector_width(files: list[Path]) -> None:
         partial = path.with_name(path.name + ".partial")
         pq.write_table(widened.replace_schema_metadata(table.schema.metadata), partial)
         os.replace(partial, path)
+
+
+def hand_back_memory() -> None:
+    """Give the memory a streamed batch freed back to the system (docs/embeddings.md): Arrow's
+    allocator keeps the pages of freed row groups for reuse (about 50 MB after a batch of
+    1024-dimension vectors), and glibc's malloc keeps its arenas' freed tops (about 20 MB of
+    answers' JSON and vectors); both are released here, once per batch."""
+    pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` (None elsewhere: other allocators hand pages back on their own
+    or offer no call for it)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):  # musl and others have no malloc_trim
+        return None
