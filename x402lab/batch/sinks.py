@@ -144,7 +144,7 @@ class ParquetSink:
                     [*others.columns, *table.columns],
                     names=others.column_names + table.column_names,
                 )
-            self._pending.append(table)
+            self._pending.append(table.cast(self._schema(dim)))
             self._pending_rows += count
 
     def _schema(self, dim: int) -> pa.Schema:
@@ -160,7 +160,7 @@ class ParquetSink:
             self._writer = pq.ParquetWriter(self.partial, schema)
         if not rows:
             return
-        table = pa.concat_tables(self._pending).cast(schema)
+        table = pa.concat_tables(self._pending)
         self._writer.write_table(table.slice(0, rows), row_group_size=rows)
         rest = table.slice(rows)
         # The rest is copied out of the written table's buffers, so they are freed now.
