@@ -157,7 +157,15 @@ class ParquetSink:
         dim = self._dim if self._dim is not None else self._fallback_dim
         schema = self._schema(dim)
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.partial, schema)
+            # Float vectors neither compress nor repeat: written plain, they are written and
+            # read faster (a search reads them a row group at a time) at the same size.
+            others = [name for name in schema.names if name != "vector"]
+            self._writer = pq.ParquetWriter(
+                self.partial,
+                schema,
+                use_dictionary=others,
+                compression={**dict.fromkeys(others, "snappy"), "vector": "none"},
+            )
         if not rows:
             return
         table = pa.concat_tables(self._pending)

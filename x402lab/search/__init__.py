@@ -127,7 +127,7 @@ def _gathered(corpus: Any) -> tuple[np.ndarray, pa.Table | None, np.ndarray]:
         if vectors is None:
             vectors = np.empty((total, block.vectors.shape[1]), dtype=np.float32)
         count = len(block.vectors)
-        vectors[filled : filled + count] = block.vectors
+        np.divide(block.vectors, block.norms[:, None], out=vectors[filled : filled + count])
         filled += count
         tables.append(block.rows)
         positions.append(block.positions)

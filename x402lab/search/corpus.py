@@ -1,8 +1,9 @@
 """An embedded corpus read a block at a time: a ``batch_embed`` frame, or the Parquet file or
 folder (a Dask run's partitions) it wrote.
 
-Each ``Block`` holds its rows' unit vectors (float32, normalised here, so a cosine is a dot
-product) and the rows' own columns (the input's, ``text``; not the batch's cost and status
+Each ``Block`` holds its rows' vectors (float32, as stored: a view of Arrow's buffer where
+it can be) with their lengths, so a cosine is a dot product divided by them, and the rows'
+own columns (the input's, ``text``; not the batch's cost and status
 columns). A file is read one row group at a time, so the memory a search holds is one row
 group's vectors and its winners, whatever the corpus's size. Rows without a vector (a failed
 or refused row) are left out.
@@ -30,12 +31,19 @@ FRAME_BLOCK_ROWS = 8192
 
 @dataclass
 class Block:
-    """Some rows of a corpus: ``vectors`` (n × dim, unit length), their own ``rows``, and
-    their ``positions`` among all the corpus's rows (0-based, in reading order)."""
+    """Some rows of a corpus: ``vectors`` (n × dim), their own ``rows``, and their
+    ``positions`` among all the corpus's rows (0-based, in reading order)."""
 
     vectors: np.ndarray
     rows: pa.Table
     positions: np.ndarray
+
+    @property
+    def norms(self) -> np.ndarray:
+        """Each vector's length (1 for a zero vector, whose cosines are then 0)."""
+        norms = np.sqrt(np.einsum("ij,ij->i", self.vectors, self.vectors))
+        norms[norms == 0] = 1.0
+        return norms
 
 
 def kept_columns(names: list[str]) -> list[str]:
@@ -115,7 +123,7 @@ def _frame_blocks(frame: pd.DataFrame) -> Iterator[Block]:
         vectors = np.stack(part["vector"].to_numpy()).astype(np.float32)
         rows = pa.Table.from_pandas(part[own], preserve_index=False)
         positions = start + np.flatnonzero(present)
-        yield Block(unit_rows(vectors), rows, positions)
+        yield Block(vectors, rows, positions)
 
 
 def _file_blocks(path: Path) -> Iterator[tuple[Block | None, int]]:
@@ -141,7 +149,7 @@ def _file_blocks(path: Path) -> Iterator[tuple[Block | None, int]]:
             if column.null_count:
                 table = table.filter(present)
                 column = table.column("vector").combine_chunks()
-            block = Block(unit_rows(matrix_of(column)), table.drop_columns(["vector"]), positions)
+            block = Block(matrix_of(column), table.drop_columns(["vector"]), positions)
             yield block, rows
         first += rows
 

@@ -1,6 +1,6 @@
 """Exact cosine search over a corpus read in blocks (``search.corpus``), with numpy alone.
 
-``top_k`` keeps, per query, the ``k`` best rows seen so far and their own columns: each
+``top_k`` keeps, per unit query, the ``k`` best rows seen so far and their own columns: each
 block's scores are one matrix product (queries × block), its winners are merged with the
 kept ones, and the block is dropped, so memory is one block and ``queries × k`` rows.
 ``duplicates`` compares every pair of rows in tiles of ``TILE`` × ``TILE`` scores (64 MB),
@@ -41,6 +41,7 @@ def top_k(queries: np.ndarray, blocks: Iterable[Block], k: int) -> tuple[np.ndar
     for block in blocks:
         _width_check(block, queries.shape[1])
         block_scores = queries @ block.vectors.T
+        block_scores /= block.norms  # cosines: the queries are unit already
         take = min(k, block_scores.shape[1])
         winners = np.argpartition(-block_scores, take - 1, axis=1)[:, :take]
         distinct, where = np.unique(winners, return_inverse=True)
@@ -77,9 +78,9 @@ def pairs_at_least(
         left = vectors[start : start + tile]
         for other in range(start, total, tile):
             scores = left @ vectors[other : other + tile].T
-            if other == start:  # the diagonal tile: each pair once, no row with itself
-                scores[np.tril_indices(len(left), 0, scores.shape[1])] = -np.inf
             a, b = np.nonzero(scores >= threshold)
+            if other == start:  # the diagonal tile: each pair once, no row with itself
+                a, b = a[a < b], b[a < b]
             if len(a):
                 found_a.append(start + a)
                 found_b.append(other + b)
