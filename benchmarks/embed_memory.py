@@ -10,8 +10,9 @@ memory is measured. RSS is sampled every 20 ms by a thread from just before
 ``batch_embed`` until it returns; the growth is the peak minus the RSS before the call, and
 "after" is the RSS once the call returned (what the batch did not hand back). Arrow's pool
 (its allocator, bytes at most allocated during the call) is printed beside it: where the
-native memory goes (docs/embeddings.md). Every row is claimed in the ledger and its vector
-stored there, as in every batch. Spends emulated money only.
+native memory goes (docs/embeddings.md, "Memory: where it goes, and flat"). Every row is
+claimed in the ledger and its vector stored there, as in every batch. Spends emulated money
+only.
 """
 
 from __future__ import annotations
