@@ -131,7 +131,7 @@ def _file_blocks(path: Path) -> Iterator[tuple[Block | None, int]]:
     first row) and its count of rows."""
     import pyarrow.parquet as pq
 
-    file = pq.ParquetFile(path)
+    file = pq.ParquetFile(path, memory_map=True)  # the vectors read without a copy
     names = file.schema_arrow.names
     if "vector" not in names:
         raise ConfigError(f"{path.name} has no 'vector' column: give a file batch_embed wrote")
