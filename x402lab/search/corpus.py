@@ -131,7 +131,9 @@ def _file_blocks(path: Path) -> Iterator[tuple[Block | None, int]]:
     first row) and its count of rows."""
     import pyarrow.parquet as pq
 
-    file = pq.ParquetFile(path, memory_map=True)  # the vectors read without a copy
+    # Not memory-mapped: a mapped file's pages count in the process's RSS until the system
+    # reclaims them (+435 MB searching 400 MB, against +74 MB read a row group at a time).
+    file = pq.ParquetFile(path)
     names = file.schema_arrow.names
     if "vector" not in names:
         raise ConfigError(f"{path.name} has no 'vector' column: give a file batch_embed wrote")
