@@ -134,4 +134,5 @@ def _gathered(corpus: Any) -> tuple[np.ndarray, pa.Table | None, np.ndarray]:
     if vectors is None:
         return np.zeros((0, 0), dtype=np.float32), None, np.zeros(0, dtype=np.int64)
     rows = pa.concat_tables(tables, promote_options="permissive")
+    pa.default_memory_pool().release_unused()  # the row groups' read buffers, before the tiles
     return vectors[:filled], rows, np.concatenate(positions)
