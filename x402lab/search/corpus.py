@@ -3,16 +3,17 @@ folder (a Dask run's partitions) it wrote.
 
 Each ``Block`` holds its rows' vectors (float32, as stored: a view of Arrow's buffer where
 it can be) with their lengths, so a cosine is a dot product divided by them, and the rows'
-own columns (the input's, ``text``; not the batch's cost and status
-columns). A file is read one row group at a time, so the memory a search holds is one row
-group's vectors and its winners, whatever the corpus's size. Rows without a vector (a failed
-or refused row) are left out.
+own columns (the input's, ``text``; not the batch's cost and status columns). A file is
+read one row group at a time, so the memory a search holds is one row group's vectors (and
+the next one's, read meanwhile) and its winners, whatever the corpus's size. Rows without a
+vector (a failed or refused row) are left out.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,22 +139,36 @@ def _file_blocks(path: Path) -> Iterator[tuple[Block | None, int]]:
     if "vector" not in names:
         raise ConfigError(f"{path.name} has no 'vector' column: give a file batch_embed wrote")
     own = kept_columns(names)
+    groups = file.num_row_groups
+
+    def read(group: int) -> pa.Table:
+        return file.read_row_group(group, columns=["vector", *own])
+
     first = 0
-    for group in range(file.num_row_groups):
-        table = file.read_row_group(group, columns=["vector", *own])
-        rows = table.num_rows
+    # The next row group is read (Parquet decoding, which releases the GIL) while this one is
+    # searched: two row groups in memory at most, and the reads stay in one thread.
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        ahead = reader.submit(read, 0) if groups else None
+        for group in range(groups):
+            assert ahead is not None
+            table = ahead.result()
+            ahead = reader.submit(read, group + 1) if group + 1 < groups else None
+            yield _group_block(table, first), table.num_rows
+            first += table.num_rows
+
+
+def _group_block(table: pa.Table, first: int) -> Block | None:
+    """One row group's block (positions from ``first``); None when it holds no vector
+    (failed rows, or a file without any)."""
+    column = table.column("vector").combine_chunks()
+    present = column.is_valid()
+    if column.type.list_size == 0 or not pc.any(present).as_py():
+        return None
+    positions = first + np.flatnonzero(present.to_numpy(zero_copy_only=False))
+    if column.null_count:
+        table = table.filter(present)
         column = table.column("vector").combine_chunks()
-        present = column.is_valid()
-        if column.type.list_size == 0 or not pc.any(present).as_py():
-            yield None, rows  # no vector here (failed rows, or a file without any)
-        else:
-            positions = first + np.flatnonzero(present.to_numpy(zero_copy_only=False))
-            if column.null_count:
-                table = table.filter(present)
-                column = table.column("vector").combine_chunks()
-            block = Block(matrix_of(column), table.drop_columns(["vector"]), positions)
-            yield block, rows
-        first += rows
+    return Block(matrix_of(column), table.drop_columns(["vector"]), positions)
 
 
 def matrix_of(column: pa.FixedSizeListArray) -> np.ndarray:
