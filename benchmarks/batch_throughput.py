@@ -189,11 +189,12 @@ async def run_sdk(gateway: str, calls: int, concurrency: int, round_: int) -> tu
         return await bounded(calls, concurrency, one)
 
 
-async def run_bare(gateway: str, calls: int, concurrency: int, round_: int) -> tuple[float, float]:
-    import aiohttp
+def bare_payer(key: str) -> Callable[[str], str]:
+    """A bare client's payment: the PAYMENT-SIGNATURE header answering a PAYMENT-REQUIRED
+    challenge, signed with eth-account's ``Account.sign_typed_data``; no checks."""
     from eth_account import Account
 
-    account = Account.from_key(_key())
+    account = Account.from_key(key)
     types = {
         "TransferWithAuthorization": [
             {"name": "from", "type": "address"},
@@ -241,6 +242,13 @@ async def run_bare(gateway: str, calls: int, concurrency: int, round_: int) -> t
         }
         return base64.b64encode(json.dumps(payload).encode()).decode()
 
+    return pay
+
+
+async def run_bare(gateway: str, calls: int, concurrency: int, round_: int) -> tuple[float, float]:
+    import aiohttp
+
+    pay = bare_payer(_key())
     connector = aiohttp.TCPConnector(limit=2 * concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
 

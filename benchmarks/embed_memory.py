@@ -1,20 +1,24 @@
-"""Peak memory of batch_embed streaming a generator of short texts to Parquet: 5x the 200k
-corpus (1M texts) with RSS growth under 100 MB.
+"""Peak memory of batch_embed streaming a generator of texts to Parquet: flat in the corpus's
+size (issue 47: at most +50 MB more for 5x the texts, at most +300 MB in all for 100,000
+texts of dimension 1024, the memory handed back when the batch ends).
 
-Run with ``python benchmarks/embed_memory.py`` (``--texts N`` per corpus, ``--scale S``
-corpora, ``--per-request K``, ``--dimensions D``). The texts come from a generator, read
-lazily a chunk at a time, so nothing the size of the corpus is ever held: the growth is the
-same for 1x and 5x. The emulator runs as a subprocess, so only the client's memory is
-measured, and the process CPU time during the call is the client's alone (wall time moves
-with the machine's load; compare CPU between versions). RSS is sampled every 20 ms by a
-thread from just before ``batch_embed`` until it returns; the growth is the peak minus the
-RSS before the call. Every row is claimed in the
-ledger and its vector stored there, as in every batch. Spends emulated money only.
+Run with ``python benchmarks/embed_memory.py`` (``--sizes 4000,20000,100000``,
+``--per-request K``, default 256, the automatic pack; ``--model``, default a 1024-dimension
+one; ``--concurrency C``). Each size runs in a fresh process of its own (``--one N``), so no
+size inherits another's heap; the emulator runs as a subprocess, so only the client's
+memory is measured. RSS is sampled every 20 ms by a thread from just before
+``batch_embed`` until it returns; the growth is the peak minus the RSS before the call, and
+"after" is the RSS once the call returned (what the batch did not hand back). Arrow's pool
+(its allocator, bytes at most allocated during the call) is printed beside it: where the
+native memory goes (docs/embeddings.md, "Memory: where it goes, and flat"). Every row is
+claimed in the ledger and its vector stored there, as in every batch. Spends emulated money
+only.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -27,8 +31,9 @@ from pathlib import Path
 
 import psutil
 
-MODEL = "text-embedding-3-small"
+MODEL = "text-embedding-qwen3-0-6b"  # 1024 dimensions
 WORDS = "river stone market garden signal winter copper lantern harbor meadow".split()
+MB = 1024 * 1024
 
 
 def texts(n: int) -> Iterator[str]:
@@ -61,18 +66,69 @@ class PeakRss:
         self.peak = max(self.peak, self.process.memory_info().rss)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--texts", type=int, default=200_000)
-    parser.add_argument("--scale", type=int, default=5, help="corpora streamed (default 5)")
-    parser.add_argument("--per-request", type=int, default=100)
-    parser.add_argument("--dimensions", type=int, default=64)
-    parser.add_argument("--concurrency", type=int, default=16)
-    args = parser.parse_args()
-
+def one(n: int, gateway: str, per_request: int, concurrency: int) -> dict:
+    """One batch of ``n`` texts in this process; its figures as a dict."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     import x402lab as xl
+
+    folder = Path(tempfile.mkdtemp(prefix="x402lab-embed-memory-"))
+    lab = xl.connect(
+        gateway,
+        gateway,
+        wallet=xl.Wallet.create(),
+        budget=xl.Budget(usd=100_000),
+        ledger=folder / "ledger.sqlite",
+    )
+    lab.batch_embed(["warm up"], model=MODEL, out=folder / "warm.parquet", progress=None)
+    out = folder / "vectors.parquet"
+    pool = pa.default_memory_pool()
+    rss_before = psutil.Process().memory_info().rss
+    pool_before = pool.max_memory()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    with PeakRss() as peak:
+        summary = lab.batch_embed(
+            texts(n),
+            model=MODEL,
+            out=out,
+            per_request=per_request,
+            concurrency=concurrency,
+            progress=None,
+        )
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    rss_after = psutil.Process().memory_info().rss
+    lab.close()
+    meta = pq.ParquetFile(out).metadata
+    return {
+        "texts": n,
+        "rows": meta.num_rows,
+        "row_groups": meta.num_row_groups,
+        "requests": summary.requests,
+        "seconds": elapsed,
+        "cpu": cpu,
+        "growth_mb": (peak.peak - rss_before) / MB,
+        "after_mb": (rss_after - rss_before) / MB,
+        "arrow_peak_mb": (pool.max_memory() - pool_before) / MB,
+        "arrow_now_mb": pool.bytes_allocated() / MB,
+        "arrow_backend": pool.backend_name,
+    }
+
+
+def main() -> None:
+    global MODEL
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="4000,20000,100000")
+    parser.add_argument("--per-request", type=int, default=256)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--gateway", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    MODEL = args.model
+    if args.one:
+        print(json.dumps(one(args.one, args.gateway, args.per_request, args.concurrency)))
+        return
 
     server = subprocess.Popen(
         [sys.executable, "-m", "x402lab", "serve", "--balance-usd", "100000"],
@@ -82,61 +138,44 @@ def main() -> None:
     )
     assert server.stdout is not None
     gateway = server.stdout.readline().split()[-1]
-    reports = server.stdout.readline().split()[-1]
-    folder = Path(tempfile.mkdtemp(prefix="x402lab-embed-"))
+    server.stdout.readline()
+    results = []
     try:
-        lab = xl.connect(
-            gateway,
-            reports,
-            wallet=xl.Wallet.create(),
-            budget=xl.Budget(usd=100_000),
-            ledger=folder / "ledger.sqlite",
-        )
-        lab.batch_embed(["warm up"], model=MODEL, dimensions=args.dimensions, progress=None)
-        rss_start = psutil.Process().memory_info().rss
-        total = args.texts * args.scale
-        corpus = texts(total)
-        rss_before = psutil.Process().memory_info().rss
-        out = folder / "vectors.parquet"
-        started, cpu_started = time.perf_counter(), time.process_time()
-        with PeakRss() as peak:
-            summary = lab.batch_embed(
-                corpus,
-                model=MODEL,
-                out=out,
-                per_request=args.per_request,
-                dimensions=args.dimensions,
-                encoding_format="base64",
-                concurrency=args.concurrency,
-                progress=None,
-            )
-        elapsed = time.perf_counter() - started
-        cpu = time.process_time() - cpu_started
-        lab.close()
+        for size in (int(s) for s in args.sizes.split(",")):
+            child = [sys.executable, __file__, "--one", str(size), "--gateway", gateway]
+            child += ["--per-request", str(args.per_request), "--model", MODEL]
+            child += ["--concurrency", str(args.concurrency)]
+            done = subprocess.run(child, capture_output=True, text=True, check=True)
+            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
     finally:
         server.terminate()
         server.wait(timeout=10)
         server.stdout.close()
 
-    meta = pq.ParquetFile(out).metadata
-    mb = 1024 * 1024
-    growth = (peak.peak - rss_before) / mb
+    load = os.getloadavg()
     print(
-        f"python {platform.python_version()}, {os.cpu_count()} cores; {total:,} texts"
-        f" ({args.scale}x {args.texts:,}) from a generator,"
-        f" {args.per_request} per paid request, {args.dimensions} dimensions"
+        f"python {platform.python_version()}, {os.cpu_count()} cores, load average"
+        f" {load[0]:.2f}; {MODEL}, {args.per_request} texts per paid request, a generator"
+        f" streamed to Parquet, each size in a fresh process"
     )
-    print(
-        f"rows written: {meta.num_rows:,} in {meta.num_row_groups} row groups,"
-        f" {out.stat().st_size / mb:.1f} MB; {summary.requests} paid requests,"
-        f" paid {summary.paid_usd:.2f} USD (emulated); {elapsed:.1f} s,"
-        f" client CPU {cpu:.1f} s ({1e6 * cpu / total:.0f} us per text)"
-    )
-    del rss_start
-    print(
-        f"peak RSS growth during batch_embed: {growth:.1f} MB"
-        f" (goal < 100 MB: {'met' if growth < 100 else 'NOT met'})"
-    )
+    for r in results:
+        print(
+            f"{r['texts']:>8,} texts: peak RSS +{r['growth_mb']:6.1f} MB,"
+            f" after +{r['after_mb']:6.1f}"
+            f" MB; Arrow pool peak {r['arrow_peak_mb']:5.1f} MB ({r['arrow_backend']}),"
+            f" {r['arrow_now_mb']:.1f} MB held after; {r['rows']:,} rows in {r['row_groups']}"
+            f" row groups, {r['requests']} paid requests, {r['seconds']:.1f} s,"
+            f" client CPU {1e6 * r['cpu'] / r['texts']:.0f} us per text"
+        )
+    for small, big in zip(results, results[1:], strict=False):
+        more = big["growth_mb"] - small["growth_mb"]
+        ratio = big["texts"] / small["texts"]
+        goal = "met" if more <= 50 else "NOT met"
+        print(f"{ratio:.0f}x the texts ({big['texts']:,}): {more:+.1f} MB (goal <= +50: {goal})")
+    largest = results[-1]
+    if largest["texts"] >= 100_000:
+        goal = "met" if largest["growth_mb"] <= 300 else "NOT met"
+        print(f"{largest['texts']:,} texts: +{largest['growth_mb']:.1f} MB (goal <= 300: {goal})")
 
 
 if __name__ == "__main__":

@@ -65,7 +65,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("x402lab.session",),
     ("x402lab.gateway", "x402lab.media", "x402lab.reports"),
     ("x402lab.batch", "x402lab.integrations"),
-    ("x402lab.widgets", "x402lab.plots", "x402lab.analysis", "x402lab.planning", "x402lab.cli"),
+    (
+        "x402lab.widgets",
+        "x402lab.plots",
+        "x402lab.analysis",
+        "x402lab.planning",
+        "x402lab.cli",
+        "x402lab.search",
+    ),
 )
 ROOT = ("x402lab", "x402lab.lab", "x402lab.connection", "x402lab.types", "x402lab.__main__")
 EMULATOR = "x402lab.emulator"

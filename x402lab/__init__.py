@@ -52,6 +52,7 @@ if _IMPORT_NOW:
     from x402lab.connection import Settings, connect, connect_async
     from x402lab.lab import AsyncLab, Lab
     from x402lab.planning import plan
+    from x402lab.search import duplicates
     from x402lab.transport import Limits, RetryPolicy
     from x402lab.wallet import Wallet
     from x402lab.widgets.media_table import media_table
@@ -76,6 +77,7 @@ _LAZY = {
     "connect_async": "x402lab.connection",
     "gold_sample": "x402lab.analysis.estimates",
     "mean": "x402lab.analysis.estimates",
+    "duplicates": "x402lab.search",
     "plan": "x402lab.planning",
     "run": "x402lab._loop",
     "shares": "x402lab.analysis.estimates",
@@ -136,6 +138,7 @@ __all__ = [
     "col",
     "connect",
     "connect_async",
+    "duplicates",
     "explode_hits",
     "gold_sample",
     "mean",

@@ -31,6 +31,7 @@ from x402lab.integrations import PayingClients
 from x402lab.media import Job, Media
 from x402lab.payments import Payer
 from x402lab.reports import AsyncReports, Reports
+from x402lab.search import Search
 from x402lab.session import Session
 from x402lab.sync import Mirror, Twin, blocking, direct
 
@@ -160,6 +161,7 @@ class AsyncLab:
         self.route_batches = RouteBatches(self.session, self.catalog, self.batches)
         self.costs = CostAnalysis(self.session, self.catalog, self.media, self.reports)
         self.comparisons = Comparisons(self.batches, self.catalog, self.session.ledger)
+        self.corpora = Search(self.batches)
         self._clients = PayingClients(self.session, self.catalog)
 
     def __repr__(self) -> str:
@@ -273,6 +275,7 @@ class AsyncLab:
     batch = _to("route_batches", RouteBatches.batch)
     estimate = _to("batches", Batches.estimate)
     compare = _forward("comparisons", Comparisons.compare)
+    nearest = _to("corpora", Search.nearest)
     spend = _to("costs", CostAnalysis.spend)
     cost_report = _to("costs", CostAnalysis.cost_report)
     reconcile = _to("reconciler", Reconciler.reconcile)
@@ -321,8 +324,9 @@ class Lab(Twin[AsyncLab]):
         upscale_image  remove_background  speech  transcribe  clone_voice  transcribe_video
         search  scrape  parse_document  rpc  quote  call
 
-    Batches: many rows within the budget, priced first by estimate(); batch() takes any route
-        estimate  batch_chat  batch_embed  batch  compare
+    Batches: many rows within the budget, priced first by estimate(); batch() takes any route;
+    compare() chooses; nearest() searches an embedded corpus
+        estimate  batch_chat  batch_embed  batch  compare  nearest
 
     Media jobs: queued music and video, paid once, then polled
         quote_music  quote_video  music  video  jobs  job  media_dir
@@ -431,6 +435,7 @@ class Lab(Twin[AsyncLab]):
     batch = blocking(AsyncLab.batch)
     estimate = blocking(AsyncLab.estimate)
     compare = blocking(AsyncLab.compare)
+    nearest = blocking(AsyncLab.nearest)
     spend = blocking(AsyncLab.spend)
     cost_report = blocking(AsyncLab.cost_report)
     reconcile = blocking(AsyncLab.reconcile)

@@ -14,7 +14,9 @@ from support.batch import EMBED, chain_atomic, settled_atomic, transfers_per_key
 
 import x402lab as xl
 from x402lab.batch.results import BatchSummary
+from x402lab.batch.sinks import one_vector_width
 from x402lab.money import usd_to_atomic
+from x402lab.tables.batch import batch_embed_schema
 
 
 def test_vectors_costs_and_dedup_in_memory(emulator_factory, lab_factory):
@@ -103,6 +105,19 @@ def test_empty_embed_batch_keeps_its_schema(emulator_factory, lab_factory, tmp_p
     assert len(empty) == 0 and empty.dtypes.to_dict() == full.dtypes.to_dict()
     summary = lab.batch_embed([], model=EMBED, out=tmp_path / "none.parquet", progress=None)
     assert summary.to_pandas().columns.tolist() == full.columns.tolist()
+    # A file without any vector has the model's published width (1536), not 0, ...
+    folder = tmp_path / "parts"
+    lab.batch_embed([], model=EMBED, out=folder / "part-00000.parquet", progress=None)
+    assert pq.read_schema(folder / "part-00000.parquet").field("vector").type.list_size == 1536
+    # ... and where no width is known, a folder's vectorless file takes the others' width.
+    lab.batch_embed(["one"], model=EMBED, dimensions=4, out=folder / "part-00001.parquet")
+    pq.write_table(
+        empty.iloc[:0].pipe(pa.Table.from_pandas, preserve_index=False).cast(batch_embed_schema(0)),
+        folder / "part-00000.parquet",
+    )
+    one_vector_width(sorted(folder.glob("*.parquet")))
+    table = pq.read_table(folder)
+    assert table.num_rows == 1 and table.schema.field("vector").type.list_size == 4
 
 
 def test_auto_packs_texts_when_the_gateway_takes_a_list(emulator_factory, lab_factory):

@@ -64,11 +64,18 @@ def test_every_input_kind_gives_the_same_texts(tmp_path):
     }
     for name, make in sources.items():
         texts = embed_source(make(), column="body")
-        got = texts.values if texts.values is not None else [t for c in texts.chunks for t in c]
+        chunks = list(texts.chunks) if texts.chunks is not None else []
+        got = texts.values if texts.values is not None else [t for c, _ in chunks for t in c]
         assert got == TEXTS, name
+        # A file's other columns come with its texts, chunk by chunk (an id kept).
+        if name in ("CSV", "Parquet"):
+            assert [n for _, o in chunks for n in o.column("n").to_pylist()] == [1, 2, 3]
         assert chat_frame(make(), column="body")["prompt"].tolist() == TEXTS, name
     lines = embed_source(paths["txt"])  # a text file: one text a line
-    assert [t for c in lines.chunks for t in c] == TEXTS
+    assert [t for c, others in lines.chunks for t in c if others is None] == TEXTS
+    kept = embed_source(pd.DataFrame({"id": [7, 8, 9], "text": TEXTS}, index=[3, 4, 5]))
+    assert kept.others is not None and kept.others["id"].tolist() == [7, 8, 9]
+    assert list(kept.index) == [3, 4, 5]
     assert chat_frame(paths["txt"], column="text")["prompt"].tolist() == TEXTS
 
 

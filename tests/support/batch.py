@@ -42,6 +42,7 @@ def texts_per_transfer(
     A request may carry any in-order selection of ``texts`` (one as a string, several as a
     list: the wire shape). A transfer matching none fails the test.
     """
+    params = {"encoding_format": "base64", **params}  # what a batch asks for by default
     groups: dict[str, tuple[str, ...]] = {}
     for size in range(1, len(texts) + 1):
         for group in combinations(texts, size):

@@ -34,6 +34,7 @@ from x402lab.batch.sinks import ColumnSink
 from x402lab.batch.typed import output_spec
 from x402lab.batch.typed_codec import typed_frame
 from x402lab.errors import ConfigError
+from x402lab.gateway.embeddings import compact_params, published_width
 from x402lab.tables.batch import batch_chat_schema, chat_table, estimate_schema, join_inputs
 
 if TYPE_CHECKING:
@@ -324,13 +325,15 @@ class Batches:
         ``rebuy``, ``progress``, Ctrl+C and IncompleteBatchWarning work as in ``batch_chat``
         (a re-run reuses stored texts
         whatever ``per_request`` it uses); extra keyword arguments (``dimensions``,
-        ``encoding_format``) go into each request body.
+        ``encoding_format``) go into each request body; the vectors travel as base64 where
+        the route takes it, unless ``encoding_format="float"`` is given.
         A Dask collection runs on the current cluster (``x402lab.batch.distributed``): a Dask
         DataFrame back, or with ``out=folder`` one Parquet file per partition and the summary.
         """
         params, unchecked = request_fields("batch_embed", params, extra_body)
         options = RunOptions(concurrency, max_usd, rebuy, partial, progress)
         source = embed_source(texts, column)
+        params = await compact_params(self._catalog, model, params)
         codec = EmbedCodec(model, params, unchecked)
         per_request = await texts_per_request(self._catalog, per_request, model)
         if not isinstance(row_group_size, int) or row_group_size < 1:
@@ -339,6 +342,7 @@ class Batches:
             self.pipeline, source, codec, options, per_request=per_request,
             out=Path(out).expanduser() if out is not None else None,
             row_group_size=row_group_size,
+            width=await published_width(self._catalog, model, params),
         )  # fmt: skip
 
     async def estimate(
@@ -389,6 +393,7 @@ class Batches:
             )  # fmt: skip
             inputs, plan = await plan_chat(rows, task, self._catalog, estimate_schema().names)
         elif kind == "embed":
+            params = await compact_params(self._catalog, model, params)
             codec = EmbedCodec(model, params, unchecked)
             per_request = await texts_per_request(self._catalog, per_request, model)
             values, index = all_texts(embed_source(rows, column))

@@ -17,10 +17,11 @@ was not stored, and every worker reserves from the one budget.
 Results stay on the cluster: a Dask DataFrame of the usual batch columns (its ``meta`` from
 the declared schemas of ``tables.batch``; the run's BatchSummary is logged on the ``x402lab``
 logger), or with ``batch_embed(..., out=folder)`` one Parquet file per partition and the
-run's BatchSummary. ``progress`` counts finished partitions (a ``tqdm.auto`` bar, or the tqdm
-instance given; None for none). Ctrl+C stops the waiting here, not the partitions on the
-cluster: they run to their end (running the call again waits for their claims and pays
-nothing twice).
+run's BatchSummary (every file of one schema: the vector width is the model's, or the
+first answered row's, never an empty partition's). ``progress`` counts finished partitions
+(a ``tqdm.auto`` bar, or the tqdm instance given; None for none). Ctrl+C stops the
+waiting here, not the partitions on the cluster: they run to their end (running the call
+again waits for their claims and pays nothing twice).
 """
 
 from __future__ import annotations
@@ -137,6 +138,9 @@ def run_on_cluster(
     summary = merged_summary(client.gather(summaries), folder)
     warn_incomplete(summary)
     if folder is not None:
+        from x402lab.batch.sinks import one_vector_width
+
+        one_vector_width([folder / f"part-{index:05d}.parquet" for index in range(len(tasks))])
         return summary
     _log.info("%s on a Dask cluster (%d partitions)", summary.describe(), len(futures))
     import dask
@@ -261,7 +265,10 @@ def _meta(kind: str, data: Any, call: Mapping[str, Any], client: Any, frames: li
         return join_inputs(frame, route_batch_schema(route.answer).empty_table())
     if kind == "embed":
         index = inputs.index if isinstance(inputs, pd.DataFrame | pd.Series) else pd.RangeIndex(0)
-        return join_inputs(pd.DataFrame(index=index), batch_embed_schema(0).empty_table())
+        others = pd.DataFrame(index=index)
+        if isinstance(inputs, pd.DataFrame):  # its other columns come back beside the vectors
+            others = inputs.drop(columns=[call.get("column") or "text"], errors="ignore")
+        return join_inputs(others, batch_embed_schema(0).empty_table())
     if inputs is None:  # a bag: strings are prompts; dicts are rows of unknown columns
         return client.submit(_empty, frames[0], pure=False).result() if frames else None
     inputs = with_prompt(chat_frame(inputs, call.get("column")), [])

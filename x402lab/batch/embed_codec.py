@@ -1,9 +1,14 @@
 """Embedding batches: ``per_request`` texts per request, a float32 vector per text, stored as
-raw little-endian bytes (``batch.codec``)."""
+raw little-endian bytes (``batch.codec``).
+
+The vectors arrive as base64 where the route takes it (``gateway.embeddings``: the batch asks
+for it unless told otherwise) and are decoded with numpy into one float32 buffer per answer;
+the ledger keeps each vector's float32 bytes behind an 8-byte token count, and a stored
+answer is read back with ``frombuffer``, never re-encoded.
+"""
 
 from __future__ import annotations
 
-import base64
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +18,7 @@ import numpy as np
 
 from x402lab.batch.codec import Answer, JsonRequests, Reask
 from x402lab.errors import ConfigError
+from x402lab.gateway.embeddings import vectors_of
 from x402lab.routes import EMBEDDINGS
 
 if TYPE_CHECKING:
@@ -53,11 +59,11 @@ class EmbedCodec(JsonRequests):
         return {"model": self.model, "input": texts, **self.params}
 
     def split(self, answer: Any, n: int) -> list[Answer]:
-        data = sorted(answer["data"], key=lambda d: d.get("index", 0))
-        if len(data) != n:
-            raise ValueError(f"the answer holds {len(data)} embeddings for {n} texts")
+        vectors = vectors_of(answer["data"])
+        if len(vectors) != n:
+            raise ValueError(f"the answer holds {len(vectors)} embeddings for {n} texts")
         tokens = (answer.get("usage") or {}).get("prompt_tokens") if n == 1 else None
-        return [(_vector(entry["embedding"]), tokens) for entry in data]
+        return [(vector, tokens) for vector in vectors]
 
     def encode(self, answer: Answer) -> bytes:
         vector, tokens = answer
@@ -66,17 +72,12 @@ class EmbedCodec(JsonRequests):
 
     def decode(self, blob: bytes) -> Answer:
         (tokens,) = struct.unpack_from("<q", blob)
-        vector = np.frombuffer(blob, dtype="<f4", offset=8).astype(np.float32)
+        # A view of the stored bytes (read-only): the sink copies it into its column.
+        vector = np.frombuffer(blob, dtype="<f4", offset=8)
         return vector, None if tokens < 0 else tokens
 
     def empty(self) -> Answer:
         return (None, None)
-
-
-def _vector(value: Any) -> np.ndarray:
-    if isinstance(value, str):  # encoding_format="base64"
-        return np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
-    return np.asarray(value, dtype=np.float32)
 
 
 async def texts_per_request(catalog: Catalog, per_request: int | str, model: str) -> int:

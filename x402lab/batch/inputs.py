@@ -10,6 +10,7 @@ chunks read lazily so a corpus of any length streams to Parquet in bounded memor
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -36,13 +37,16 @@ _ACCEPTED = (
 
 @dataclass
 class Texts:
-    """The texts of an embedding batch: ``values`` in memory (with a Series's ``index``), or
-    ``chunks``, an iterator of lists read lazily (``total`` when known)."""
+    """The texts of an embedding batch: ``values`` in memory (with a Series's ``index``, and
+    a table's other columns as ``others``, the rows' own columns kept beside their vectors),
+    or ``chunks``, an iterator of (texts, their rows' other columns or None) read lazily
+    (``total`` when known)."""
 
     values: list[str] | None = None
     index: pd.Index | None = None
-    chunks: Iterator[list[str]] | None = None
+    chunks: Iterator[tuple[list[str], pa.Table | None]] | None = None
     total: int | None = None
+    others: pd.DataFrame | None = None
 
 
 def _refuse_dask(value: Any) -> None:
@@ -219,31 +223,52 @@ def _chunked(items: Iterable[Any], size: int) -> Iterator[list[str]]:
         yield _strings(chunk, seen)
 
 
-def _batches(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[list[Any]]:
-    for batch in batches:
-        if batch.num_rows:
-            yield from batch.column(name).to_pylist()
+def _plain_chunks(items: Iterable[Any]) -> Iterator[tuple[list[str], pa.Table | None]]:
+    """Chunks of texts that have no other columns (a generator, JSON Lines, a text file)."""
+    return ((chunk, None) for chunk in _chunked(items, CHUNK_ROWS))
 
 
-def _file_texts(path: Path, column: str | None) -> tuple[Iterator[Any], int | None]:
-    """The texts of a file, read lazily, and their count when the format says it freely."""
+def _table_chunks(
+    batches: Iterable[pa.RecordBatch], name: str
+) -> Iterator[tuple[list[str], pa.Table | None]]:
+    """Chunks of about ``CHUNK_ROWS`` rows of a table read in record batches: the ``name``
+    column's texts and the rows' other columns (None when there are none)."""
+    pending: list[pa.RecordBatch] = []
+    rows = seen = 0
+    for batch in itertools.chain(batches, [None]):
+        if batch is not None and batch.num_rows:
+            pending.append(batch)
+            rows += batch.num_rows
+        if pending and (rows >= CHUNK_ROWS or batch is None):
+            table = pa.Table.from_batches(pending)
+            texts = _strings(table.column(name).to_pylist(), seen)
+            others = table.drop_columns([name])
+            yield texts, others.combine_chunks() if others.num_columns else None
+            seen += rows
+            pending, rows = [], 0
+
+
+def _file_chunks(
+    path: Path, column: str | None
+) -> tuple[Iterator[tuple[list[str], pa.Table | None]], int | None]:
+    """The chunks of a file, read lazily, and their count when the format says it freely."""
     kind = _file_kind(path)
     if kind == "parquet":
         import pyarrow.parquet as pq
 
         file = pq.ParquetFile(path)
         name = _pick(file.schema_arrow.names, column, "text", path.name)
-        texts = _batches(file.iter_batches(batch_size=CHUNK_ROWS, columns=[name]), name)
-        return texts, file.metadata.num_rows
+        batches = file.iter_batches(batch_size=CHUNK_ROWS)
+        return _table_chunks(batches, name), file.metadata.num_rows
     if kind == "csv":
         import pyarrow.csv as csv
 
         reader = csv.open_csv(path, read_options=csv.ReadOptions(block_size=1 << 22))
         name = _pick(reader.schema.names, column, "text", path.name)
-        return _batches(reader, name), None
+        return _table_chunks(reader, name), None
     if kind == "jsonl":
-        return _jsonl_texts(path, column), None
-    return _text_lines(path), None
+        return _plain_chunks(_jsonl_texts(path, column)), None
+    return _plain_chunks(_text_lines(path)), None
 
 
 def _jsonl_texts(path: Path, column: str | None) -> Iterator[Any]:
@@ -270,23 +295,27 @@ def _text_lines(path: Path) -> Iterator[str]:
 
 
 def embed_source(texts: Any, column: str | None = None) -> Texts:
-    """The texts of ``batch_embed`` from any input (see the module docstring). Raises
-    ConfigError (a lazy source's bad value is found when its chunk is read)."""
+    """The texts of ``batch_embed`` from any input (see the module docstring); a table's
+    other columns (an ``id``) come with them. Raises ConfigError (a lazy source's bad value
+    is found when its chunk is read)."""
     _refuse_dask(texts)
     path = as_path(texts)
     if path is not None:
-        lazy, total = _file_texts(path, column)
-        return Texts(chunks=_chunked(lazy, CHUNK_ROWS), total=total)
+        chunks, total = _file_chunks(path, column)
+        return Texts(chunks=chunks, total=total)
     if _is_dataset(texts):
         name = _pick(texts.schema.names, column, "text", "the dataset")
-        batches = texts.to_batches(columns=[name], batch_size=CHUNK_ROWS)
-        return Texts(chunks=_chunked(_batches(batches, name), CHUNK_ROWS), total=None)
+        return Texts(chunks=_table_chunks(texts.to_batches(batch_size=CHUNK_ROWS), name))
     if _is_polars(texts):
         texts = _polars_to_pandas(texts)
-    if isinstance(texts, pd.DataFrame):
-        texts = texts[_pick(list(texts.columns), column, "text", "the DataFrame")]
     if isinstance(texts, pa.Table):
-        texts = texts.column(_pick(texts.schema.names, column, "text", "the table"))
+        texts = texts.to_pandas()
+    if isinstance(texts, pd.DataFrame):
+        name = _pick(list(texts.columns), column, "text", "the DataFrame")
+        others = texts.drop(columns=[name])
+        source = embed_source(texts[name])
+        source.others = others if len(others.columns) else None
+        return source
     if isinstance(texts, pd.Series):
         return Texts(values=_strings(texts.tolist()), index=texts.index)
     if isinstance(texts, pa.Array | pa.ChunkedArray):
@@ -295,7 +324,7 @@ def embed_source(texts: Any, column: str | None = None) -> Texts:
         return Texts(values=_strings(list(texts)))
     if isinstance(texts, str | bytes | dict) or not isinstance(texts, Iterable):
         raise ConfigError(f"texts must be {_ACCEPTED}; got {type(texts).__name__}")
-    return Texts(chunks=_chunked(texts, CHUNK_ROWS), total=None)
+    return Texts(chunks=_plain_chunks(texts), total=None)
 
 
 def all_texts(source: Texts) -> tuple[list[str], pd.Index | None]:
@@ -303,7 +332,7 @@ def all_texts(source: Texts) -> tuple[list[str], pd.Index | None]:
     if source.values is not None:
         return source.values, source.index
     assert source.chunks is not None
-    return [text for chunk in source.chunks for text in chunk], None
+    return [text for chunk, _ in source.chunks for text in chunk], None
 
 
 def index_frame(index: Any, n: int) -> pd.DataFrame:

@@ -156,6 +156,11 @@ class PaidRequests:
         self._catalog = catalog
         self._answers: StoredAnswers | None = None
 
+    @property
+    def catalog(self) -> Catalog:
+        """The free catalog the checks read (shared with the lab)."""
+        return self._catalog
+
     async def check(
         self,
         method: str,

@@ -5,15 +5,13 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import numpy as np
 
 from x402lab import routes
 from x402lab.errors import ConfigError
 from x402lab.gateway.chat_stream import AsyncChatStream
+from x402lab.gateway.embeddings import compact_params, vectors_of
 from x402lab.gateway.paid import PaidRequests
 from x402lab.gateway.params import positive_int
 from x402lab.gateway.results import ChatResult, EmbeddingResult, ResponsesResult
@@ -145,23 +143,17 @@ class Text:
     ) -> EmbeddingResult:
         """Spends money: embeddings of one text (or a list). Returns float32 vectors.
 
-        ``params`` (``dimensions``, ``encoding_format``) and ``extra_body`` as in ``chat``."""
-        body = {"model": model, "input": input, **params}
+        ``params`` (``dimensions``, ``encoding_format``) and ``extra_body`` as in ``chat``.
+        The vectors travel as base64 where the route takes it (``gateway.embeddings``);
+        ``encoding_format="float"`` asks for JSON floats."""
+        chosen = await compact_params(self._paid.catalog, model, params)
+        body = {"model": model, "input": input, **chosen}
         path = routes.EMBEDDINGS
         reply = await self._paid.post_json(
             path, body, ("model", "input"), max_usd, extra_body, model, rebuy=rebuy
         )
         data = reply.json()
-        items = sorted(data["data"], key=lambda d: d.get("index", 0))
-        vectors = np.asarray(
-            [
-                np.frombuffer(base64.b64decode(e), dtype="<f4")
-                if isinstance(e := item["embedding"], str)
-                else e
-                for item in items
-            ],
-            dtype=np.float32,
-        )
+        vectors = vectors_of(data["data"])
         return EmbeddingResult(
             path=path,
             data=data,

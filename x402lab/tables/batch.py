@@ -47,6 +47,9 @@ STATUSES = (
 )
 
 _TEXT = pa.string()
+#: The Parquet schema metadata key of a ``batch_embed`` file: JSON of the model and the body
+#: fields it was asked with (``{"model": ..., "params": {...}}``).
+EMBED_METADATA = b"x402lab.embed"
 _FLOAT_USD = pa.float64()  # a figure in USD that is not an amount paid
 
 

@@ -1,0 +1,110 @@
+"""Embedded corpora end to end: compact vectors, the input's id kept, search where they land.
+
+One corpus on the emulator (over its socket), embedded into a frame and into a Parquet file;
+``lab.nearest`` from both pays for its queries once; ``xl.duplicates`` finds exact copies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from support.batch import EMBED
+
+import x402lab as xl
+from x402lab.search.corpus import Block
+from x402lab.search.exact import pairs_at_least, top_k
+
+DIM = 64
+TOPICS = "rivers markets copper lanterns harbors meadows winters signals".split()
+
+
+def _corpus() -> pd.DataFrame:
+    texts = [f"note {i} on {TOPICS[i % len(TOPICS)]} and {TOPICS[(i * 3) % 8]}" for i in range(60)]
+    texts[41] = texts[7]  # an exact copy under another id
+    return pd.DataFrame({"id": [1000 + i for i in range(60)], "text": texts})
+
+
+def test_nearest_and_duplicates_from_a_frame_and_its_parquet_file(
+    emulator_factory, lab_factory, tmp_path
+):
+    emulator = emulator_factory()
+    lab = lab_factory(emulator)
+    corpus = _corpus()
+    frame = lab.batch_embed(corpus, model=EMBED, dimensions=DIM, progress=None)
+    out = tmp_path / "corpus.parquet"
+    lab.batch_embed(corpus, model=EMBED, dimensions=DIM, out=out, row_group_size=16, progress=None)
+
+    # The input's id stays beside its vector, in the frame and in the file.
+    assert frame["id"].tolist() == corpus["id"].tolist()
+    table = pq.read_table(out)
+    assert table.column_names[:2] == ["id", "text"]
+    assert table.column("id").to_pylist() == corpus["id"].tolist()
+    assert table.schema.field("vector").type == pa.list_(pa.float32(), DIM)
+    assert set(table.column("status").to_pylist()) == {"cached"}  # stored by the first run
+
+    # Compact on the wire by default: base64 where the route takes it, float32 either way.
+    single = lab.embed("a new text", model=EMBED, dimensions=DIM)
+    assert isinstance(single.data["data"][0]["embedding"], str)
+    floats = lab.embed("a new text", model=EMBED, dimensions=DIM, encoding_format="float")
+    assert isinstance(floats.data["data"][0]["embedding"], list)
+    np.testing.assert_array_equal(single.vector, floats.vector)
+    assert single.vectors.dtype == np.float32 and single.vectors.flags.writeable
+
+    paid = len(emulator.chain.transfers())
+    # A corpus text (its vector already stored by the batch) and a new one (paid once).
+    queries = [corpus["text"][3], "copper lanterns in a winter harbor"]
+    hits = lab.nearest(frame, queries, k=3)
+    assert len(emulator.chain.transfers()) == paid + 1
+    assert list(hits.columns) == ["query", "rank", "score", "id", "text"]
+    assert hits["rank"].tolist() == [1, 2, 3, 1, 2, 3]
+    assert hits["query"].tolist() == [queries[0]] * 3 + [queries[1]] * 3
+    first = hits.iloc[0]
+    assert first["id"] == 1003 and first["text"] == queries[0] and first["score"] > 0.999
+    assert (hits["score"].iloc[3:] < 0.999).all()
+    assert (
+        hits.groupby("query", sort=False)["score"].apply(lambda s: s.is_monotonic_decreasing)
+    ).all()
+
+    from_file = lab.nearest(out, queries, k=3)  # read a row group at a time
+    assert len(emulator.chain.transfers()) == paid + 1  # the queries were paid once
+    pd.testing.assert_frame_equal(from_file, hits)
+
+    # Exact copies are found, from the frame and from the file, under their own ids.
+    for source in (frame, out):
+        pairs = xl.duplicates(source, threshold=0.95)
+        copy = pairs[(pairs["id_a"] == 1007) & (pairs["id_b"] == 1041)]
+        assert len(copy) == 1 and copy["score"].iloc[0] > 0.999
+        assert (copy["a"].iloc[0], copy["b"].iloc[0]) == (7, 41)
+        assert (pairs["score"] >= 0.95).all() and (pairs["a"] < pairs["b"]).all()
+
+    with pytest.raises(xl.ConfigError, match="model"):
+        lab.nearest(corpus, queries)  # no vectors: not a corpus
+    with pytest.raises(xl.ConfigError, match="k must be"):
+        lab.nearest(frame, queries, k=0)
+
+
+def test_blocked_search_equals_the_whole_product():
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((500, 24)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors[300] = vectors[12]
+    queries = vectors[[5, 12, 499]]
+    rows = pa.table({"n": np.arange(500)})
+    blocks = [
+        Block(vectors[i : i + 64], rows.slice(i, 64), np.arange(i, min(i + 64, 500)))
+        for i in range(0, 500, 64)
+    ]
+    scores, kept = top_k(queries, blocks, 4)
+    whole = queries @ vectors.T
+    np.testing.assert_allclose(scores, -np.sort(-whole, axis=1)[:, :4], rtol=1e-5)
+    found = np.asarray(kept.column("n").to_pylist()).reshape(3, 4)
+    np.testing.assert_array_equal(found, np.argsort(-whole, axis=1, kind="stable")[:, :4])
+    for tile in (64, 4096):  # tiles across the square, and one tile for it all
+        a, b, s = pairs_at_least(vectors, 0.999, tile=tile)
+        assert (a.tolist(), b.tolist()) == ([12], [300]) and s[0] > 0.999
+        a, b, s = pairs_at_least(vectors, 0.3, tile=tile)
+        upper = np.triu(whole_pairs := vectors @ vectors.T, 1) >= 0.3
+        assert len(a) == upper.sum() and (whole_pairs[a, b] >= 0.3).all()
