@@ -55,6 +55,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "x402lab.pricing",
         "x402lab.reprs",
         "x402lab.private",
+        "x402lab.keywords",
     ),
     ("x402lab.x402",),
     ("x402lab.tables",),
@@ -304,6 +305,7 @@ LEDGER_ORDER = tuple(
         "database",
         "postgres",
         "sqlite",
+        "rate_limits",
         "schema",
         "payments",
         "caps",
@@ -312,7 +314,6 @@ LEDGER_ORDER = tuple(
         "claims",
         "jobs",
         "library",
-        "rate_limits",
     )
 )
 #: Most lines a module of the ledger may have (the house rule for client modules).

@@ -9,9 +9,7 @@ Both are made by ``x402lab.connect()`` and ``connect_async()`` (``x402lab.connec
 
 from __future__ import annotations
 
-import difflib
 import functools
-import inspect
 import operator
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,10 +22,10 @@ from x402lab.batch import frames
 from x402lab.batch.api import Batches
 from x402lab.batch.routes import RouteBatches
 from x402lab.chain import Reconciler
-from x402lab.errors import ArgumentError
 from x402lab.gateway import Audio, Catalog, Generic, Images, PaidRequests, Text, Tools
 from x402lab.gateway.chat_stream import ChatStream
 from x402lab.integrations import PayingClients
+from x402lab.keywords import keywords_of, unknown_keywords
 from x402lab.media import Job, Media
 from x402lab.payments import Payer
 from x402lab.reports import AsyncReports, Reports
@@ -57,42 +55,15 @@ def _to(
     guess nothing."""
 
     owner = operator.attrgetter(resource)
-    keywords = _keywords_of(method)
+    keywords = keywords_of(method)
 
     @functools.wraps(method)
     def forward(self: AsyncLab, /, *args: P.args, **kwargs: P.kwargs) -> R:
         if keywords is not None and not keywords.issuperset(kwargs):
-            raise _unknown_keywords(method.__name__, kwargs, keywords)
+            raise unknown_keywords(method.__name__, kwargs, keywords)
         return method(owner(self), *args, **kwargs)
 
     return forward
-
-
-def _keywords_of(method: Callable[..., Any]) -> frozenset[str] | None:
-    """The keywords ``method`` takes, or None when it takes any (``**kwargs``)."""
-    parameters = inspect.signature(method).parameters.values()
-    if any(p.kind is p.VAR_KEYWORD for p in parameters):
-        return None
-    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return frozenset(p.name for p in parameters if p.kind in named)
-
-
-def _unknown_keywords(
-    name: str, given: Mapping[str, Any], keywords: frozenset[str]
-) -> ArgumentError:
-    unknown = [k for k in given if k not in keywords]
-    guesses = [
-        f"{guess[0]!r} for {k!r}" if len(unknown) > 1 else repr(guess[0])
-        for k in unknown
-        if (guess := difflib.get_close_matches(k, sorted(keywords - {"self"}), n=1, cutoff=0.6))
-    ]
-    plural = "s" if len(unknown) > 1 else ""
-    hint = f"; did you mean {', '.join(guesses)}?" if guesses else "."
-    takes = ", ".join(sorted(keywords - {"self"}))
-    return ArgumentError(
-        f"{name}() got an unexpected keyword argument{plural}"
-        f" {', '.join(repr(k) for k in unknown)}{hint} It takes: {takes}. Nothing was sent."
-    )
 
 
 def _forward(resource: str, method: F) -> F:
@@ -324,8 +295,7 @@ class Lab(Twin[AsyncLab]):
         upscale_image  remove_background  speech  transcribe  clone_voice  transcribe_video
         search  scrape  parse_document  rpc  quote  call
 
-    Batches: many rows within the budget, priced first by estimate(); batch() takes any route;
-    compare() chooses; nearest() searches an embedded corpus
+    Batches within the budget, priced by estimate(); batch() takes any route; compare, search
         estimate  batch_chat  batch_embed  batch  compare  nearest
 
     Media jobs: queued music and video, paid once, then polled

@@ -13,6 +13,20 @@ from typing import NamedTuple
 
 from x402lab.ledger.database import Database
 
+#: The table, created by the ledger's migration 7 (``schema.py``).
+RATE_LIMITS = """
+CREATE TABLE IF NOT EXISTS rate_limits (
+    payer TEXT NOT NULL,
+    service TEXT NOT NULL,
+    member TEXT NOT NULL,
+    rate REAL,
+    wallet_rate REAL,
+    cut_at REAL NOT NULL DEFAULT 0,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (payer, service, member)
+)
+"""
+
 
 class RateRow(NamedTuple):
     """One member's row: its rates, its last cut and when it last wrote (unix seconds)."""

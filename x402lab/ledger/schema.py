@@ -18,7 +18,7 @@
 6. ``payments.user_label``: who made each payment (``Ledger(user=...)``, by default
    ``X402LAB_USER`` or ``login@host``), so a ledger a team shares says who spent what.
 7. ``rate_limits``: what each process paying from a wallet has learned of a service's rate
-   limit (``batch.rate_share``), one row per process and service, so they share it.
+   limit (``rate_limits.py``), one row per process and service, so they share it.
 8. ``budgets.cap_set_by`` and ``cap_set_us``: who set a budget's caps and when (NULL: never
    set, so the first ``connect()`` that names the budget with a cap sets them; ``budget.py``).
    Rows written before keep their caps, as set by nobody known.
@@ -38,6 +38,7 @@ import re
 from typing import Any
 
 from x402lab.ledger.database import Migration, Tx
+from x402lab.ledger.rate_limits import RATE_LIMITS
 from x402lab.ledger.statuses import (
     IN_FLIGHT,
     UNRESOLVED,
@@ -411,20 +412,6 @@ def _prepaid(tx: Tx) -> None:
 def _user_label(tx: Tx) -> None:
     if "user_label" not in tx.columns("payments"):
         _add_column(tx, "payments", "user_label", "TEXT")
-
-
-RATE_LIMITS = """
-CREATE TABLE IF NOT EXISTS rate_limits (
-    payer TEXT NOT NULL,
-    service TEXT NOT NULL,
-    member TEXT NOT NULL,
-    rate REAL,
-    wallet_rate REAL,
-    cut_at REAL NOT NULL DEFAULT 0,
-    seen_at REAL NOT NULL,
-    PRIMARY KEY (payer, service, member)
-)
-"""
 
 
 def _cap_setter(tx: Tx) -> None:

@@ -42,8 +42,9 @@ class Search:
         k: int = 5,
         model: str | None = None,
     ) -> pd.DataFrame:
-        """Spends money (the queries' embeddings, once): the ``k`` rows of ``corpus``
-        nearest to each query, by exact cosine.
+        """Spends money (the queries' embeddings, once): each query's ``k`` nearest rows.
+
+        The rows of ``corpus`` nearest to each query, by exact cosine.
 
         ``corpus``: a ``batch_embed`` frame, or the Parquet file or folder it wrote (read a
         row group at a time, so memory stays bounded). ``queries``: a text or a list of

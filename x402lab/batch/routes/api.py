@@ -51,8 +51,9 @@ class RouteBatches:
         progress: Any = "auto",
         **arguments: Any,
     ) -> pd.DataFrame | BatchEstimate:
-        """Spends money (unless ``dry_run``): ``call`` once per distinct row, within the
-        lab's budget. ``call`` is a paid method of this lab that makes one request:
+        """Spends money (unless ``dry_run``): ``call`` once per distinct row, in the budget.
+
+        ``call`` is a paid method of this lab that makes one request:
         ``lab.search``, ``scrape``, ``parse_document``, ``generate_image``, ``edit_image``,
         ``multi_edit_image``, ``upscale_image``, ``remove_background``, ``speech``,
         ``transcribe``, ``clone_voice``, ``transcribe_video``, ``responses``, ``chat``,
