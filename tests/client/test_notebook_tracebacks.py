@@ -53,8 +53,14 @@ def test_a_misspelled_keyword_is_a_short_did_you_mean_from_every_batch_method(tm
         "batch_embed": 'lab.batch_embed(["a"], model="text-embedding-bge-m3", dimension=8)',
         "compare": 'lab.compare(["a", "b"], prompt="Say: {text}", labels=["x", "y"],'
         ' models=["zai-org-glm-4.7-flash"], dry_rn=True)',
+        "batch(lab.search)": 'lab.batch(lab.search, ["a", "b"], limt=3, progress=None)',
     }
-    meant = {"batch_chat": "max_tokens", "batch_embed": "dimensions", "compare": "dry_run"}
+    meant = {
+        "batch_chat": "max_tokens",
+        "batch_embed": "dimensions",
+        "compare": "dry_run",
+        "batch(lab.search)": "limit",
+    }
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell(
@@ -70,6 +76,7 @@ def test_a_misspelled_keyword_is_a_short_did_you_mean_from_every_batch_method(tm
         text = "\n".join(lines)
         assert name == "ArgumentError", text
         assert len(lines) <= 25, text
-        assert lines[-1].startswith(f"ArgumentError: {method}() got an unexpected keyword"), text
+        called = method if method.endswith(")") else f"{method}()"
+        assert lines[-1].startswith(f"ArgumentError: {called} got an unexpected keyword"), text
         assert f"did you mean {meant[method]!r}" in lines[-1], text
     assert not [out for out in notebook.cells[-1].outputs if out.output_type == "error"]
