@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from x402lab.batch.preflight import per_call_cap
+from x402lab.batch.preflight import payable_within, per_call_cap
 from x402lab.errors import BudgetExceeded
 from x402lab.money import format_usd
 
@@ -55,16 +55,9 @@ def refuse_unfit_batch(
     requests: dict[str, int] = {}
     for part in quoted:
         requests.update(part)  # a request two partitions share is bought once
-    payable = {key: amount for key, amount in requests.items() if cap is None or amount <= cap}
-    if requests and not payable and cap is not None:
-        raise BudgetExceeded(
-            f"{caller} refused before paying: every one of the batch's {len(requests)}"
-            f" requests is above the per-call cap {format_usd(cap)} (the cheapest costs"
-            f" {format_usd(min(requests.values()))}). Raise per_call_usd (or max_usd), or"
-            " send shorter requests (max_tokens).",
-            cap_atomic=cap,
-            amount_atomic=min(requests.values()),
-        )
+    payable = payable_within(
+        requests, cap, f"{caller} refused before paying: every one of the batch's"
+    )
     total = sum(payable.values())
     if left is None or total <= left:
         return

@@ -114,16 +114,7 @@ async def refuse_unfit(
         return  # fits for sure: the price list tells every request's price
     estimate = await quote()
     requests = requests_to_buy(estimate)
-    payable = {key: amount for key, amount in requests.items() if cap is None or amount <= cap}
-    if requests and not payable and cap is not None:
-        raise BudgetExceeded(
-            f"{call} refused before paying: every one of its {len(requests)} requests is above"
-            f" the per-call cap {format_usd(cap)} (the cheapest costs"
-            f" {format_usd(min(requests.values()))}). Raise per_call_usd (or max_usd), or"
-            " send shorter requests (max_tokens).",
-            cap_atomic=cap,
-            amount_atomic=min(requests.values()),
-        )
+    payable = payable_within(requests, cap, f"{call} refused before paying: every one of its")
     total = sum(payable.values())
     if partial or left is None or total <= left:
         return
@@ -153,6 +144,22 @@ def price_bound(plan: Plan, prices: Mapping[str, Any], cap: int | None) -> int |
             return None
         total += amount
     return total
+
+
+def payable_within(requests: Mapping[str, int], cap: int | None, refusal: str) -> dict[str, int]:
+    """The ``requests`` (exact price by request key) at or under the per-call ``cap``. Raises
+    BudgetExceeded, ``refusal`` its first words, when there are some and none is."""
+    payable = {key: amount for key, amount in requests.items() if cap is None or amount <= cap}
+    if requests and not payable and cap is not None:
+        cheapest = min(requests.values())
+        raise BudgetExceeded(
+            f"{refusal} {len(requests)} requests is above the per-call cap {format_usd(cap)}"
+            f" (the cheapest costs {format_usd(cheapest)}). Raise per_call_usd (or max_usd),"
+            " or send shorter requests (max_tokens).",
+            cap_atomic=cap,
+            amount_atomic=cheapest,
+        )
+    return payable
 
 
 def requests_to_buy(estimate: BatchEstimate) -> dict[str, int]:
