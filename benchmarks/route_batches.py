@@ -25,35 +25,13 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from batch_throughput import start_server  # the emulator as a subprocess, as there
+
 MODEL = "zai-org-glm-4.7-flash"
-
-
-def start_server(latency_s: float) -> tuple[str, Callable[[], None]]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "x402lab", "serve", "--balance-usd", "10000"]
-        + ["--latency", str(latency_s)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    gateway = process.stdout.readline().split()[-1]
-    process.stdout.readline()  # the reports URL
-
-    def stop() -> None:
-        process.terminate()
-        process.wait(timeout=10)
-        assert process.stdout is not None
-        process.stdout.close()
-
-    return gateway, stop
 
 
 async def timed(gateway: str, kind: str, calls: int, concurrency: int, round_: int) -> float:
@@ -94,7 +72,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.25)
     args = parser.parse_args()
     floor = args.concurrency / args.latency
-    gateway, stop = start_server(args.latency)
+    gateway, stop = start_server(in_process=False, latency_s=args.latency)
     rates: dict[str, list[float]] = {"search": [], "chat": []}
     try:
         for round_ in range(args.rounds):
