@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).parent))
 from embed_memory import PeakRss  # noqa: E402
 
-from x402lab.tables.batch import EMBED_METADATA, batch_embed_schema, embed_table  # noqa: E402
+from x402lab.batch.output._schema import EMBED_METADATA, batch_embed_schema, embed_table  # noqa: E402
 
 MODEL = "text-embedding-qwen3-0-6b"
 MB = 1024 * 1024

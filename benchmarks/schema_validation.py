@@ -33,8 +33,8 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
-from x402lab.batch import answer_schema
-from x402lab.batch.typed import output_spec
+from x402lab.batch.kinds import _answer_schema as answer_schema
+from x402lab.batch.kinds import output_spec
 from x402lab.emulator.gateway.catalog import Catalog
 from x402lab.emulator.gateway.discovery import openapi
 from x402lab.emulator.settings import EmulatorSettings

@@ -7,9 +7,10 @@ dependency. Reading of the layer list taken here:
 - ``_loop`` and ``sync`` (the helper loop and the sync twins) sit with ``errors`` and
   ``money`` at the top, and so do ``routes`` (service names and paths) and ``pricing`` (pure
   price arithmetic): every layer below may need them.
-- ``tables`` holds every declared schema (the ledger's and the spend tables' too) and knows
-  nothing of HTTP, so it sits just below the protocol: the store, services, batch and
-  the presentation layers all build their results through it, and it imports none of them.
+- ``tables`` holds the declared schemas (the ledger's and the spend tables' too; a batch's
+  own result schema lives with the batch, in ``batch.output``) and knows nothing of HTTP, so
+  it sits just below the protocol: the store, services, batch and the presentation layers
+  all build their results through it, and it imports none of them.
 - ``payments`` (the money side of the handshake) sits between the store and ``transport``,
   and ``chain`` (the chain read over JSON-RPC, and reconciliation) between ``payments`` and
   ``transport``, which asks it about a payment whose answer was lost;
@@ -30,6 +31,13 @@ Inside the ledger (``x402lab/ledger/``) the same holds one level down: its modul
 another in one direction (``LEDGER_ORDER``), so there is no circle, type-only imports
 included; and every caller outside it (the tests of other areas too) imports its face,
 ``x402lab.ledger``, never one of its modules.
+
+Inside batch (``x402lab/batch/``) the parts, its subpackages and the few modules at its top,
+import one another in one direction (``BATCH_ORDER``, the order its face's docstring lists
+them in), type-only and lazy imports included, so there is no circle between them; at most
+``MAX_BATCH_TOP`` modules sit at its top; a subpackage's modules are private (a leading
+underscore) and every module outside that subpackage imports its face; every module of batch
+says its one idea in the first paragraph of its docstring.
 """
 
 from __future__ import annotations
@@ -583,3 +591,122 @@ def test_the_gc_check_sees_a_collection(tmp_path):
     module.parent.mkdir()
     module.write_text("import gc\n\ndef f():\n    gc.collect()\n", encoding="utf-8")
     assert gc_calls(module, module.parent) == ["x402lab.probe:4 gc.collect"]
+
+
+# -- batch/: one part per concept, in one order, each behind its face ----------------------------
+
+BATCH = "x402lab.batch"
+#: batch/'s parts (a subpackage, or a module at its top), each importing only those before it:
+#: the order ``x402lab/batch/__init__.py``'s docstring lists them in.
+BATCH_ORDER = tuple(
+    f"{BATCH}.{name}"
+    for name in (
+        "concurrency",
+        "options",
+        "inputs",
+        "output",
+        "kinds",
+        "prepare",
+        "run",
+        "cluster",
+        "api",
+        "routes",
+        "frames",
+    )
+)
+#: Most modules at batch/'s top, its face ``__init__`` included: the rest live in subpackages.
+MAX_BATCH_TOP = 10
+#: Most lines of a module's summary, the first paragraph of its docstring: one idea, said short.
+MAX_SUMMARY_LINES = 2
+
+
+def batch_part(module: str) -> str | None:
+    """The part of batch ``module`` is (or is in): ``x402lab.batch.run._runner`` ->
+    ``x402lab.batch.run``; None for batch's face and for a module outside batch."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if _matches(module, BATCH) and len(parts) > 2 else None
+
+
+def _private_module(name: str) -> bool:
+    return name.split(".")[-1].startswith("_") and _is_module_or_package(name)
+
+
+def test_batch_parts_are_placed_and_few_at_the_top():
+    top = sorted(module_name(path) for path in (PACKAGE / "batch").glob("*.py"))
+    subpackages = sorted(
+        module_name(path.parent) for path in (PACKAGE / "batch").glob("*/__init__.py")
+    )
+    assert set(top + subpackages) - {BATCH} == set(BATCH_ORDER), "place it in BATCH_ORDER"
+    assert len(top) <= MAX_BATCH_TOP, f"batch/ has {len(top)} modules at its top: {top}"
+
+
+def test_each_batch_part_imports_only_those_before_it():
+    bad = []
+    for found in all_imports():
+        source, target = batch_part(found.module), batch_part(found.target)
+        if found.target == BATCH and source is not None:
+            bad.append(f"{found.module}:{found.line} imports batch's face, which imports it")
+        if source is None or target is None or source == target:
+            continue
+        if not _is_module_or_package(found.target):
+            continue
+        if BATCH_ORDER.index(target) > BATCH_ORDER.index(source):
+            bad.append(f"{found.module}:{found.line} imports {found.target}, a later part")
+    assert bad == []
+
+
+def test_batch_parts_make_no_circle():
+    graph = {}
+    for module, targets in import_graph(BATCH).items():
+        source = batch_part(module)
+        if source is not None:
+            parts = {batch_part(target) for target in targets} - {None, source}
+            graph.setdefault(source, set()).update(parts)
+    assert circles(graph) == []
+
+
+def batch_faces_bypassed(found: Import) -> list[str]:
+    """What ``found`` takes past a batch subpackage's face: one of its private modules, or a
+    private name of its face, from a module outside that subpackage."""
+    taken = [found.target] + [f"{found.target}.{name}" for name in found.names]
+    return [
+        f"{found.module}:{found.line} imports {name}"
+        for name in taken
+        if batch_part(name) not in (None, batch_part(found.module))
+        and (_private_module(name) or name.split(".")[-1].startswith("_"))
+    ]
+
+
+def test_callers_import_a_batch_subpackage_through_its_face():
+    # Tests of batch may still reach a private module to test it (as the ledger's do).
+    bad = [line for found in all_imports() for line in batch_faces_bypassed(found)]
+    assert bad == []
+
+
+def test_the_batch_face_check_sees_a_reach_past_it():
+    # A guard against a check that cannot fail: batch/routes reaching into inputs' privates.
+    found = Import(
+        "x402lab.batch.routes._rows", "x402lab.batch.inputs", None, False, 1, ("_helper",)
+    )
+    module = Import("x402lab.batch.api", "x402lab.batch.run._runner", None, False, 2)
+    own = Import("x402lab.batch.run._buying", "x402lab.batch.run._drain", None, False, 3)
+    assert batch_faces_bypassed(found) == [
+        "x402lab.batch.routes._rows:1 imports x402lab.batch.inputs._helper"
+    ]
+    assert batch_faces_bypassed(module) == ["x402lab.batch.api:2 imports x402lab.batch.run._runner"]
+    assert batch_faces_bypassed(own) == []
+
+
+def summary_of(path: Path) -> str | None:
+    """The first paragraph of ``path``'s module docstring (None without one)."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    return docstring.split("\n\n")[0].strip() if docstring else None
+
+
+def test_every_batch_module_says_its_one_idea_first():
+    bad = {}
+    for path in sorted((PACKAGE / "batch").rglob("*.py")):
+        summary = summary_of(path)
+        if not summary or len(summary.splitlines()) > MAX_SUMMARY_LINES or summary[-1] not in ".:":
+            bad[str(path.relative_to(PACKAGE.parent))] = summary
+    assert bad == {}, f"say each module's one idea in at most {MAX_SUMMARY_LINES} lines: {bad}"

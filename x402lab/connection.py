@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from x402lab.batch.recipe import Connection
+from x402lab.batch.cluster import Connection
 from x402lab.budget import Budget
 from x402lab.chain import ChainClient, chain_url_from_env, reconcile_orphans
 from x402lab.errors import ConfigError

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from x402lab.analysis.comparison import Comparison, ComparisonQuote
 from x402lab.analysis.report import CostReport
-from x402lab.batch.results import BatchEstimate, BatchSummary
+from x402lab.batch.output import BatchEstimate, BatchSummary
 from x402lab.gateway.catalog import Discovery
 from x402lab.gateway.chat_stream import AsyncChatStream, ChatStream
 from x402lab.gateway.generic import Quote

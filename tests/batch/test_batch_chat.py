@@ -13,7 +13,7 @@ from support.batch import CHEAP, PRICEY, chain_atomic, settled_atomic, transfers
 
 import x402lab as xl
 from x402lab.batch import BatchSummary
-from x402lab.batch.progress import BatchProgress
+from x402lab.batch.output import BatchProgress
 from x402lab.money import usd_to_atomic
 
 

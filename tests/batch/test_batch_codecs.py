@@ -8,14 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from x402lab.batch.chat_codec import ChatCodec
-from x402lab.batch.chat_plan import ChatTask
-from x402lab.batch.embed_codec import EmbedCodec
+from x402lab.batch.concurrency import AutoConcurrency
+from x402lab.batch.kinds import ChatCodec, EmbedCodec, TypedCodec, output_spec
 from x402lab.batch.options import QUOTES_IN_FLIGHT, RunOptions
-from x402lab.batch.pacing import AutoConcurrency
-from x402lab.batch.plan import plan_of
-from x402lab.batch.typed import output_spec
-from x402lab.batch.typed_codec import TypedCodec
+from x402lab.batch.prepare import ChatTask, plan_of
 from x402lab.errors import ConfigError
 
 

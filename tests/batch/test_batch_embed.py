@@ -13,10 +13,9 @@ import pytest
 from support.batch import EMBED, chain_atomic, settled_atomic, transfers_per_key
 
 import x402lab as xl
-from x402lab.batch.results import BatchSummary
-from x402lab.batch.sinks import one_vector_width
+from x402lab.batch.output import BatchSummary, batch_embed_schema
+from x402lab.batch.run import one_vector_width
 from x402lab.money import usd_to_atomic
-from x402lab.tables.batch import batch_embed_schema
 
 
 def test_vectors_costs_and_dedup_in_memory(emulator_factory, lab_factory):

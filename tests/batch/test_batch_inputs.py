@@ -18,9 +18,9 @@ from support.batch import CHEAP, EMBED, chain_atomic
 from tqdm import tqdm
 
 import x402lab as xl
-from x402lab.batch import inputs
+from x402lab.batch.inputs import _sources as inputs
 from x402lab.batch.inputs import chat_frame, embed_source
-from x402lab.batch.progress import INCOMPLETE_COLOUR
+from x402lab.batch.output._progress import INCOMPLETE_COLOUR
 from x402lab.money import usd_to_atomic
 
 TEXTS = ["alpha text", "beta text", "gamma text"]

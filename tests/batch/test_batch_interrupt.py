@@ -25,7 +25,7 @@ from support.batch import CHEAP, transfers_per_key
 
 import x402lab as xl
 from x402lab._loop import run
-from x402lab.batch.chat_codec import decode_json
+from x402lab.batch.kinds._chat_codec import decode_json
 from x402lab.errors import BatchInterrupted
 
 PROMPTS = [f"interrupt me {i}" for i in range(50)]

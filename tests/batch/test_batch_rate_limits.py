@@ -7,7 +7,7 @@ import httpx
 from support.batch import CHEAP, transfers_per_key
 
 from x402lab.batch import BatchSummary
-from x402lab.batch.progress import BatchProgress, pace_text
+from x402lab.batch.output._progress import BatchProgress, pace_text
 
 
 def test_auto_learns_the_limit_and_pays_each_row_once(emulator_factory, lab_factory):

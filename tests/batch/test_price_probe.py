@@ -1,4 +1,4 @@
-"""A fresh lab's batch learns its price while it fetches the catalog (``batch.price_probe``):
+"""A fresh lab's batch learns its price while it fetches the catalog (``batch.prepare``):
 two free probes, then every request paid with its first send, each row paid once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The adaptive limit's controller (``batch.rate``) on a fake clock: no sockets, no sleeps."""
+"""The adaptive limit's controller (``batch.concurrency``) on a fake clock: no sockets, no sleep."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from x402lab.batch.pacing import AutoConcurrency, concurrency_of
-from x402lab.batch.rate import (
+from x402lab.batch.concurrency import AutoConcurrency, concurrency_of
+from x402lab.batch.concurrency._rate import (
     BETA,
     CATCH_UP_S,
     DOUBLE_S,

@@ -16,7 +16,7 @@ import pytest
 from support.batch import CHEAP, chain_atomic
 
 import x402lab as xl
-from x402lab.batch.typed import output_spec
+from x402lab.batch.kinds import output_spec
 
 # Texts with a year, without any digit (20 characters or more), and short (under 20).
 TEXTS = [

@@ -15,7 +15,7 @@ import pytest
 from support.batch import CHEAP, chain_atomic, transfers_per_key
 
 import x402lab as xl
-from x402lab.batch.typed import output_spec
+from x402lab.batch.kinds import output_spec
 from x402lab.errors import BatchInterrupted, ConfigError
 
 LABELS = ["positive", "negative", "neutral"]

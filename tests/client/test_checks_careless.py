@@ -3,7 +3,7 @@
 Each is refused before anything is signed with a clear error naming the row, the column,
 the parameter and the fix; the ledger has no row, the emulator's chain no transfer, and the
 gateway saw no paid request (no 402 challenge was even asked for, but the two free probes a
-fresh lab's batch sends while its checks fetch the catalog, ``batch.price_probe``).
+fresh lab's batch sends while its checks fetch the catalog, ``batch.prepare._price_probe``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from support.dask_cluster import CHEAP, EMBED, KEY_VARIABLE, require, texts, tra
 
 import x402lab as xl
 from x402lab.batch import BatchSummary
-from x402lab.batch.worker import refuse_other_machine
+from x402lab.batch.cluster._worker import refuse_other_machine
 from x402lab.errors import ConfigError
 
 require("dask.dataframe")
@@ -184,7 +184,7 @@ def test_a_keyfile_with_its_password_in_the_environment_is_loaded_by_the_workers
 
 
 def test_another_machine_is_refused_for_an_sqlite_ledger_and_local_services(emulator, team_lab):
-    from x402lab.batch.recipe import recipe_of
+    from x402lab.batch.cluster import recipe_of
 
     lab = team_lab(emulator)
     recipe = recipe_of(lab.async_.session, lab.async_.batches.connection, "batch_embed()")

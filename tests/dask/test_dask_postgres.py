@@ -62,7 +62,7 @@ def test_a_database_password_reaches_the_workers_from_their_environment_only(
     import psycopg
     from support.dask_cluster import POSTGRES_ADMIN_URL
 
-    from x402lab.batch.recipe import recipe_of
+    from x402lab.batch.cluster import recipe_of
     from x402lab.errors import ConfigError
     from x402lab.ledger import Ledger
 

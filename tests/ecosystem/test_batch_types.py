@@ -29,7 +29,7 @@ async def run(alab: xl.AsyncLab, frame: dd.DataFrame, texts: list[str]) -> None:
 """
 
 DASK = "dask.dataframe.dask_expr._collection.DataFrame"
-SUMMARY = "x402lab.batch.results.BatchSummary"
+SUMMARY = "x402lab.batch.output._results.BatchSummary"
 
 
 def test_the_overloads_are_there_at_run_time_for_help_and_editors():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from x402lab.batch.typed import output_spec
+from x402lab.batch.kinds import output_spec
 from x402lab.emulator.gateway import quality, structured
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """Two processes paying from one wallet share what they learn of a rate limit through the
-ledger (``batch.rate_share``), in SQLite and in PostgreSQL: the second starts at the rate the
+ledger (``batch.concurrency``), in SQLite and in PostgreSQL: the second starts at the rate the
 first learned, they split it, a cut met by one reaches the other, and a later run starts from
 the rate remembered."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from x402lab.batch.rate import BETA, HOLD_S
+from x402lab.batch.concurrency._rate import BETA, HOLD_S
 from x402lab.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,8 +26,8 @@ PAYER = "0x1a642f0E3c3aF545E7AcBD38b07251B3990914F1"
 WORKER = textwrap.dedent(
     f"""
     import json, math, sys, time
-    from x402lab.batch.rate import RateController
-    from x402lab.batch.rate_share import RateShare
+    from x402lab.batch.concurrency._rate import RateController
+    from x402lab.batch.concurrency._rate_share import RateShare
     from x402lab.ledger import Ledger
 
     ledger = Ledger(sys.argv[1])

@@ -1,7 +1,7 @@
 """``lab.compare``: choose a model and a pack size by cost and accuracy on a sample.
 
 Every configuration (model × rows per request) answers the same sample through the typed
-batch path (``batch.typed_codec``), paid within the lab's budget. Its answers are measured
+batch path (``batch.kinds._typed_codec``), paid within the lab's budget. Its answers are measured
 against gold labels when the caller has them (``reference=`` a list, a Series, a column
 name, or a DataFrame of fields for ``schema=``): ``accuracy`` is the share of sample rows
 whose typed answer equals the true one (an invalid or missing answer is wrong), with its 95%
@@ -13,7 +13,7 @@ anything is signed; ``dry_run=True`` returns that quote; ``max_usd`` and the bud
 comparison that costs more (``BudgetExceeded`` carrying the quote).
 
 Each configuration on its own answers: its requests are keyed in a namespace of its own
-(``batch.plan``: the configuration, its grouping and the whole sample), so answers stored by
+(``batch.prepare``: the configuration, its grouping and the whole sample), so answers stored by
 an earlier batch or by another pack size are never counted as its own, and running the same
 comparison again finds its answers and pays nothing. Its cost and latency come from the
 ledger's settled payments of its requests, so a re-run shows the same figures.
@@ -32,11 +32,10 @@ from x402lab._loop import warn
 from x402lab.analysis.comparison import Comparison, ComparisonQuote, usd_column
 from x402lab.analysis.gold import gold_labels, values_without_gold
 from x402lab.analysis.intervals import wilson
-from x402lab.batch.chat_plan import ChatTask, plan_chat
+from x402lab.batch.concurrency import Concurrency
+from x402lab.batch.kinds import OutputSpec, output_spec
 from x402lab.batch.options import RunOptions
-from x402lab.batch.pacing import Concurrency
-from x402lab.batch.packing import rows_per_request_of
-from x402lab.batch.typed import OutputSpec, output_spec
+from x402lab.batch.prepare import ChatTask, plan_chat, rows_per_request_of
 from x402lab.errors import BudgetExceeded, ConfigError, GoldWarning, ModelNotFound
 from x402lab.money import format_usd, usd_to_atomic
 
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
     from x402lab.gateway import Catalog
     from x402lab.ledger import Ledger
 
-#: The namespace of every configuration's request keys (``batch.plan``).
+#: The namespace of every configuration's request keys (``batch.prepare._request_plan``).
 NAMESPACE = "compare"
 _VALID = ("ok", "cached")
 

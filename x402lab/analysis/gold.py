@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from x402lab.batch.typed import OutputSpec
+from x402lab.batch.kinds import OutputSpec
 from x402lab.errors import ConfigError
 
 

@@ -1,36 +1,33 @@
 """Budgeted batch chat and embedding jobs with cost columns.
 
-The calls: ``api`` (the Lab's ``batch_chat``, ``batch_embed`` and ``estimate``: arguments
-checked into what a batch asks and how it runs, ``options.RunOptions``).
+The calls, at this top: ``api`` (the Lab's ``batch_chat``, ``batch_embed`` and ``estimate``:
+arguments checked into what a batch asks and how it runs), ``options`` (``RunOptions``: how a
+batch runs, apart from what it asks) and ``frames`` (``df.x402``, the DataFrame's own front
+door). The rest lives in subpackages, one concept each, listed here in the order they import
+one another: each imports only those before it (``tests/test_layers.py`` checks it).
 
-Inputs: ``inputs`` (any input an analyst has, as rows or lazily read texts) and
-``templates`` (``prompt="... {column} ..."``).
+1. ``concurrency``: how many requests are in flight and how fast they start (fixed, or
+   learned and shared between processes).
+2. ``options`` (the module above: it needs only ``concurrency``).
+3. ``inputs``: any input an analyst has, as rows or lazily read texts; prompt templates.
+4. ``output``: what a batch hands back: each row's outcome, the declared result schema,
+   ``BatchSummary`` and ``BatchEstimate``, progress, ``IncompleteBatchWarning``.
+5. ``kinds``: one codec per kind of batch (plain chat, typed chat, embeddings): request
+   bodies, answer parsing, re-asking; typed answers' schema and validation.
+6. ``prepare``: before the first signature: the plan (rows, distinct items, paid requests),
+   packing, the free quote, the price probe and the refusal of what cannot finish.
+7. ``run``: the engine: the steps, concurrency and budget across rows, claims in the ledger,
+   one paid request's money path, Ctrl+C, sinks, a corpus a chunk at a time.
+8. ``cluster``: a Dask collection's batch on the current cluster, as one batch.
+9. ``api`` (above), then ``routes``: ``lab.batch(call, rows)``, any paid route as a batch; then
+   ``frames``.
 
-The plan: ``plan`` (rows, their distinct items and the paid requests), ``chat_plan`` (a chat
-batch's task and plan, plain or typed), ``packing`` (rows per typed request), ``typed`` and
-``answer_schema`` (typed answers: the schema, its columns, the validation).
-
-The codecs, one per kind, each owning its request bodies, answer parsing and re-ask policy
-(``codec``, the protocol): ``chat_codec``, ``embed_codec``, ``typed_codec``.
-
-The engine: ``pipeline`` (check, price, refuse what cannot finish, run), ``estimate`` (the
-free quote), ``preflight`` (the refusal before paying), ``runner`` (concurrency, the budget
-across rows, dedup, resume), ``store`` (the rows' claims and stored answers), ``drain``
-(Ctrl+C), ``items`` (each row's outcome and the tally), ``embed_run`` and ``chunks`` (a
-corpus a chunk at a time), ``pacing``, ``rate`` and ``rate_share`` (requests in flight and
-their rate: fixed, or learned and shared).
-
-Results: ``sinks`` (rows to column lists or Parquet row groups), ``progress`` (the progress
-callback protocol and the tqdm bar), ``results`` (BatchSummary and BatchEstimate),
-``incomplete`` (IncompleteBatchWarning).
-
-Dask: ``distributed`` (a Dask collection's batch on the current cluster), ``recipe`` (how a
-worker connects the same lab, without the key) and ``worker`` (a worker's lab and partition
-run).
+The convention (httpx's): a subpackage's modules are private (a leading underscore); its
+``__init__`` is its face and exports what the other subpackages and callers outside batch/
+use. Modules of one subpackage import one another directly; everyone else imports the face.
 """
 
-from x402lab.batch.pacing import AutoConcurrency
-from x402lab.batch.progress import BatchProgress, TqdmProgress
-from x402lab.batch.results import BatchEstimate, BatchSummary
+from x402lab.batch.concurrency import AutoConcurrency
+from x402lab.batch.output import BatchEstimate, BatchProgress, BatchSummary, TqdmProgress
 
 __all__ = ["AutoConcurrency", "BatchEstimate", "BatchProgress", "BatchSummary", "TqdmProgress"]

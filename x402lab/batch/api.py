@@ -2,7 +2,7 @@
 
 Each call checks its arguments into what the batch asks (``chat_plan.ChatTask``, or an
 embedding codec, ``embed_codec``) and how it runs (``options.RunOptions``), plans it
-(``batch.plan``) and hands the plan to the lab's ``pipeline``, which prices and runs it. A
+(``batch.prepare``) and hands the plan to the lab's ``pipeline``, which prices and runs it. A
 Dask collection runs on the cluster instead (``distributed.on_cluster``).
 """
 
@@ -16,26 +16,34 @@ from typing import TYPE_CHECKING, Any, overload
 
 import pandas as pd
 
-from x402lab.batch.chat_plan import ChatTask, plan_chat
-from x402lab.batch.codec import request_fields
-from x402lab.batch.distributed import on_cluster
-from x402lab.batch.embed_codec import EmbedCodec, texts_per_request
-from x402lab.batch.embed_run import run_embed
-from x402lab.batch.incomplete import rechecked, warn_incomplete
+from x402lab.batch.cluster import Connection, on_cluster
+from x402lab.batch.concurrency import Concurrency
 from x402lab.batch.inputs import all_texts, embed_source, index_frame
+from x402lab.batch.kinds import (
+    EmbedCodec,
+    output_spec,
+    request_fields,
+    texts_per_request,
+    typed_frame,
+)
 from x402lab.batch.options import RunOptions
-from x402lab.batch.pacing import Concurrency
-from x402lab.batch.pipeline import Pipeline
-from x402lab.batch.plan import Plan, plan_of
-from x402lab.batch.progress import Throttle, resolve_progress
-from x402lab.batch.recipe import Connection
-from x402lab.batch.results import BatchEstimate, BatchSummary, summary_of
-from x402lab.batch.sinks import ColumnSink
-from x402lab.batch.typed import output_spec
-from x402lab.batch.typed_codec import typed_frame
+from x402lab.batch.output import (
+    BatchEstimate,
+    BatchSummary,
+    Throttle,
+    batch_chat_schema,
+    chat_table,
+    estimate_schema,
+    join_inputs,
+    rechecked,
+    resolve_progress,
+    summary_of,
+    warn_incomplete,
+)
+from x402lab.batch.prepare import ChatTask, Plan, plan_chat, plan_of
+from x402lab.batch.run import ColumnSink, Pipeline, run_embed
 from x402lab.errors import ConfigError
 from x402lab.gateway.embeddings import compact_params, published_width
-from x402lab.tables.batch import batch_chat_schema, chat_table, estimate_schema, join_inputs
 
 if TYPE_CHECKING:
     import dask.bag as db
@@ -147,7 +155,7 @@ class Batches:
         ``request_key``; ``frame.attrs["batch"]`` is the run's summary as plain data (the
         frame can be written to Parquet): ``BatchSummary.of(frame)`` gives the BatchSummary. A
         Dask DataFrame, Series or bag runs on the current dask.distributed cluster, one
-        partition per task, and comes back as a Dask DataFrame (``x402lab.batch.distributed``).
+        partition per task, and comes back as a Dask DataFrame (``x402lab.batch.cluster``).
 
         Identical rows are paid once. Every answer is stored in the ledger as it arrives, so
         running the same call again (after Ctrl+C, a crash, a bigger budget) pays only for
@@ -157,7 +165,7 @@ class Batches:
         buys every row again, ``rebuy="lost"`` exactly the ``paid_not_stored`` rows. Before
         anything is signed the batch is priced exactly (as ``estimate``) and refused with
         BudgetExceeded when it costs more than the budget has left, or when no request fits
-        the per-call cap (``batch.preflight``); ``partial=True`` spends what is left instead,
+        the per-call cap (``batch.prepare``); ``partial=True`` spends what is left instead,
         the rows it cannot cover ``skipped_budget``. ``max_usd`` caps each request;
         ``progress``: "auto" (a ``tqdm.auto`` bar: rows, rate, elapsed, ETA, "paid X; budget
         Y of Z USD"), "text", a tqdm instance, a callable taking BatchProgress, or None. Rows
@@ -327,7 +335,7 @@ class Batches:
         whatever ``per_request`` it uses); extra keyword arguments (``dimensions``,
         ``encoding_format``) go into each request body; the vectors travel as base64 where
         the route takes it, unless ``encoding_format="float"`` is given.
-        A Dask collection runs on the current cluster (``x402lab.batch.distributed``): a Dask
+        A Dask collection runs on the current cluster (``x402lab.batch.cluster``): a Dask
         DataFrame back, or with ``out=folder`` one Parquet file per partition and the summary.
         """
         params, unchecked = request_fields("batch_embed", params, extra_body)

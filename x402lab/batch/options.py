@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from x402lab.batch.pacing import AutoConcurrency, Concurrency, concurrency_of
+from x402lab.batch.concurrency import AutoConcurrency, Concurrency, concurrency_of
 from x402lab.errors import ConfigError
 
 #: Free quotes in flight under ``concurrency="auto"``: the fixed default batches had before.

@@ -46,7 +46,7 @@ from x402lab.x402.signing import new_nonce, sign_payment
 #: Every header a payment may travel in (either service; the wire is case-insensitive).
 PAYMENT_HEADERS = ("payment-signature", "x-402-payment", "x-payment")
 #: The words a typed batch adds to the system message of a request asking rows again
-#: (``x402lab.batch.typed_codec.AskAgain``): such a request exists because of answers.
+#: (``x402lab.batch.kinds._typed_codec.AskAgain``): such a request exists because of answers.
 ASKED_AGAIN = "(Asked again, round "
 #: The gateway's documented token estimate is ceil(characters / 4): an answer of N tokens is
 #: at most about 4 N characters, what a bound pads a request with.

@@ -23,8 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from x402lab.batch.output import EMBED_METADATA, batch_embed_schema
 from x402lab.errors import ConfigError
-from x402lab.tables.batch import EMBED_METADATA, batch_embed_schema
 
 #: Rows per block of a corpus held in memory (a frame): 32 MB of vectors at dimension 1024.
 FRAME_BLOCK_ROWS = 8192

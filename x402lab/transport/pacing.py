@@ -1,6 +1,6 @@
 """Who hears of a 429: the pacer of the batch request being sent, when there is one.
 
-A batch (``batch.pacing``) sets ``pacer`` for each request it sends; the transport tells it
+A batch (``batch.concurrency``) sets ``pacer`` for each request it sends; the transport tells it
 of every 429 it meets, unpaid or paid, and waits as long as it says before sending again (a
 paid request is sent again with the same signed payload: a 429 never makes a signature).
 Without a pacer, the transport waits as ``retry.retry_delay`` says.

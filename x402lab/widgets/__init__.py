@@ -2,7 +2,7 @@
 
 Importing this package inside IPython registers the display of media jobs (``AsyncJob`` and
 its sync twin ``Job``): a live progress bar, then a player. Batch progress is a tqdm bar
-(``x402lab.batch.progress``): tqdm draws its own notebook widget. It registers by type name, so
+(``x402lab.batch.output``): tqdm draws its own notebook widget. It registers by type name, so
 nothing heavy is imported until a job is shown, and outside IPython it does nothing.
 """
 
