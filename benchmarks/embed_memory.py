@@ -92,7 +92,7 @@ def one(n: int, gateway: str, per_request: int, concurrency: int) -> dict:
             texts(n),
             model=MODEL,
             out=out,
-            per_request=per_request,
+            rows_per_request=per_request,
             concurrency=concurrency,
             progress=None,
         )

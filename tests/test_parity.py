@@ -125,7 +125,7 @@ def test_the_sync_lab_runs_the_async_core_and_wraps_its_objects(tmp_path):
 
         job = lab.music("calm piano", model="ace-step-15", duration_seconds=60)
         assert isinstance(job, Job) and isinstance(job.async_, AsyncJob)
-        assert job.wait(timeout=30).name == "completed"
+        assert job.wait(timeout_s=30).name == "completed"
         assert isinstance(lab.job(job.queue_id), Job)
         assert "queue_id" in dir(job) and _unreachable(job) == []
 

@@ -21,7 +21,7 @@ def test_first_example_runs_and_pays_what_it_says():
         assert set(typed["label"]) <= {"positive", "negative", "neutral"}
         assert set(typed["pack_size"]) == {4} and typed["paid_usd"].sum() == Decimal("0.01")
         assert namespace["r"].cost.status == "settled"
-        assert namespace["job"].wait(timeout=60).size_bytes > 0
+        assert namespace["job"].wait(timeout_s=60).size_bytes > 0
         # Chat, two batch rows, one typed pack, the music job and three reports: all settled.
         statuses = [row["status"] for row in lab.ledger.rows()]
         assert statuses and set(statuses) == {"settled"}

@@ -1,19 +1,19 @@
 """``AsyncLab``, the facade every method runs on, and ``Lab``, its sync twin.
 
 ``AsyncLab`` holds one ``Session`` (HTTP clients, payer, ledger) and the resources built on it
-(``Catalog``, paid routes, ``Media``, ``AsyncReports``, ``Batches``, ``CostAnalysis``); each
-public method is a one-line delegator keeping the flat names an analyst types (``lab.chat``).
-The sync ``Lab`` is the same facade, each method a ``blocking(AsyncLab.method)`` delegator.
-Both are made by ``x402lab.connect()`` and ``connect_async()`` (``x402lab.connection``).
+(``Catalog``, paid routes, ``Media``, ``AsyncReports``, ``Batches``, ``CostAnalysis``). Their
+methods and settings are declared once, by task, in ``LabMembers``, the flat names an analyst
+types (``lab.chat``): on an ``AsyncLab`` each is a delegator to its resource, on the sync
+``Lab`` it runs to completion (``x402lab.facade``), and both ``help()`` contents are made
+from the same list. Both are made by ``x402lab.connect()`` and ``connect_async()``
+(``x402lab.connection``).
 """
 
 from __future__ import annotations
 
-import functools
-import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING
 
 import x402lab.widgets  # noqa: F401  (registers the job and batch displays with IPython)
 from x402lab.analysis.api import CostAnalysis
@@ -22,16 +22,16 @@ from x402lab.batch import frames
 from x402lab.batch.api import Batches
 from x402lab.batch.routes import RouteBatches
 from x402lab.chain import Reconciler
+from x402lab.facade import Group, awaited, ran
 from x402lab.gateway import Audio, Catalog, Generic, Images, PaidRequests, Text, Tools
 from x402lab.gateway.chat_stream import ChatStream
 from x402lab.integrations import PayingClients
-from x402lab.keywords import keywords_of, unknown_keywords
 from x402lab.media import Job, Media
 from x402lab.payments import Payer
 from x402lab.reports import AsyncReports, Reports
 from x402lab.search import Search
 from x402lab.session import Session
-from x402lab.sync import Mirror, Twin, blocking, direct
+from x402lab.sync import Twin, blocking
 
 if TYPE_CHECKING:
     from x402lab.budget import Budget
@@ -40,42 +40,177 @@ if TYPE_CHECKING:
     from x402lab.ledger import Ledger
     from x402lab.wallet import Wallet
 
-P = ParamSpec("P")
-R = TypeVar("R")
-F = TypeVar("F", bound=Callable[..., Any])
+#: The tasks of the lab's ``help()``, in order; a name given here is declared on one facade.
+CATALOG = Group("Catalog and prices (free): what can be called, and at what price")
+CALLS = Group(
+    "Chat, images, audio, tools: one paid call each (quote() prices any of them for free)"
+)
+BATCHES = Group("Batches within the budget, priced by dry_run=True or estimate(); compare, search")
+MEDIA = Group("Media jobs: queued music and video, paid once, then polled")
+REPORTS = Group("Reports: lab.reports.shelf(), .menu(), .quote(), .buy(), .library()", "reports")
+LEDGER = Group("Ledger, budget and costs: what was paid, what is committed, what it was for")
+ECOSYSTEM = Group("Ecosystem: openai-python and httpx clients that pay through this lab")
+LIFECYCLE = Group("Lifecycle and settings", "close", "aclose", "async_", "emulator")
+GROUPS = (CATALOG, CALLS, BATCHES, MEDIA, REPORTS, LEDGER, ECOSYSTEM, LIFECYCLE)
 
 
-def _to(
-    resource: str, method: Callable[Concatenate[Any, P], R]
-) -> Callable[Concatenate[AsyncLab, P], R]:
-    """A method forwarding to ``method`` of the lab's ``resource``, with that method's docs.
-
-    A keyword ``method`` does not take is refused here, with a guess of the one meant
-    (``ArgumentError``, a TypeError): Python's own error would name the resource's class and
-    guess nothing."""
-
-    owner = operator.attrgetter(resource)
-    keywords = keywords_of(method)
-
-    @functools.wraps(method)
-    def forward(self: AsyncLab, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        if keywords is not None and not keywords.issuperset(kwargs):
-            raise unknown_keywords(method.__name__, kwargs, keywords)
-        return method(owner(self), *args, **kwargs)
-
-    return forward
+# The settings of ``LabMembers``, read from the AsyncLab (their docstrings are the settings').
 
 
-def _forward(resource: str, method: F) -> F:
-    """``_to`` for a method with overloads, typed as that method so type checkers and IDEs see
-    every overload (``_to``'s ParamSpec keeps only the first); the overloads' ``self`` is Any."""
-    return cast(F, _to(resource, method))
+def _wallet(lab: AsyncLab) -> Wallet:
+    """The paying wallet (its repr shows the address only)."""
+    return lab.session.wallet
 
 
-class AsyncLab:
+def _budget(lab: AsyncLab) -> Budget:
+    """The spending cap every paid call reserves from."""
+    return lab.session.budget
+
+
+def _ledger(lab: AsyncLab) -> Ledger:
+    """The durable record of every payment."""
+    return lab.session.ledger
+
+
+def _payer(lab: AsyncLab) -> Payer:
+    """The money side of the handshake (checks, reservations, signatures)."""
+    return lab.session.payer
+
+
+def _media_dir(lab: AsyncLab) -> Path:
+    """Where finished media jobs are saved."""
+    return lab.media.media_dir
+
+
+def _gateway_url(lab: AsyncLab) -> str | None:
+    """The inference gateway's address (None when this lab has no gateway)."""
+    return lab.session.gateway_url
+
+
+def _reports_url(lab: AsyncLab) -> str | None:
+    """The report service's address (None when this lab has no report service)."""
+    return lab.session.reports_url
+
+
+def _chain_rpc_url(lab: AsyncLab) -> str | None:
+    """The chain's JSON-RPC endpoint ``reconcile()`` reads (None when not given)."""
+    chain = lab.session.chain
+    return chain.url if chain is not None else None
+
+
+def _validate_models(lab: AsyncLab) -> bool:
+    """Check model ids against the catalog before sending (default True)."""
+    return lab.catalog.validate_models
+
+
+def _set_validate_models(lab: AsyncLab, value: bool) -> None:
+    lab.catalog.validate_models = value
+
+
+class LabMembers:
+    """The lab's methods and settings, declared once: ``AsyncLab`` and ``Lab`` both have them
+    (``x402lab.facade``: a coroutine on the one, run to completion on the other)."""
+
+    __slots__ = ()
+
+    # -- the gateway: free catalogs ----------------------------------------------------------
+
+    models = CATALOG.method("catalog", Catalog.models)
+    prices = CATALOG.method("catalog", Catalog.prices)
+    route_prices = CATALOG.method("catalog", Catalog.route_prices)
+    traits = CATALOG.method("catalog", Catalog.traits)
+    characters = CATALOG.method("catalog", Catalog.characters)
+    character = CATALOG.method("catalog", Catalog.character)
+    image_styles = CATALOG.method("catalog", Catalog.image_styles)
+    rpc_networks = CATALOG.method("catalog", Catalog.rpc_networks)
+    discovery = CATALOG.method("catalog", Catalog.discovery)
+    catalog_table = CATALOG.method("catalog", Catalog.table)
+
+    # -- the gateway: the paid routes by area, and any route ---------------------------------
+
+    chat = CALLS.method("text", Text.chat)
+    chat_stream = CALLS.plain("text", Text.chat_stream, ChatStream)
+    responses = CALLS.method("text", Text.responses)
+    embed = CALLS.method("text", Text.embed)
+    generate_image = CALLS.method("images", Images.generate_image)
+    edit_image = CALLS.method("images", Images.edit_image)
+    multi_edit_image = CALLS.method("images", Images.multi_edit_image)
+    upscale_image = CALLS.method("images", Images.upscale_image)
+    remove_background = CALLS.method("images", Images.remove_background)
+    speech = CALLS.method("audio", Audio.speech)
+    transcribe = CALLS.method("audio", Audio.transcribe)
+    clone_voice = CALLS.method("audio", Audio.clone_voice)
+    transcribe_video = CALLS.method("audio", Audio.transcribe_video)
+    search = CALLS.method("tools", Tools.search)
+    scrape = CALLS.method("tools", Tools.scrape)
+    parse_document = CALLS.method("tools", Tools.parse_document)
+    rpc = CALLS.method("tools", Tools.rpc)
+    quote = CALLS.method("generic", Generic.quote)
+    call = CALLS.method("generic", Generic.call)
+
+    # -- batches ---------------------------------------------------------------------------
+    # Those with overloads (by input, dry_run=, out=) give type checkers both views; mypy
+    # infers them right and still reports an overloaded argument as mismatched, hence the
+    # ignores.
+
+    estimate = BATCHES.method("batches", Batches.estimate)
+    batch_chat = BATCHES.overloaded(
+        "batches",
+        awaited(Batches.batch_chat),  # type: ignore[arg-type]
+        ran(Batches.batch_chat),  # type: ignore[arg-type]
+    )
+    batch_embed = BATCHES.overloaded(
+        "batches",
+        awaited(Batches.batch_embed),  # type: ignore[arg-type]
+        ran(Batches.batch_embed),  # type: ignore[arg-type]
+    )
+    batch = BATCHES.method("route_batches", RouteBatches.batch)
+    compare = BATCHES.overloaded(
+        "comparisons",
+        awaited(Comparisons.compare),  # type: ignore[arg-type]
+        ran(Comparisons.compare),  # type: ignore[arg-type]
+    )
+    nearest = BATCHES.method("corpora", Search.nearest)
+
+    # -- media jobs --------------------------------------------------------------------------
+
+    quote_music = MEDIA.method("media", Media.quote_music)
+    quote_video = MEDIA.method("media", Media.quote_video)
+    music = MEDIA.method("media", Media.music, Job)
+    video = MEDIA.method("media", Media.video, Job)
+    jobs = MEDIA.method("media", Media.jobs)
+    job = MEDIA.method("media", Media.job, Job)
+    media_dir = MEDIA.attribute(_media_dir)
+
+    # -- money: what was paid and what it was for --------------------------------------------
+
+    spend = LEDGER.method("costs", CostAnalysis.spend)
+    cost_report = LEDGER.method("costs", CostAnalysis.cost_report)
+    reconcile = LEDGER.method("reconciler", Reconciler.reconcile)
+    budget = LEDGER.attribute(_budget)
+    ledger = LEDGER.attribute(_ledger)
+    wallet = LEDGER.attribute(_wallet)
+    payer = LEDGER.attribute(_payer)
+
+    # -- other libraries through the same budget and ledger ----------------------------------
+
+    openai = ECOSYSTEM.plain("_clients", PayingClients.openai)
+    async_openai = ECOSYSTEM.plain("_clients", PayingClients.async_openai)
+    http_client = ECOSYSTEM.plain("_clients", PayingClients.http_client)
+    async_http_client = ECOSYSTEM.plain("_clients", PayingClients.async_http_client)
+
+    # -- settings ----------------------------------------------------------------------------
+
+    gateway_url = LIFECYCLE.attribute(_gateway_url)
+    reports_url = LIFECYCLE.attribute(_reports_url)
+    chain_rpc_url = LIFECYCLE.attribute(_chain_rpc_url)
+    validate_models = LIFECYCLE.attribute(_validate_models, _set_validate_models)
+
+
+class AsyncLab(LabMembers):
     """The async x402lab client: every method is a coroutine (``Lab`` is the sync twin).
 
-    Anything that can spend money says so first; ``help(x402lab.Lab)`` groups them by task.
+    Anything that can spend money says so first; the methods and settings, by task:
     """
 
     def __init__(
@@ -143,121 +278,6 @@ class AsyncLab:
             f" ledger={self.ledger.db.url!r}>"
         )
 
-    # -- money and settings ----------------------------------------------------------------
-
-    @property
-    def wallet(self) -> Wallet:
-        """The paying wallet (its repr shows the address only)."""
-        return self.session.wallet
-
-    @property
-    def budget(self) -> Budget:
-        """The spending cap every paid call reserves from."""
-        return self.session.budget
-
-    @property
-    def ledger(self) -> Ledger:
-        """The durable record of every payment."""
-        return self.session.ledger
-
-    @property
-    def payer(self) -> Payer:
-        """The money side of the handshake (checks, reservations, signatures)."""
-        return self.session.payer
-
-    @property
-    def chain_rpc_url(self) -> str | None:
-        """The chain's JSON-RPC endpoint ``reconcile()`` reads (None when not given)."""
-        chain = self.session.chain
-        return chain.url if chain is not None else None
-
-    @property
-    def gateway_url(self) -> str | None:
-        """The inference gateway's address (None when this lab has no gateway)."""
-        return self.session.gateway_url
-
-    @property
-    def reports_url(self) -> str | None:
-        """The report service's address (None when this lab has no report service)."""
-        return self.session.reports_url
-
-    @property
-    def media_dir(self) -> Path:
-        """Where finished media jobs are saved."""
-        return self.media.media_dir
-
-    @property
-    def validate_models(self) -> bool:
-        """Check model ids against the catalog before sending (default True)."""
-        return self.catalog.validate_models
-
-    @validate_models.setter
-    def validate_models(self, value: bool) -> None:
-        self.catalog.validate_models = value
-
-    # -- the gateway: free catalogs ----------------------------------------------------------
-
-    models = _to("catalog", Catalog.models)
-    traits = _to("catalog", Catalog.traits)
-    characters = _to("catalog", Catalog.characters)
-    character = _to("catalog", Catalog.character)
-    image_styles = _to("catalog", Catalog.image_styles)
-    rpc_networks = _to("catalog", Catalog.rpc_networks)
-    prices = _to("catalog", Catalog.prices)
-    route_prices = _to("catalog", Catalog.route_prices)
-    discovery = _to("catalog", Catalog.discovery)
-    catalog_table = _to("catalog", Catalog.table)
-
-    # -- the gateway: any route, and the paid routes by area -----------------------------------
-
-    quote = _to("generic", Generic.quote)
-    call = _to("generic", Generic.call)
-    chat = _to("text", Text.chat)
-    chat_stream = _to("text", Text.chat_stream)
-    responses = _to("text", Text.responses)
-    embed = _to("text", Text.embed)
-    generate_image = _to("images", Images.generate_image)
-    edit_image = _to("images", Images.edit_image)
-    multi_edit_image = _to("images", Images.multi_edit_image)
-    upscale_image = _to("images", Images.upscale_image)
-    remove_background = _to("images", Images.remove_background)
-    speech = _to("audio", Audio.speech)
-    transcribe = _to("audio", Audio.transcribe)
-    clone_voice = _to("audio", Audio.clone_voice)
-    transcribe_video = _to("audio", Audio.transcribe_video)
-    search = _to("tools", Tools.search)
-    scrape = _to("tools", Tools.scrape)
-    parse_document = _to("tools", Tools.parse_document)
-    rpc = _to("tools", Tools.rpc)
-
-    # -- media jobs --------------------------------------------------------------------------
-
-    quote_music = _to("media", Media.quote_music)
-    quote_video = _to("media", Media.quote_video)
-    music = _to("media", Media.music)
-    video = _to("media", Media.video)
-    jobs = _to("media", Media.jobs)
-    job = _to("media", Media.job)
-
-    # -- batches and cost analysis ---------------------------------------------------------
-
-    batch_chat = _forward("batches", Batches.batch_chat)
-    batch_embed = _forward("batches", Batches.batch_embed)
-    batch = _to("route_batches", RouteBatches.batch)
-    estimate = _to("batches", Batches.estimate)
-    compare = _forward("comparisons", Comparisons.compare)
-    nearest = _to("corpora", Search.nearest)
-    spend = _to("costs", CostAnalysis.spend)
-    cost_report = _to("costs", CostAnalysis.cost_report)
-    reconcile = _to("reconciler", Reconciler.reconcile)
-
-    # -- other libraries through the same budget and ledger ----------------------------------
-
-    openai = _to("_clients", PayingClients.openai)
-    async_openai = _to("_clients", PayingClients.async_openai)
-    http_client = _to("_clients", PayingClients.http_client)
-    async_http_client = _to("_clients", PayingClients.async_http_client)
-
     # -- lifetime ----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
@@ -279,44 +299,15 @@ class AsyncLab:
         await self.aclose()
 
 
-class Lab(Twin[AsyncLab]):
+class Lab(Twin[AsyncLab], LabMembers):
     """The x402lab client, made by ``x402lab.connect()``; every method runs to completion.
 
-    Methods whose summary starts "Spends money" pay through the lab's budget and ledger; the rest
-    are free. Use it as a context manager, or call ``close()``. ``lab.async_`` is the
-    ``AsyncLab`` behind it (the same methods as coroutines).
-
-    Catalog and prices (free): what can be called, and at what price
-        models  prices  route_prices  traits  characters  character  image_styles  rpc_networks
-        discovery  catalog_table
-
-    Chat, images, audio, tools: one paid call each (quote() prices any of them for free)
-        chat  chat_stream  responses  embed  generate_image  edit_image  multi_edit_image
-        upscale_image  remove_background  speech  transcribe  clone_voice  transcribe_video
-        search  scrape  parse_document  rpc  quote  call
-
-    Batches within the budget, priced by estimate(); batch() takes any route; compare, search
-        estimate  batch_chat  batch_embed  batch  compare  nearest
-
-    Media jobs: queued music and video, paid once, then polled
-        quote_music  quote_video  music  video  jobs  job  media_dir
-
-    Reports: lab.reports.shelf(), .menu(), .quote(), .buy(), .library()
-        reports
-
-    Ledger, budget and costs: what was paid, what is committed, what it was for
-        spend  cost_report  reconcile  budget  ledger  wallet  payer
-
-    Ecosystem: openai-python and httpx clients that pay through this lab
-        openai  async_openai  http_client  async_http_client
-
-    Lifecycle and settings
-        close  aclose  async_  emulator  gateway_url  reports_url  chain_rpc_url  validate_models
+    Methods whose summary starts "Spends money" pay through its budget and ledger; others are free.
+    A context manager (or call ``close()``); ``lab.async_`` is the ``AsyncLab`` behind it.
     """
 
-    # Each method is ``blocking(AsyncLab.method)``: the async method's own signature and
-    # docstring, run to completion on the helper loop thread (x402lab.sync); settings are
-    # read and written through to the AsyncLab (``Twin``).
+    # Each method of ``LabMembers`` runs the AsyncLab's on the helper loop thread
+    # (x402lab.facade); settings are read and written through to the AsyncLab (``Twin``).
     __slots__ = ("_reports",)
     _reports: Reports
 
@@ -332,8 +323,6 @@ class Lab(Twin[AsyncLab]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- money and settings ----------------------------------------------------------------
-
     @property
     def reports(self) -> Reports:
         """The report service: ``shelf()``, ``menu()``, ``quote()``, ``buy()``, ``library()``."""
@@ -344,80 +333,9 @@ class Lab(Twin[AsyncLab]):
         """The embedded emulator of both services (None when connected to real ones)."""
         return self._async.emulator
 
-    wallet = Mirror(AsyncLab.wallet)
-    budget = Mirror(AsyncLab.budget)
-    ledger = Mirror(AsyncLab.ledger)
-    payer = Mirror(AsyncLab.payer)
-    chain_rpc_url = Mirror(AsyncLab.chain_rpc_url)
-    gateway_url = Mirror(AsyncLab.gateway_url)
-    reports_url = Mirror(AsyncLab.reports_url)
-    media_dir = Mirror(AsyncLab.media_dir)
-    validate_models = Mirror(AsyncLab.validate_models)
-
-    # -- the gateway: free catalogs ----------------------------------------------------------
-
-    models = blocking(AsyncLab.models)
-    traits = blocking(AsyncLab.traits)
-    characters = blocking(AsyncLab.characters)
-    character = blocking(AsyncLab.character)
-    image_styles = blocking(AsyncLab.image_styles)
-    rpc_networks = blocking(AsyncLab.rpc_networks)
-    prices = blocking(AsyncLab.prices)
-    route_prices = blocking(AsyncLab.route_prices)
-    discovery = blocking(AsyncLab.discovery)
-    catalog_table = blocking(AsyncLab.catalog_table)
-
-    # -- the gateway: any route, and the paid routes by area -----------------------------------
-
-    quote = blocking(AsyncLab.quote)
-    call = blocking(AsyncLab.call)
-    chat = blocking(AsyncLab.chat)
-    chat_stream = direct(AsyncLab.chat_stream, ChatStream)
-    responses = blocking(AsyncLab.responses)
-    embed = blocking(AsyncLab.embed)
-    generate_image = blocking(AsyncLab.generate_image)
-    edit_image = blocking(AsyncLab.edit_image)
-    multi_edit_image = blocking(AsyncLab.multi_edit_image)
-    upscale_image = blocking(AsyncLab.upscale_image)
-    remove_background = blocking(AsyncLab.remove_background)
-    speech = blocking(AsyncLab.speech)
-    transcribe = blocking(AsyncLab.transcribe)
-    clone_voice = blocking(AsyncLab.clone_voice)
-    transcribe_video = blocking(AsyncLab.transcribe_video)
-    search = blocking(AsyncLab.search)
-    scrape = blocking(AsyncLab.scrape)
-    parse_document = blocking(AsyncLab.parse_document)
-    rpc = blocking(AsyncLab.rpc)
-
-    # -- media jobs --------------------------------------------------------------------------
-
-    quote_music = blocking(AsyncLab.quote_music)
-    quote_video = blocking(AsyncLab.quote_video)
-    music = blocking(AsyncLab.music, Job)
-    video = blocking(AsyncLab.video, Job)
-    jobs = blocking(AsyncLab.jobs)
-    job = blocking(AsyncLab.job, Job)
-
-    # -- batches and cost analysis ---------------------------------------------------------
-
-    batch_chat = blocking(AsyncLab.batch_chat)
-    batch_embed = blocking(AsyncLab.batch_embed)
-    batch = blocking(AsyncLab.batch)
-    estimate = blocking(AsyncLab.estimate)
-    compare = blocking(AsyncLab.compare)
-    nearest = blocking(AsyncLab.nearest)
-    spend = blocking(AsyncLab.spend)
-    cost_report = blocking(AsyncLab.cost_report)
-    reconcile = blocking(AsyncLab.reconcile)
-
-    # -- other libraries through the same budget and ledger ----------------------------------
-
-    openai = direct(AsyncLab.openai)
-    async_openai = direct(AsyncLab.async_openai)
-    http_client = direct(AsyncLab.http_client)
-    async_http_client = direct(AsyncLab.async_http_client)
-
-    # -- lifetime ----------------------------------------------------------------------------
-
     aclose = blocking(AsyncLab.aclose)
     close = blocking(AsyncLab.close)
+
+
+AsyncLab.__doc__ = Group.contents(GROUPS, AsyncLab)
+Lab.__doc__ = Group.contents(GROUPS, Lab)

@@ -3,9 +3,9 @@
 ``blocking(AsyncThing.method)`` makes a sync method with the async one's parameters and
 docstring whose result is the coroutine's (``wrap=`` puts it in its sync twin, as ``Job``).
 ``Twin`` is the base of the sync twins (``Lab``, ``Reports``, ``Job``, ``ChatStream``): it holds
-the async object; ``ReadThrough`` also reads the attributes it does not declare from it, and
-``Mirror`` repeats one of its properties. Being plain ParamSpec functions, the delegators keep
-each signature visible to mypy and editors; there is no generated code.
+the async object; ``ReadThrough`` also reads the attributes it does not declare from it.
+Being plain ParamSpec functions, the delegators keep each signature visible to mypy and
+editors; there is no generated code.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from x402lab._loop import in_helper_thread, run, submit
 
@@ -71,27 +71,6 @@ class ReadThrough(Twin[A]):
         """The declared names and the async object's public ones (both resolve here)."""
         names = set(super().__dir__()) | {n for n in dir(self._async) if n[0] != "_"}
         return sorted(names)
-
-
-class Mirror(Generic[T]):
-    """A twin's property reading (and writing through) the async object's ``prop``, with its
-    docstring and type: ``wallet = Mirror(AsyncLab.wallet)``."""
-
-    def __init__(self, prop: Callable[[Any], T]) -> None:
-        self.__doc__ = prop.__doc__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    @overload
-    def __get__(self, twin: None, owner: type) -> Self: ...
-    @overload
-    def __get__(self, twin: Twin[Any], owner: type) -> T: ...
-    def __get__(self, twin: Twin[Any] | None, owner: type) -> Any:
-        return self if twin is None else getattr(twin._async, self._name)
-
-    def __set__(self, twin: Twin[Any], value: T) -> None:
-        setattr(twin._async, self._name, value)
 
 
 @overload

@@ -56,7 +56,7 @@ def _run(lab: Any, faulty_lab: Any) -> tuple[list[Any], str, str]:
     lab.chat("Write a long story about ledgers.", model=dear, max_tokens=2000)
     lab.embed(["alpha", "beta", "gamma"], model=embed_model)
     lab.embed("delta", model=embed_model)
-    job = lab.music("calm piano", model="ace-step-15", duration_seconds=60, poll_interval=0.05)
+    job = lab.music("calm piano", model="ace-step-15", duration_seconds=60, poll_s=0.05)
     job.wait()
     handle = lab.reports.shelf()["username"].iloc[0]
     menu = lab.reports.menu(handle)

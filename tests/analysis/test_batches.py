@@ -34,7 +34,7 @@ def test_batch_costs_drift_and_savings(lab, tmp_path):
     text = text.sort_values("input_usd_per_1m")["id"].iloc[0]
     embedder = models[models["type"] == "embedding"]["id"].iloc[0]
     chats = lab.batch_chat(PROMPTS, model=text, max_tokens=16, progress=None)
-    docs = lab.batch_embed(DOCUMENTS, model=embedder, per_request=5, progress=None)
+    docs = lab.batch_embed(DOCUMENTS, model=embedder, rows_per_request=5, progress=None)
     streamed = tmp_path / "docs.parquet"
     # Texts of their own: texts embedded before come back from the store, unpaid.
     fresh = [f"memo {i}" for i in range(10)]

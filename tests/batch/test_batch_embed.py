@@ -22,7 +22,7 @@ def test_vectors_costs_and_dedup_in_memory(emulator_factory, lab_factory):
     emulator = emulator_factory()
     lab = lab_factory(emulator)
     texts = ["the cat sat", "a dog ran", "the cat sat", "birds sing at dawn"]
-    frame = lab.batch_embed(texts, model=EMBED, dimensions=32, per_request=1, progress=None)
+    frame = lab.batch_embed(texts, model=EMBED, dimensions=32, rows_per_request=1, progress=None)
     assert frame["text"].tolist() == texts
     assert frame["status"].tolist() == ["ok", "ok", "cached", "ok"]
     assert all(v.dtype == np.float32 and v.shape == (32,) for v in frame["vector"])
@@ -40,7 +40,7 @@ def test_stream_to_parquet_in_row_groups_and_resume(emulator_factory, lab_factor
     texts = [f"document {i} about topic {i % 7}" for i in range(300)]
     texts.append("document 5 about topic 5")
     out = tmp_path / "vectors.parquet"
-    args = dict(model=EMBED, per_request=8, dimensions=16, encoding_format="base64")
+    args = dict(model=EMBED, rows_per_request=8, dimensions=16, encoding_format="base64")
     estimate = lab.estimate(texts, kind="embed", **args)
     summary = lab.batch_embed(
         texts,
@@ -123,13 +123,13 @@ def test_auto_packs_texts_when_the_gateway_takes_a_list(emulator_factory, lab_fa
     emulator = emulator_factory()
     lab = lab_factory(emulator)
     texts = [f"text number {i}" for i in range(600)]
-    quote = lab.estimate(texts, model=EMBED, kind="embed", per_request="auto")
+    quote = lab.estimate(texts, model=EMBED, kind="embed", rows_per_request="auto")
     assert quote.requests == 3  # 256 + 256 + 88: the emulator's schema takes a list input
-    frame = lab.batch_embed(texts, model=EMBED, per_request="auto", progress=None)
+    frame = lab.batch_embed(texts, model=EMBED, rows_per_request="auto", progress=None)
     assert len(emulator.chain.transfers()) == 3 and set(frame["status"]) == {"ok"}
     assert round(frame["paid_usd"].sum() * 1_000_000) == chain_atomic(emulator)
     with pytest.raises(xl.ConfigError, match="per_request"):
-        lab.batch_embed(texts, model=EMBED, per_request="many")
+        lab.batch_embed(texts, model=EMBED, rows_per_request="many")
 
 
 def test_batch_embed_packs_texts_by_default(emulator, lab_factory):
@@ -143,5 +143,5 @@ def test_batch_embed_packs_texts_by_default(emulator, lab_factory):
     assert 1 <= len(transfers) < len(texts)
     assert len(transfers) == -(-len(texts) // 256)  # EMBED_AUTO_TEXTS a request
     assert frame["paid_usd"].sum() == Decimal(chain_atomic(emulator)).scaleb(-6)
-    one_each = lab.estimate(texts, model=EMBED, kind="embed", per_request=1, rebuy=True)
+    one_each = lab.estimate(texts, model=EMBED, kind="embed", rows_per_request=1, rebuy=True)
     assert one_each.requests == len(texts)  # the old default, still one keyword away

@@ -126,7 +126,7 @@ def test_a_generator_streams_in_chunks_and_repeats_are_not_paid_again(
     out = tmp_path / "v.parquet"
     bar = tqdm(file=io.StringIO(), mininterval=0)
     summary = lab.batch_embed(
-        (t for t in texts), model=EMBED, dimensions=8, out=out, per_request=3, progress=bar
+        (t for t in texts), model=EMBED, dimensions=8, out=out, rows_per_request=3, progress=bar
     )
     written = pq.read_table(out)
     assert written.column("text").to_pylist() == texts

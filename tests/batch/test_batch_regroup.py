@@ -37,7 +37,7 @@ CHILD = textwrap.dedent(
     gateway, reports, ledger, texts, per_request, model = sys.argv[1:7]
     lab = xl.connect(gateway, reports, wallet=xl.Wallet.from_env(), ledger=ledger,
                      budget=xl.Budget(usd=50))
-    lab.batch_embed(json.loads(texts), model=model, per_request=int(per_request),
+    lab.batch_embed(json.loads(texts), model=model, rows_per_request=int(per_request),
                     progress=None)
     print("finished", flush=True)
     """
@@ -103,7 +103,7 @@ def _pay_then_fail_to_store(lab: Any, emulator: Any, ledger: Path, texts: list[s
             " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
         )
     with pytest.raises(StoreError, match="disk is full"):
-        lab.batch_embed(texts, model=EMBED, per_request=2, concurrency=1, progress=None)
+        lab.batch_embed(texts, model=EMBED, rows_per_request=2, concurrency=1, progress=None)
     with sqlite3.connect(ledger) as db:
         db.execute("DROP TRIGGER full")
     paid = len(emulator.chain.transfers()) - before
@@ -128,19 +128,19 @@ def test_a_smaller_request_killed_unanswered_is_not_bought_again(
     _kill_once_paid(slow, tmp_path, key, texts, per_request=3, transfers=2)
 
     # The killed run still holds beta and gamma: a run would wait for them, not pay.
-    estimate = lab.estimate(texts, model=EMBED, kind="embed", per_request=3)
+    estimate = lab.estimate(texts, model=EMBED, kind="embed", rows_per_request=3)
     assert estimate.rows["status"].tolist() == ["cached", "pending", "pending"]
     assert estimate.total_atomic == 0 and estimate.requests == 0
     for per_request in (3, 1, 2):
         with pytest.warns(xl.IncompleteBatchWarning, match="2 unknown"):
-            again = lab.batch_embed(texts, model=EMBED, per_request=per_request, progress=None)
+            again = lab.batch_embed(texts, model=EMBED, rows_per_request=per_request, progress=None)
         assert again["status"].tolist() == ["cached", "unknown", "unknown"]
         assert again["paid_usd"].eq(0).all()
         assert again.attrs["batch"]["requests"] == 0
         # The unknown rows name the request that carried them, and their shares of it.
         assert again["request_key"].iloc[1] == again["request_key"].iloc[2]
         assert again["quoted_usd"].iloc[1:].sum() == Decimal("0.01")
-    estimate = lab.estimate(texts, model=EMBED, kind="embed", per_request=3)
+    estimate = lab.estimate(texts, model=EMBED, kind="embed", rows_per_request=3)
     assert estimate.rows["status"].tolist() == ["cached", "unknown", "unknown"]
     assert len(chain.transfers()) == 2
     assert _texts_paid(lab, quick, texts) == Counter(texts)
@@ -159,13 +159,13 @@ def test_a_changed_per_request_after_a_kill_buys_no_text_twice(
     lab = _resuming(lab_factory(quick, key=key))
     more = [*texts, "text 4"]
     with pytest.warns(xl.IncompleteBatchWarning, match="4 unknown"):
-        frame = lab.batch_embed(more, model=EMBED, per_request=1, progress=None)
+        frame = lab.batch_embed(more, model=EMBED, rows_per_request=1, progress=None)
     assert frame["status"].tolist() == ["unknown"] * 4 + ["ok"]
     assert frame.attrs["batch"]["requests"] == 1
     assert len(chain.transfers()) == 3
     # Regrouped once more: still nothing bought twice, and the new text is cached.
     with pytest.warns(xl.IncompleteBatchWarning, match="4 unknown"):
-        again = lab.batch_embed(more, model=EMBED, per_request=3, progress=None)
+        again = lab.batch_embed(more, model=EMBED, rows_per_request=3, progress=None)
     assert again["status"].tolist() == ["unknown"] * 4 + ["cached"]
     assert len(chain.transfers()) == 3
     assert _texts_paid(lab, quick, more) == Counter(more)
@@ -181,7 +181,7 @@ def test_settled_but_not_stored_shows_its_status_under_any_grouping(
     paid = _pay_then_fail_to_store(lab, emulator, tmp_path / "ledger.sqlite", texts)
 
     with pytest.warns(xl.IncompleteBatchWarning, match='paid_not_stored .*rebuy="lost"'):
-        frame = lab.batch_embed(texts, model=EMBED, per_request=1, progress=None)
+        frame = lab.batch_embed(texts, model=EMBED, rows_per_request=1, progress=None)
     lost = frame[frame["status"] == "paid_not_stored"]
     assert len(lost) == 2 * paid
     assert set(frame["status"]) <= {"paid_not_stored", "ok"}
@@ -189,7 +189,7 @@ def test_settled_but_not_stored_shows_its_status_under_any_grouping(
     assert frame.attrs["batch"]["lost_atomic"] == 10_000 * paid
     assert lost["error"].str.contains("not bought again").all()
     with pytest.warns(xl.IncompleteBatchWarning, match="paid_not_stored"):
-        again = lab.batch_embed(texts, model=EMBED, per_request=4, progress=None)
+        again = lab.batch_embed(texts, model=EMBED, rows_per_request=4, progress=None)
     assert set(again["status"]) <= {"paid_not_stored", "cached"}
     assert (again["status"] == "paid_not_stored").sum() == 2 * paid
     assert _texts_paid(lab, emulator, ["zero", *texts]) == Counter(["zero", *texts])
@@ -202,14 +202,14 @@ def test_rebuy_buys_paid_not_stored_texts_again_in_any_grouping(
     lab = lab_factory(emulator)
     texts = ["one", "two", "three", "four"]
     paid = _pay_then_fail_to_store(lab, emulator, tmp_path / "ledger.sqlite", texts)
-    lost = lab.estimate(texts, model=EMBED, kind="embed", per_request=3)
+    lost = lab.estimate(texts, model=EMBED, kind="embed", rows_per_request=3)
     assert (lost.rows["status"] == "paid_not_stored").sum() == 2 * paid
     assert (
-        lab.estimate(texts, model=EMBED, kind="embed", per_request=1, rebuy=True).total_atomic
+        lab.estimate(texts, model=EMBED, kind="embed", rows_per_request=1, rebuy=True).total_atomic
         == 40_000
     )
 
-    again = lab.batch_embed(texts, model=EMBED, per_request=3, rebuy=True, progress=None)
+    again = lab.batch_embed(texts, model=EMBED, rows_per_request=3, rebuy=True, progress=None)
     assert again["status"].tolist() == ["ok"] * 4 and again.attrs["batch"]["requests"] == 2
     assert _texts_paid(lab, emulator, texts) == Counter(
         {text: 2 if i < 2 * paid else 1 for i, text in enumerate(texts)}
@@ -231,16 +231,16 @@ def test_rebuy_lost_buys_exactly_the_paid_not_stored_rows_again(
     with pytest.warns(
         xl.IncompleteBatchWarning, match=f'{2 * paid} paid_not_stored .*rebuy="lost"'
     ):
-        frame = lab.batch_embed(texts, model=EMBED, per_request=1, progress=None)
+        frame = lab.batch_embed(texts, model=EMBED, rows_per_request=1, progress=None)
     summary = xl.BatchSummary.of(frame)
     assert f"{2 * paid} rows paid earlier but not stored" in summary.describe()
     assert 'rebuy="lost"' in summary.describe()
     assert summary.status_atomic["paid_not_stored"] == summary.lost_atomic == 10_000 * paid
     # The estimate with the keyword prices exactly those rows.
-    estimate = lab.estimate(texts, model=EMBED, kind="embed", per_request=1, rebuy="lost")
+    estimate = lab.estimate(texts, model=EMBED, kind="embed", rows_per_request=1, rebuy="lost")
     assert estimate.rows.loc[estimate.rows["status"] == "quoted", "text"].tolist() == lost_texts
     before = len(emulator.chain.transfers())
-    again = lab.batch_embed(texts, model=EMBED, per_request=1, rebuy="lost", progress=None)
+    again = lab.batch_embed(texts, model=EMBED, rows_per_request=1, rebuy="lost", progress=None)
     assert again["status"].tolist() == ["ok" if t in lost_texts else "cached" for t in texts]
     assert len(emulator.chain.transfers()) - before == len(lost_texts)  # one each, no more
     assert again.attrs["batch"]["paid_atomic"] == estimate.total_atomic

@@ -86,7 +86,7 @@ def test_chat_rows_of_a_dask_frame_and_a_bag_of_texts(cluster, emulator, team_la
 
     bag = db.from_sequence(texts(30, "bag"), npartitions=3)
     summary = lab.batch_embed(
-        bag, model=EMBED, per_request=1, out=tmp_path / "vectors", progress=None
+        bag, model=EMBED, rows_per_request=1, out=tmp_path / "vectors", progress=None
     )
     assert isinstance(summary, BatchSummary) and summary.rows == 30
     assert summary.counts == {"ok": 30} and summary.paid_requests == 30
@@ -112,7 +112,7 @@ def test_a_batch_that_does_not_fit_is_refused_whole_or_spends_what_is_left(
     lab = team_lab(emulator, usd=0.5)  # 50 texts at the 0.01 USD minimum charge
     words = texts(160, "cap")
     series = dd.from_pandas(pd.Series(words, name="text"), npartitions=8)
-    args = dict(model=EMBED, per_request=1, progress=None)
+    args = dict(model=EMBED, rows_per_request=1, progress=None)
     # Without partial=True: the whole batch's quote (160 requests), refused before any
     # partition starts; nothing signed, nothing moved, no file written.
     with warnings.catch_warnings():

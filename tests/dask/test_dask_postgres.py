@@ -35,7 +35,7 @@ def test_workers_share_one_postgresql_ledger_and_budget(cluster, emulator, team_
     # driver warns once for the whole batch.
     with pytest.warns(xl.IncompleteBatchWarning, match="of 120 rows not answered"):
         frame = lab.batch_embed(
-            series, model=EMBED, dimensions=8, per_request=1, progress=None, partial=True
+            series, model=EMBED, dimensions=8, rows_per_request=1, progress=None, partial=True
         ).compute()
     assert frame["text"].tolist() == words
     spent = sum(t.amount_atomic for t in emulator.chain.transfers())
@@ -47,7 +47,7 @@ def test_workers_share_one_postgresql_ledger_and_budget(cluster, emulator, team_
 
     with pytest.warns(xl.IncompleteBatchWarning, match="skipped_budget"):
         again = lab.batch_embed(
-            series, model=EMBED, dimensions=8, per_request=1, progress=None, partial=True
+            series, model=EMBED, dimensions=8, rows_per_request=1, progress=None, partial=True
         ).compute()
     assert set(again["status"]) == {"cached", "skipped_budget"}
     assert transfers_per_key(lab, emulator) == per_key  # a re-run pays nothing again
@@ -87,7 +87,7 @@ def test_a_database_password_reaches_the_workers_from_their_environment_only(
             lab.batch_embed(series, model=EMBED, progress=None)
         assert password not in str(refused.value) and emulator.chain.transfers() == []
         cluster.run(_set_env, "PGPASSWORD", password)
-        frame = lab.batch_embed(series, model=EMBED, per_request=1, progress=None).compute()
+        frame = lab.batch_embed(series, model=EMBED, rows_per_request=1, progress=None).compute()
         assert set(frame["status"]) == {"ok"} and len(emulator.chain.transfers()) == 6
     finally:
         cluster.run(_set_env, "PGPASSWORD", None)

@@ -84,7 +84,7 @@ def _run_and_kill_a_worker(lab: Any, series: Any, out: Path) -> tuple[int, pd.Da
             lab.batch_embed(
                 series,
                 model=EMBED,  # no dimensions=: the width is the model's, published in its catalog
-                per_request=1,
+                rows_per_request=1,
                 concurrency=CONCURRENCY,
                 out=out,
                 progress=None,
@@ -130,7 +130,7 @@ def test_a_killed_worker_loses_at_most_its_in_flight_answers(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         again = lab.batch_embed(
-            series, model=EMBED, per_request=1, concurrency=CONCURRENCY, progress=None
+            series, model=EMBED, rows_per_request=1, concurrency=CONCURRENCY, progress=None
         ).compute()
     _warned_once_if_lost(caught, again)
     counts = again["status"].value_counts().to_dict()

@@ -24,7 +24,7 @@ def test_download_redirects_empty_answers_and_trickles(emulator, connect_lab, tm
         lab = connect_lab(service, tmp_path / "ledger.sqlite", timeout_s=2.0)
 
         def video(prompt: str):
-            job = lab.video(**KLING, prompt=prompt, poll_interval=FAST_POLL)
+            job = lab.video(**KLING, prompt=prompt, poll_s=FAST_POLL)
             assert job.download_url.startswith(hostile.url + DOWNLOADS)
             return job
 
@@ -32,7 +32,7 @@ def test_download_redirects_empty_answers_and_trickles(emulator, connect_lab, tm
         loop = hostile.attack(path=DOWNLOADS, redirect_to=f"{hostile.url}{DOWNLOADS}again")
         looped = video("a loop")
         with pytest.raises(xl.JobError, match="redirected more than 5 times"):
-            looped.wait(timeout=10)
+            looped.wait(timeout_s=10)
         assert looped.media_path is None and not isinstance(looped.status, Completed)
         hostile.attacks.remove(loop)
 
@@ -40,7 +40,7 @@ def test_download_redirects_empty_answers_and_trickles(emulator, connect_lab, tm
         empty = hostile.attack(path=DOWNLOADS, status=200, body_bytes=0)
         job = video("nothing")
         with pytest.raises(xl.JobError, match="HTTP 200 with 0 bytes, no media"):
-            job.wait(timeout=10)
+            job.wait(timeout_s=10)
         assert job.media_path is None
         hostile.attacks.remove(empty)
 
@@ -48,7 +48,7 @@ def test_download_redirects_empty_answers_and_trickles(emulator, connect_lab, tm
         slow = hostile.attack(path=DOWNLOADS, status=200, body_bytes=1 << 20, trickle_s=0.2)
         job = video("slowly")
         with pytest.raises(xl.TransportError, match=r"timeout_s=2 s"):
-            job.wait(timeout=10)
+            job.wait(timeout_s=10)
         hostile.attacks.remove(slow)
 
         # A redirect to where the media really is: followed, the real bytes stored. And the
@@ -56,8 +56,8 @@ def test_download_redirects_empty_answers_and_trickles(emulator, connect_lab, tm
         job = video("somewhere else")
         real = job.download_url.replace(hostile.url, emulator.gateway_url)
         hostile.attack(path=job.download_url[len(hostile.url) :], redirect_to=real)
-        assert isinstance(job.wait(timeout=10), Completed)
+        assert isinstance(job.wait(timeout_s=10), Completed)
         assert job.result()[4:8] == b"ftyp"
-        assert isinstance(looped.wait(timeout=10), Completed)  # paid, kept, fetched now
+        assert isinstance(looped.wait(timeout_s=10), Completed)  # paid, kept, fetched now
         assert looped.result()[4:8] == b"ftyp"
         assert len(lab.ledger.rows()) == 4 and len(hostile.payments) == 4

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-MUSIC = 'lab.music("calm piano", model="ace-step-15", duration_seconds=60, poll_interval=0.1'
+MUSIC = 'lab.music("calm piano", model="ace-step-15", duration_seconds=60, poll_s=0.1'
 CELLS = [
     "import sys\n"
     "import x402lab as xl\n"

@@ -48,11 +48,11 @@ def test_progress_estimate():
 
 
 def test_widget_moves_to_full_and_shows_the_player(lab):
-    job = lab.music(**MUSIC, poll_interval=FAST_POLL)
+    job = lab.music(**MUSIC, poll_s=FAST_POLL)
     view = JobView(job.async_)
     assert view.bar.value == 0.0 and view.player.value == ""
     job.async_.watch(view.update, tick=0.01)
-    job.wait(timeout=10)
+    job.wait(timeout_s=10)
     assert view.bar.value == 1.0 and view.bar.bar_style == "success"
     assert view.line.value.startswith("completed") and "0.015 USD" in view.line.value
     assert '<audio controls preload="metadata" src="data:audio/wav;base64,' in view.player.value
@@ -65,9 +65,9 @@ def test_view_of_a_finished_job_shows_the_player_at_once(lab):
         model="wan-2-7-text-to-video",
         duration=5,
         resolution="480p",
-        poll_interval=FAST_POLL,
+        poll_s=FAST_POLL,
     )
-    job.wait(timeout=10)
+    job.wait(timeout_s=10)
     view = JobView(job.async_)
     assert view.bar.value == 1.0 and "<video controls" in view.player.value
     bundle = TextView.bundle(job.async_)
@@ -76,11 +76,11 @@ def test_view_of_a_finished_job_shows_the_player_at_once(lab):
 
 
 def test_text_view_while_running(lab):
-    job = lab.music(**MUSIC, poll_interval=FAST_POLL)
+    job = lab.music(**MUSIC, poll_s=FAST_POLL)
     bundle = TextView.bundle(job.async_)
     assert "queued · waiting for the first status" in bundle["text/plain"]
     assert "<audio" not in bundle["text/html"]
-    job.wait(timeout=10)
+    job.wait(timeout_s=10)
     assert describe(job.async_).startswith("completed")
 
 
@@ -125,8 +125,8 @@ def test_register_hooks_both_job_types_into_ipython(lab):
 
     shell = Shell()
     assert register(shell) is True
-    job = lab.music(**MUSIC, poll_interval=FAST_POLL)
+    job = lab.music(**MUSIC, poll_s=FAST_POLL)
     formatter = shell.display_formatter.ipython_display_formatter
     assert formatter.lookup(job) is formatter.lookup(job.async_)
     assert formatter.lookup(job).__module__ == "x402lab.widgets"
-    job.wait(timeout=10)
+    job.wait(timeout_s=10)

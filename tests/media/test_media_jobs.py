@@ -35,13 +35,13 @@ def test_music_lifecycle_quote_pay_once_wait_save_complete(lab, emulator, wallet
     assert quote.amount_atomic == 15_000 and quote.upstream_usd == pytest.approx(0.03)
     assert lab.ledger.to_pandas().empty  # the quote is free: nothing signed
 
-    job = lab.music(**MUSIC, poll_interval=FAST_POLL)
+    job = lab.music(**MUSIC, poll_s=FAST_POLL)
     assert isinstance(job.status, Queued) and not job.done
     # Exact money: Decimals, equal to the atomic unit.
     assert job.quoted_usd == quote.amount_usd
     assert job.paid_usd == quote.amount_usd
 
-    final = job.wait(timeout=10)
+    final = job.wait(timeout_s=10)
     assert isinstance(final, Completed) and final.content_type == "audio/wav"
     data = job.result()
     assert data[:4] == b"RIFF" and data[8:12] == b"WAVE"
@@ -63,19 +63,19 @@ def test_music_lifecycle_quote_pay_once_wait_save_complete(lab, emulator, wallet
 
 
 def test_rerun_returns_the_stored_job_and_new_true_pays_again(lab, emulator, wallet):
-    first = lab.music(**MUSIC, poll_interval=FAST_POLL)
+    first = lab.music(**MUSIC, poll_s=FAST_POLL)
     again = lab.music(**MUSIC)
     assert again.queue_id == first.queue_id
     assert len(queue_payments(lab, AUDIO_QUEUE)) == 1
 
-    other = lab.music(**MUSIC, rebuy=True, poll_interval=FAST_POLL)
+    other = lab.music(**MUSIC, rebuy=True, poll_s=FAST_POLL)
     assert other.queue_id != first.queue_id
     assert len(queue_payments(lab, AUDIO_QUEUE)) == 2
     assert len(transfers_from(emulator, wallet)) == 2
     # After rebuy=True the newest job is the one a re-run returns.
     assert lab.music(**MUSIC).queue_id == other.queue_id
     for job in (first, other):
-        job.wait(timeout=10)
+        job.wait(timeout_s=10)
 
 
 def test_kernel_restart_resumes_polling_without_paying(emulator, connect_lab, wallet, tmp_path):
@@ -92,10 +92,10 @@ def test_kernel_restart_resumes_polling_without_paying(emulator, connect_lab, wa
     assert listed["status"].tolist() == ["queued"]
     assert listed["paid_atomic"].tolist() == [15_000]
 
-    resumed = after.music(**MUSIC, poll_interval=FAST_POLL)  # the same cell, run again
+    resumed = after.music(**MUSIC, poll_s=FAST_POLL)  # the same cell, run again
     assert resumed.queue_id == queue_id
     assert after.job(queue_id).queue_id == queue_id
-    assert isinstance(resumed.wait(timeout=10), Completed)
+    assert isinstance(resumed.wait(timeout_s=10), Completed)
     assert resumed.result()[:4] == b"RIFF"
     assert resumed.paid_usd == Decimal("0.015")
 
@@ -106,9 +106,9 @@ def test_kernel_restart_resumes_polling_without_paying(emulator, connect_lab, wa
 
 
 def test_video_with_download_url_is_fetched_and_saved(lab, emulator):
-    job = lab.video(**KLING, prompt="a city at night", poll_interval=FAST_POLL)
+    job = lab.video(**KLING, prompt="a city at night", poll_s=FAST_POLL)
     assert job.download_url and "/api/v1/video/download/" in job.download_url
-    final = job.wait(timeout=10)
+    final = job.wait(timeout_s=10)
     assert isinstance(final, Completed) and final.content_type == "video/mp4"
     data = job.result()
     assert data[4:8] == b"ftyp"
@@ -119,9 +119,9 @@ def test_video_with_download_url_is_fetched_and_saved(lab, emulator):
 
 
 def test_binary_video_and_delete_media_on_completion(lab, emulator):
-    job = lab.video(**WAN, prompt="a paper boat", delete_media=True, poll_interval=FAST_POLL)
+    job = lab.video(**WAN, prompt="a paper boat", delete_media=True, poll_s=FAST_POLL)
     assert job.download_url is None
-    data = job.result(timeout=10)
+    data = job.result(timeout_s=10)
     assert data[4:8] == b"ftyp"
     assert job.cleaned_up  # retrieve deleted it upstream as it delivered it
     assert gateway_stats(emulator)["jobs"]["cleaned"] == 1
@@ -129,8 +129,8 @@ def test_binary_video_and_delete_media_on_completion(lab, emulator):
 
 
 def test_download_url_video_with_delete_media(lab, emulator):
-    job = lab.video(**KLING, prompt="rain on glass", delete_media=True, poll_interval=FAST_POLL)
-    assert job.result(timeout=10)[4:8] == b"ftyp"
+    job = lab.video(**KLING, prompt="rain on glass", delete_media=True, poll_s=FAST_POLL)
+    assert job.result(timeout_s=10)[4:8] == b"ftyp"
     assert gateway_stats(emulator)["jobs"]["cleaned"] == 1
     assert job.complete() is False
 
@@ -151,11 +151,11 @@ def test_video_arguments_are_checked_before_any_request(lab, emulator):
 
 def test_quotes_match_what_the_queue_charges(lab):
     quote = lab.quote_video(**WAN, aspect_ratio="16:9")
-    job = lab.video(**WAN, aspect_ratio="16:9", prompt="a paper boat", poll_interval=FAST_POLL)
+    job = lab.video(**WAN, aspect_ratio="16:9", prompt="a paper boat", poll_s=FAST_POLL)
     assert job.quoted_usd == quote.amount_usd == Decimal("0.175")
     with pytest.raises(xl.QuoteRejected, match="duration_seconds 45"):
         lab.quote_music(model="ace-step-15", duration_seconds=45)
-    job.wait(timeout=10)
+    job.wait(timeout_s=10)
 
 
 def test_budget_refuses_the_queue_and_stores_no_job(emulator, connect_lab, tmp_path):
@@ -180,19 +180,19 @@ def test_paid_but_unstored_queue_is_not_paid_again(emulator_factory, connect_lab
 def test_wait_timeout_leaves_the_job_resumable(emulator_factory, connect_lab, tmp_path):
     emulator = emulator_factory(job_seconds=1.0)
     lab = connect_lab(emulator, tmp_path / "ledger.sqlite")
-    job = lab.music(**MUSIC, poll_interval=FAST_POLL)
+    job = lab.music(**MUSIC, poll_s=FAST_POLL)
     with pytest.raises(xl.JobError, match="still processing"):
-        job.wait(timeout=0.2)
+        job.wait(timeout_s=0.2)
     assert isinstance(job.status, Processing)
     assert job.expected_s == pytest.approx(1.0)  # the P80 guide from retrieve: job_seconds
     assert 0.0 < job.progress < 0.99
-    assert isinstance(job.wait(timeout=10), Completed) and job.progress == 1.0
+    assert isinstance(job.wait(timeout_s=10), Completed) and job.progress == 1.0
 
 
 def test_jobs_table_has_its_declared_dtypes_empty_or_full(lab):
     empty = lab.jobs()
-    job = lab.music(**MUSIC, poll_interval=FAST_POLL)
-    job.wait(timeout=10)
+    job = lab.music(**MUSIC, poll_s=FAST_POLL)
+    job.wait(timeout_s=10)
     full = lab.jobs()
     assert list(empty.columns) == list(full.columns)
     assert dict(empty.dtypes) == dict(full.dtypes)
@@ -204,7 +204,7 @@ def test_jobs_table_has_its_declared_dtypes_empty_or_full(lab):
 
 
 def test_status_stream_shared_by_concurrent_readers(lab):
-    job = lab.music(**MUSIC, poll_interval=FAST_POLL)
+    job = lab.music(**MUSIC, poll_s=FAST_POLL)
     seen: list[str] = []
     job.watch(lambda j: seen.append(j.status.name), tick=0.01)
     names = [status.name for status in job.updates()]
@@ -214,7 +214,7 @@ def test_status_stream_shared_by_concurrent_readers(lab):
     assert "processing" in names
     # Two readers, one stream: about one retrieve per interval, not one per reader.
     assert job.polls <= job.elapsed / FAST_POLL + 3
-    job.wait(timeout=5)  # calls the watcher once more, from this (the awaiting) context
+    job.wait(timeout_s=5)  # calls the watcher once more, from this (the awaiting) context
     assert seen[-1] == "completed"
 
 
@@ -226,8 +226,8 @@ def test_async_lab_music_and_updates(emulator, wallet, tmp_path):
             wallet=wallet,
             ledger=tmp_path / "ledger.sqlite",
         ) as alab:
-            job = await alab.music(**MUSIC, poll_interval=FAST_POLL)
-            names = [status.name async for status in job.updates(timeout=10)]
+            job = await alab.music(**MUSIC, poll_s=FAST_POLL)
+            names = [status.name async for status in job.updates(timeout_s=10)]
             assert (await job.result())[:4] == b"RIFF"
             assert await job.complete() is True
             return names

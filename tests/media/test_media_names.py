@@ -69,7 +69,7 @@ def test_jobs_whose_names_clean_alike_or_whose_gateways_differ_keep_their_own_me
                 (second, "job-42"): f"RIFF {port_two} job-42",
             }
             for (lab, queue_id), media in wanted.items():
-                job = lab.job(queue_id, poll_interval=0.05)
+                job = lab.job(queue_id, poll_s=0.05)
                 assert job.result().decode() == media
             paths = {lab.job(q).media_path for lab, q in wanted}
             assert len(paths) == 4  # four jobs, four files

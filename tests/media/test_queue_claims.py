@@ -76,7 +76,7 @@ def test_two_labs_on_one_ledger_pay_once(emulator_factory, connect_lab, tmp_path
 
     def run(lab) -> str:
         start.wait()
-        return lab.music(**MUSIC, poll_interval=FAST_POLL).queue_id
+        return lab.music(**MUSIC, poll_s=FAST_POLL).queue_id
 
     with ThreadPoolExecutor(len(labs)) as pool:
         queue_ids = list(pool.map(run, labs))
@@ -113,7 +113,7 @@ def test_another_process_waits_for_the_pending_claim(emulator_factory, connect_l
             assert other.poll() is None, other.communicate()[1]
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        job = lab.music(**MUSIC, poll_interval=FAST_POLL)
+        job = lab.music(**MUSIC, poll_s=FAST_POLL)
         out, err = other.communicate(timeout=30)
     finally:
         if other.poll() is None:
@@ -156,7 +156,7 @@ def test_a_refused_payment_releases_its_claim(emulator, connect_lab, tmp_path):
     assert claim_statuses(poor) == ["failed"]  # nothing was signed: the claim is released
 
     funded = connect_lab(emulator, ledger, budget=xl.Budget(usd=1.0, name="funded"))
-    job = funded.music(**MUSIC, poll_interval=FAST_POLL)
+    job = funded.music(**MUSIC, poll_s=FAST_POLL)
     assert job.paid_atomic == 15_000
     assert claim_statuses(funded) == ["failed", "done"]
     assert len(emulator.chain.transfers()) == 1
@@ -179,7 +179,7 @@ def test_claim_left_by_a_stopped_process_without_a_payment_is_taken_over(
     assert stale.action is ClaimAction.PAY
 
     # The ledger proves nothing was signed for it, so the next call takes it over and pays once.
-    job = lab.music(**MUSIC, poll_interval=FAST_POLL)
+    job = lab.music(**MUSIC, poll_s=FAST_POLL)
     assert job.request_key == key
     assert lab.music(**MUSIC).queue_id == job.queue_id
     assert len(emulator.chain.transfers()) == 1

@@ -49,7 +49,7 @@ def _cells(gateway: str, reports: str, ledger: Path, texts: int, report: Path) -
         "warnings.simplefilter('ignore')\n"
         f"part = small.batch_chat(prompts, model={CHAT!r}, max_tokens=5,\n"
         "                        partial=True, progress=None)",
-        f"vectors = lab.batch_embed(texts, model={EMBED!r}, per_request=4,\n"
+        f"vectors = lab.batch_embed(texts, model={EMBED!r}, rows_per_request=4,\n"
         "                          out='vectors.parquet', progress=None)",
         # An absolute path into the notebook's folder: written by the real run only.
         f"saved = lab.cost_report().save({str(report)!r})",

@@ -26,7 +26,7 @@ def test_a_team_shares_one_budget_and_a_rerun_pays_nothing_again(emulator, pg_ur
         )
 
     texts = [f"document {i} about topic {i % 5}" for i in range(40)]
-    args = dict(model=EMBED, per_request=4, progress=None)
+    args = dict(model=EMBED, rows_per_request=4, progress=None)
     ana = lab_of(ledger=xl.Ledger(pg_url, user="ana@laptop"))
     first = ana.batch_embed(texts, **args)
     assert (first["status"] == "ok").all()

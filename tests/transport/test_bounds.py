@@ -46,8 +46,8 @@ CHILD = textwrap.dedent(
     calls = {
         "402": lambda: lab.embed("hello", model=sys.argv[5]),
         "paid": lambda: lab.chat("hello", model=sys.argv[6], max_tokens=8),
-        "media": lambda: lab.music(**json.loads(sys.argv[7]), poll_interval=0.05).result(
-            timeout=30),
+        "media": lambda: lab.music(**json.loads(sys.argv[7]), poll_s=0.05).result(
+            timeout_s=30),
     }
     for name, call in calls.items():
         try:

@@ -37,6 +37,7 @@ from x402lab.batch.kinds import OutputSpec, output_spec
 from x402lab.batch.options import RunOptions
 from x402lab.batch.prepare import ChatTask, plan_chat, rows_per_request_of
 from x402lab.errors import BudgetExceeded, ConfigError, GoldWarning, ModelNotFound
+from x402lab.keywords import renamed
 from x402lab.money import format_usd, usd_to_atomic
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class Comparisons:
     @overload
     async def compare(
         self: Any,
-        sample: Any,
+        rows: Any,
         *,
         prompt: str | None,
         models: Sequence[str],
@@ -83,7 +84,7 @@ class Comparisons:
     @overload
     async def compare(
         self: Any,
-        sample: Any,
+        rows: Any,
         *,
         prompt: str | None,
         models: Sequence[str],
@@ -101,9 +102,10 @@ class Comparisons:
         target: float | None = None,
     ) -> ComparisonQuote: ...
 
+    @renamed(sample="rows")
     async def compare(
         self,
-        sample: Any,
+        rows: Any,
         *,
         prompt: str | None,
         models: Sequence[str],
@@ -122,10 +124,11 @@ class Comparisons:
     ) -> Comparison | ComparisonQuote:
         """Spends money (unless ``dry_run``): every model × pack size measured on the sample.
 
-        ``labels=`` or ``schema=`` as in ``batch_chat``. ``reference``: the true answers of
-        the sample (a list in its order, a Series aligned with its index, the name of one of
-        its columns (left out of what is sent), or for ``schema=`` a DataFrame with the
-        fields); or a configuration to agree with, a model (at one row per request) or
+        ``rows``: the sample, any input ``batch_chat`` takes. ``labels=`` or ``schema=`` as
+        in ``batch_chat``. ``reference``: the true answers of the sample (a list in its
+        order, a Series aligned with its index, the name of one of its columns (left out of
+        what is sent), or for ``schema=`` a DataFrame with the fields); or
+        a configuration to agree with, a model (at one row per request) or
         ``(model, rows_per_request)``, by default the dearest model of ``models`` at one
         row per request. ``target``: the share ``best`` must reach with its interval's low
         bound; without it, ``best`` is the cheapest configuration whose interval overlaps
@@ -133,7 +136,8 @@ class Comparisons:
         the whole input, for ``projected_usd``.
         ``dry_run=True``: nothing is signed; returns the ComparisonQuote (per configuration
         ``requests`` and ``quoted_usd``, and the total). ``max_usd``: the most the whole
-        comparison may cost (not per request, unlike ``batch_chat``).
+        comparison may cost (the whole run; ``batch_chat`` caps each request with
+        ``max_usd_per_request``).
 
         Returns a Comparison: one row per configuration with ``model``,
         ``rows_per_request``, ``rows``, ``requests``, ``answered``, ``invalid_share``,
@@ -158,7 +162,7 @@ class Comparisons:
             raise ConfigError("models is empty: give the model ids to compare")
         if target is not None and not (isinstance(target, int | float) and 0 < target <= 1):
             raise ConfigError(f"target is a share in (0, 1], got {target!r}")
-        frame = _sample_frame(sample, column)
+        frame = _sample_frame(rows, column)
         gold, frame = gold_labels(reference, frame, spec, models)
         notes = [] if gold is None else values_without_gold(gold, spec)
         for note in notes:  # before anything is quoted or paid (shown when the call returns)

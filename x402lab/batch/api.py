@@ -12,13 +12,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import pandas as pd
 
 from x402lab.batch.cluster import Connection, on_cluster
 from x402lab.batch.concurrency import Concurrency
-from x402lab.batch.inputs import all_texts, embed_source, index_frame
+from x402lab.batch.inputs import Texts, all_texts, embed_source, index_frame
 from x402lab.batch.kinds import (
     EmbedCodec,
     output_spec,
@@ -44,6 +44,7 @@ from x402lab.batch.prepare import ChatTask, Plan, plan_chat, plan_of
 from x402lab.batch.run import ColumnSink, Pipeline, run_embed
 from x402lab.errors import ConfigError
 from x402lab.gateway.embeddings import compact_params, published_width
+from x402lab.keywords import renamed
 
 if TYPE_CHECKING:
     import dask.bag as db
@@ -71,10 +72,13 @@ class Batches:
         #: How connect() made this lab: what Dask workers need to connect the same way.
         self.connection: Connection | None = None
 
-    # What a call returns depends on its input (a Dask collection runs on the cluster and
-    # comes back as a Dask DataFrame) and, for batch_embed, on ``out=``: the overloads tell
-    # type checkers and IDEs which. Their ``self`` is Any because AsyncLab forwards these
-    # methods as its own (``x402lab.lab._forward``) and the type checker binds its self.
+    # The overloads tell type checkers what a call returns: by input (Dask: a Dask DataFrame),
+    # dry_run and batch_embed's out= (``self: Any``: the facades forward them, x402lab.facade).
+    @overload
+    async def batch_chat(
+        self: Any, rows: Any, *, model: str, dry_run: Literal[True], **options: Any
+    ) -> BatchEstimate: ...
+
     @overload
     async def batch_chat(
         self: Any,
@@ -85,9 +89,10 @@ class Batches:
         system: str | None = None,
         max_tokens: int | None = None,
         concurrency: Concurrency | str = "auto",
-        max_usd: float | None = None,
+        max_usd_per_request: float | None = None,
         rebuy: bool | str = False,
         partial: bool = False,
+        dry_run: Literal[False] = False,
         progress: Any = "auto",
         labels: Sequence[str] | None = None,
         schema: Any = None,
@@ -107,9 +112,10 @@ class Batches:
         system: str | None = None,
         max_tokens: int | None = None,
         concurrency: Concurrency | str = "auto",
-        max_usd: float | None = None,
+        max_usd_per_request: float | None = None,
         rebuy: bool | str = False,
         partial: bool = False,
+        dry_run: Literal[False] = False,
         progress: Any = "auto",
         labels: Sequence[str] | None = None,
         schema: Any = None,
@@ -119,6 +125,7 @@ class Batches:
         **params: Any,
     ) -> pd.DataFrame: ...
 
+    @renamed(max_usd="max_usd_per_request")
     @on_cluster
     async def batch_chat(
         self,
@@ -129,9 +136,10 @@ class Batches:
         system: str | None = None,
         max_tokens: int | None = None,
         concurrency: Concurrency | str = "auto",
-        max_usd: float | None = None,
+        max_usd_per_request: float | None = None,
         rebuy: bool | str = False,
         partial: bool = False,
+        dry_run: bool = False,
         progress: Any = "auto",
         labels: Sequence[str] | None = None,
         schema: Any = None,
@@ -139,37 +147,40 @@ class Batches:
         column: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
-    ) -> pd.DataFrame | dd.DataFrame:
-        """Spends money: one chat completion per distinct row, within the lab's budget.
+    ) -> pd.DataFrame | dd.DataFrame | BatchEstimate:
+        """Spends money (unless ``dry_run``): one chat completion per distinct row, in the budget.
 
-        ``rows``: a list of prompts, a pandas or polars Series or DataFrame with a ``prompt``
-        (or ``messages``) column (``column=`` names another), an Arrow array, table or
-        dataset, any iterable of strings, or a path to a CSV, Parquet, JSON Lines or text
-        file; ``prompt="... {column} ..."`` builds each prompt from the row's columns.
-        Returns the input columns, ``prompt`` (the text sent, when the input has no such
-        column), and ``response``, ``reasoning``, ``finish_reason``,
-        ``prompt_tokens``, ``completion_tokens``, ``quoted_usd``, ``paid_usd`` (what this run
-        paid for the row: 0 for a row answered by an identical row or by an earlier run, null
-        when unknown), ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget,
-        refused, failed, unknown, paid_not_stored), ``error``, ``latency_s`` and
-        ``request_key``; ``frame.attrs["batch"]`` is the run's summary as plain data (the
-        frame can be written to Parquet): ``BatchSummary.of(frame)`` gives the BatchSummary. A
-        Dask DataFrame, Series or bag runs on the current dask.distributed cluster, one
-        partition per task, and comes back as a Dask DataFrame (``x402lab.batch.cluster``).
+        ``rows``: a list of prompts, a pandas or polars Series or DataFrame with a
+        ``prompt`` (or ``messages``) column (``column=`` names another), an Arrow array,
+        table or dataset, any iterable of strings, or a path to a CSV, Parquet, JSON Lines
+        or text file; ``prompt="... {column} ..."`` builds each prompt from the row's
+        columns. Returns the input columns, ``prompt`` (the text sent, when the input has no
+        such column), and ``response``, ``reasoning``, ``finish_reason``, ``prompt_tokens``,
+        ``completion_tokens``, ``quoted_usd``, ``paid_usd`` (what this run paid for the row:
+        0 for a row answered by an identical row or by an earlier run, null when unknown),
+        ``upstream_usd``, ``tx_hash``, ``status`` (ok, cached, skipped_budget, refused,
+        failed, unknown, paid_not_stored), ``error``, ``latency_s`` and ``request_key``;
+        ``frame.attrs["batch"]`` is the run's summary as plain data (the frame can be
+        written to Parquet): ``BatchSummary.of(frame)`` gives the BatchSummary. A Dask
+        DataFrame, Series or bag runs on the current dask.distributed cluster, one partition
+        per task, and comes back as a Dask DataFrame (``x402lab.batch.cluster``).
 
         Identical rows are paid once. Every answer is stored in the ledger as it arrives, so
         running the same call again (after Ctrl+C, a crash, a bigger budget) pays only for
         what is missing: stored rows come back ``cached``; a row whose payment may have
-        settled without a stored answer shows ``paid_not_stored`` or ``unknown`` and is never
-        bought again on its own; rows another run is buying now are waited for. ``rebuy=True``
-        buys every row again, ``rebuy="lost"`` exactly the ``paid_not_stored`` rows. Before
-        anything is signed the batch is priced exactly (as ``estimate``) and refused with
-        BudgetExceeded when it costs more than the budget has left, or when no request fits
-        the per-call cap (``batch.prepare``); ``partial=True`` spends what is left instead,
-        the rows it cannot cover ``skipped_budget``. ``max_usd`` caps each request;
-        ``progress``: "auto" (a ``tqdm.auto`` bar: rows, rate, elapsed, ETA, "paid X; budget
-        Y of Z USD"), "text", a tqdm instance, a callable taking BatchProgress, or None. Rows
-        that end other than ``ok``/``cached`` make it warn with IncompleteBatchWarning.
+        settled without a stored answer shows ``paid_not_stored`` or ``unknown`` and is
+        never bought again on its own; rows another run is buying now are waited for.
+        ``rebuy=True`` buys every row again, ``rebuy="lost"`` exactly the
+        ``paid_not_stored`` rows. Before anything is signed the batch is priced exactly (as
+        ``estimate``) and refused with BudgetExceeded when it costs more than the budget has
+        left, or when no request fits the per-call cap (``batch.prepare``); ``partial=True``
+        spends what is left instead, the rows it cannot cover ``skipped_budget``.
+        ``dry_run=True`` returns that exact quote (a BatchEstimate, as ``estimate``) and
+        signs nothing. ``max_usd_per_request`` caps each request (the budget caps the whole
+        run); ``progress``: "auto" (a ``tqdm.auto`` bar: rows, rate, elapsed, ETA, "paid X;
+        budget Y of Z USD"), "text", a tqdm instance, a callable taking BatchProgress, or
+        None. Rows that end other than ``ok``/``cached`` make it warn with
+        IncompleteBatchWarning.
 
         Typed answers: ``labels=[...]`` adds a ``label`` column holding only those values;
         ``schema=`` (a mapping of name to ``str``, ``int``, ``float``, ``bool``,
@@ -185,19 +196,23 @@ class Batches:
         ``pack_size`` and the pack's ``request_key``, and is stored under its own key, so a
         re-run with any pack size pays nothing for it (docs/typed-batches.md).
 
-        Raises ConfigError or
-        ModelNotFound before anything is paid, TypeError for an unknown keyword (fields the
-        gateway's schema does not list go through ``extra_body=``) and for ``checkpoint=``
-        (removed), BudgetExceeded before anything is paid (above), BatchInterrupted on Ctrl+C
-        (the first lets the requests sent finish and stores them, a second stops at once; its
-        message says what ended how and how to resume); a failing row never raises.
+        Raises ConfigError or ModelNotFound before anything is paid, TypeError for an
+        unknown keyword (fields the gateway's schema does not list go through
+        ``extra_body=``) and for ``checkpoint=`` (removed), BudgetExceeded before anything
+        is paid (above), BatchInterrupted on Ctrl+C (the first lets the requests sent finish
+        and stores them, a second stops at once; its message says what ended how and how to
+        resume); a failing row never raises.
         """
         params, unchecked = request_fields("batch_chat", params, extra_body)
         task = ChatTask(
             model, prompt, system, max_tokens, column, output_spec(labels, schema),
             rows_per_request, params, unchecked,
         )  # fmt: skip
-        options = RunOptions(concurrency, max_usd, rebuy, partial, progress)
+        options = RunOptions(concurrency, max_usd_per_request, rebuy, partial, progress)
+        if dry_run:
+            inputs, plan = await plan_chat(rows, task, self._catalog, estimate_schema().names)
+            await self.pipeline.check(plan, "batch_chat()")
+            return await self.pipeline.quote(plan, inputs, options)
         return await self.run_chat(rows, task, options)
 
     async def run_chat(self, rows: Any, task: ChatTask, options: RunOptions) -> pd.DataFrame:
@@ -233,18 +248,24 @@ class Batches:
 
     @overload
     async def batch_embed(
+        self: Any, rows: Any, *, model: str, dry_run: Literal[True], **options: Any
+    ) -> BatchEstimate: ...
+
+    @overload
+    async def batch_embed(
         self: Any,
-        texts: dd.DataFrame | dd.Series | db.Bag,
+        rows: dd.DataFrame | dd.Series | db.Bag,
         *,
         model: str,
         concurrency: Concurrency | str = "auto",
         out: None = None,
-        per_request: int | str = "auto",
+        rows_per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
-        max_usd: float | None = None,
+        max_usd_per_request: float | None = None,
         rebuy: bool | str = False,
         partial: bool = False,
+        dry_run: Literal[False] = False,
         progress: Any = "auto",
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -253,17 +274,18 @@ class Batches:
     @overload
     async def batch_embed(
         self: Any,
-        texts: Any,
+        rows: Any,
         *,
         model: str,
         concurrency: Concurrency | str = "auto",
         out: PathLike,
-        per_request: int | str = "auto",
+        rows_per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
-        max_usd: float | None = None,
+        max_usd_per_request: float | None = None,
         rebuy: bool | str = False,
         partial: bool = False,
+        dry_run: Literal[False] = False,
         progress: Any = "auto",
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
@@ -272,49 +294,51 @@ class Batches:
     @overload
     async def batch_embed(
         self: Any,
-        texts: Any,
+        rows: Any,
         *,
         model: str,
         concurrency: Concurrency | str = "auto",
         out: None = None,
-        per_request: int | str = "auto",
+        rows_per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
-        max_usd: float | None = None,
+        max_usd_per_request: float | None = None,
         rebuy: bool | str = False,
         partial: bool = False,
+        dry_run: Literal[False] = False,
         progress: Any = "auto",
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> pd.DataFrame: ...
 
+    @renamed(texts="rows", per_request="rows_per_request", max_usd="max_usd_per_request")
     @on_cluster
     async def batch_embed(
         self,
-        texts: Any,
+        rows: Any,
         *,
         model: str,
         concurrency: Concurrency | str = "auto",
         out: PathLike | None = None,
-        per_request: int | str = "auto",
+        rows_per_request: int | str = "auto",
         column: str | None = None,
         row_group_size: int = 8192,
-        max_usd: float | None = None,
+        max_usd_per_request: float | None = None,
         rebuy: bool | str = False,
         partial: bool = False,
+        dry_run: bool = False,
         progress: Any = "auto",
         extra_body: Mapping[str, Any] | None = None,
         **params: Any,
-    ) -> pd.DataFrame | dd.DataFrame | BatchSummary:
-        """Spends money: embeddings of every distinct text, within the lab's budget.
+    ) -> pd.DataFrame | dd.DataFrame | BatchSummary | BatchEstimate:
+        """Spends money (unless ``dry_run``): embeddings of every distinct text, in the budget.
 
-        ``texts``: a list of strings, a pandas or polars Series, an Arrow array, a DataFrame
+        ``rows``: a list of strings, a pandas or polars Series, an Arrow array, a DataFrame
         or Arrow table or dataset with ``column=`` (default ``"text"``), any iterable or
         generator of strings, or a path to a CSV, Parquet, JSON Lines or text file
-        (``column=`` as for a table). A generator, a file or a dataset is read lazily, a chunk
-        at a time, so with ``out=`` memory stays bounded however long it is. Without ``out``,
-        returns
-        a DataFrame of ``text``, ``vector`` (float32 arrays; Arrow type
+        (``column=`` as for a table). A generator, a file or a dataset is read lazily, a
+        chunk at a time, so with ``out=`` memory stays bounded however long it is. Without
+        ``out``, returns a DataFrame of ``text``, ``vector`` (float32 arrays; Arrow type
         ``fixed_size_list<float32>[dim]``), ``prompt_tokens`` and the cost and status
         columns of ``batch_chat``, with the run's summary in ``attrs["batch"]`` (as plain
         data: ``BatchSummary.of(frame)`` gives the BatchSummary).
@@ -324,26 +348,28 @@ class Batches:
         return value is then the BatchSummary (``summary.to_pandas()`` reads the file). The
         file is written as ``<out>.partial`` and renamed when the batch ends.
 
-        ``per_request`` packs that many texts into one paid request (each row shows its share
-        of the cost); the default ``"auto"`` packs 256 when the gateway's published request
-        schema takes a list ``input`` (a vector does not depend on its neighbours), else one
-        per request. ``per_request=1`` asks for one request per text.
-        Identical texts are paid once; stored answers and re-runs, budget (the refusal before
-        paying, ``partial``; a lazily read input is priced a chunk at a time), ``max_usd``,
-        ``rebuy``, ``progress``, Ctrl+C and IncompleteBatchWarning work as in ``batch_chat``
-        (a re-run reuses stored texts
-        whatever ``per_request`` it uses); extra keyword arguments (``dimensions``,
+        ``rows_per_request`` packs that many texts into one paid request (each row shows its
+        share of the cost); the default ``"auto"`` packs 256 when the gateway's published
+        request schema takes a list ``input`` (a vector does not depend on its neighbours),
+        else one per request. ``rows_per_request=1`` asks for one request per text.
+        Identical texts are paid once; stored answers and re-runs, budget (the refusal
+        before paying, ``partial``; a lazily read input is priced a chunk at a time),
+        ``dry_run``, ``max_usd_per_request``, ``rebuy``, ``progress``, Ctrl+C and
+        IncompleteBatchWarning work as in ``batch_chat`` (a re-run reuses stored texts
+        whatever ``rows_per_request`` it uses); extra keyword arguments (``dimensions``,
         ``encoding_format``) go into each request body; the vectors travel as base64 where
-        the route takes it, unless ``encoding_format="float"`` is given.
-        A Dask collection runs on the current cluster (``x402lab.batch.cluster``): a Dask
-        DataFrame back, or with ``out=folder`` one Parquet file per partition and the summary.
+        the route takes it, unless ``encoding_format="float"`` is given. A Dask collection
+        runs on the current cluster (``x402lab.batch.cluster``): a Dask DataFrame back, or
+        with ``out=folder`` one Parquet file per partition and the summary.
         """
         params, unchecked = request_fields("batch_embed", params, extra_body)
-        options = RunOptions(concurrency, max_usd, rebuy, partial, progress)
-        source = embed_source(texts, column)
+        options = RunOptions(concurrency, max_usd_per_request, rebuy, partial, progress)
+        source = embed_source(rows, column)
         params = await compact_params(self._catalog, model, params)
         codec = EmbedCodec(model, params, unchecked)
-        per_request = await texts_per_request(self._catalog, per_request, model)
+        per_request = await texts_per_request(self._catalog, rows_per_request, model)
+        if dry_run:
+            return await self._quote_embed(source, codec, per_request, options, "batch_embed()")
         if not isinstance(row_group_size, int) or row_group_size < 1:
             raise ConfigError(f"row_group_size must be a positive int, got {row_group_size!r}")
         return await run_embed(
@@ -353,6 +379,7 @@ class Batches:
             width=await published_width(self._catalog, model, params),
         )  # fmt: skip
 
+    @renamed(per_request="rows_per_request", max_usd="max_usd_per_request")
     async def estimate(
         self,
         rows: Any,
@@ -362,13 +389,12 @@ class Batches:
         prompt: str | None = None,
         system: str | None = None,
         max_tokens: int | None = None,
-        per_request: int | str = "auto",
         labels: Sequence[str] | None = None,
         schema: Any = None,
-        rows_per_request: int | str = 1,
+        rows_per_request: int | str | None = None,
         column: str | None = None,
         concurrency: Concurrency | str = "auto",
-        max_usd: float | None = None,
+        max_usd_per_request: float | None = None,
         rebuy: bool | str = False,
         partial: bool = False,
         out: PathLike | None = None,
@@ -379,36 +405,45 @@ class Batches:
     ) -> BatchEstimate:
         """Free: the exact price of a batch from each distinct request's 402; nothing signed.
 
-        Takes the arguments of ``batch_chat`` (``kind="chat"``, with ``labels``, ``schema``
-        and ``rows_per_request``: a packed batch also shows what one row per request would
-        cost) or ``batch_embed`` (``kind="embed"``); ``out``, ``row_group_size`` and
-        ``progress``, ``max_usd`` and ``partial`` are accepted and ignored, so a call can be
-        switched between the two. Rows a run would not buy (an
-        answer stored, a payment that may have settled, a row another run holds) are marked
-        and left out of the total, read from the ledger's claims without writing anything;
-        with ``rebuy=True`` every row is quoted, with ``rebuy="lost"`` the ``paid_not_stored``
-        ones too. Returns a BatchEstimate: per-row quotes
-        beside the published price list's estimate, the total, and whether it fits the
-        budget. Raises ConfigError or ModelNotFound, TypeError for ``checkpoint=``.
+        The twin of ``dry_run=True``: takes the arguments of ``batch_chat`` (``kind="chat"``,
+        with ``labels``, ``schema`` and ``rows_per_request``, default 1: a packed batch also
+        shows what one row per request would cost) or ``batch_embed`` (``kind="embed"``,
+        ``rows_per_request`` default "auto"); ``out``, ``row_group_size`` and ``progress``,
+        ``max_usd_per_request`` and ``partial`` are accepted and ignored, so a call can be
+        switched between the two. Rows a run would not buy (an answer stored, a payment that
+        may have settled, a row another run holds) are marked and left out of the total,
+        read from the ledger's claims without writing anything; with ``rebuy=True`` every
+        row is quoted, with ``rebuy="lost"`` the ``paid_not_stored`` ones too. Returns a
+        BatchEstimate: per-row quotes beside the published price list's estimate, the total,
+        and whether it fits the budget. Raises ConfigError or ModelNotFound, TypeError for
+        ``checkpoint=``.
         """
         del out, row_group_size  # accepted for a drop-in call
         params, unchecked = request_fields("estimate", params, extra_body)
-        options = RunOptions(concurrency, max_usd, rebuy, partial, progress)
+        options = RunOptions(concurrency, max_usd_per_request, rebuy, partial, progress)
         if kind == "chat":
             task = ChatTask(
                 model, prompt, system, max_tokens, column, output_spec(labels, schema),
-                rows_per_request, params, unchecked,
+                1 if rows_per_request is None else rows_per_request, params, unchecked,
             )  # fmt: skip
             inputs, plan = await plan_chat(rows, task, self._catalog, estimate_schema().names)
-        elif kind == "embed":
+            await self.pipeline.check(plan, "estimate()")
+            return await self.pipeline.quote(plan, inputs, options)
+        if kind == "embed":
             params = await compact_params(self._catalog, model, params)
             codec = EmbedCodec(model, params, unchecked)
-            per_request = await texts_per_request(self._catalog, per_request, model)
-            values, index = all_texts(embed_source(rows, column))
-            inputs = index_frame(index, len(values))
-            inputs["text"] = values
-            plan = plan_of(codec, values, per_request)
-        else:
-            raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
-        await self.pipeline.check(plan, "estimate()")
+            given = "auto" if rows_per_request is None else rows_per_request
+            per_request = await texts_per_request(self._catalog, given, model)
+            source = embed_source(rows, column)
+            return await self._quote_embed(source, codec, per_request, options, "estimate()")
+        raise ConfigError(f"kind must be 'chat' or 'embed', got {kind!r}")
+
+    async def _quote_embed(
+        self, source: Texts, codec: EmbedCodec, per_request: int, options: RunOptions, call: str
+    ) -> BatchEstimate:
+        """Free: the exact quote of ``batch_embed`` of ``source``, every text in memory."""
+        values, index = all_texts(source)
+        plan = plan_of(codec, values, per_request)
+        await self.pipeline.check(plan, call)
+        inputs = index_frame(index, len(values)).assign(text=values)
         return await self.pipeline.quote(plan, inputs, options)

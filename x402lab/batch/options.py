@@ -22,8 +22,8 @@ class RunOptions:
     #: "auto", an AutoConcurrency or an int in 1..1024 (kept as ``pacing.concurrency_of``
     #: reads it).
     concurrency: Concurrency | str = "auto"
-    #: The most one request may cost, in USD.
-    max_usd: float | None = None
+    #: The most one request may cost, in USD (the budget caps the whole run).
+    max_usd_per_request: float | None = None
     #: False, True (buy every row again) or "lost" (the rows paid without a stored answer).
     rebuy: bool | str = False
     #: Spend what the budget has left and skip the rest, instead of refusing the batch.

@@ -86,12 +86,12 @@ def run_demo(lab: Any, out: Path, say: Callable[[str], None] = print) -> Path:
         f"typed batch_chat: {len(typed)} rows labelled ({labels}) in"
         f" {typed['request_key'].nunique()} paid request, {typed['paid_usd'].sum():.2f} USD"
     )
-    embedded = lab.batch_embed(DOCUMENTS, model=embedder, per_request=8, progress=None)
+    embedded = lab.batch_embed(DOCUMENTS, model=embedder, rows_per_request=8, progress=None)
     say(f"batch_embed: {len(embedded)} rows in requests of 8, {_counts(embedded)}")
     batches = {"batch_chat": chats, "batch_embed": embedded}
     music_model = "ace-step-15"
     price = lab.quote_music(model=music_model, duration_seconds=60)
-    job = lab.music("a calm piano loop", model=music_model, duration_seconds=60, poll_interval=0.2)
+    job = lab.music("a calm piano loop", model=music_model, duration_seconds=60, poll_s=0.2)
     job.wait()
     saved = job.save(out / "music.wav")
     say(f"music: quoted {format_usd(price.amount_atomic)}, saved {saved.name}")

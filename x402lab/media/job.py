@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from x402lab.errors import JobError
+from x402lab.keywords import renamed
 from x402lab.ledger import JobRecord, Jobs
 from x402lab.media.polling import JobPolling, write_atomically
 from x402lab.media.status import (
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 class AsyncJob(JobPolling):
     """A music or video job. Retrieve and complete are free; the queue was paid once.
 
-    ``wait()`` polls until the media arrives (or ``timeout``), ``result()`` returns its bytes,
+    ``wait()`` polls until the media arrives (or ``timeout_s``), ``result()`` returns its bytes,
     ``save(path)`` writes them, ``complete()`` deletes the media upstream. Displayed in
     Jupyter it shows a live progress bar, then a player.
     """
@@ -58,26 +59,26 @@ class AsyncJob(JobPolling):
         client: ServiceClient,
         store: Jobs,
         media_dir: Path,
-        poll_interval: float | None = None,
-        timeout: float | None = None,
+        poll_s: float | None = None,
+        timeout_s: float | None = None,
         now: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] = asyncio.sleep,
     ) -> None:
         if record.kind not in MEDIA_KINDS:
             raise JobError(f"unknown job kind {record.kind!r}")
-        interval = DEFAULT_POLL_S[record.kind] if poll_interval is None else float(poll_interval)
+        interval = DEFAULT_POLL_S[record.kind] if poll_s is None else float(poll_s)
         if not interval > 0:
-            raise JobError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
+            raise JobError(f"poll_s must be > 0 seconds, got {poll_s!r}")
         self._record = record
         self._client = client
         self._store = store
         self._media_dir = Path(media_dir)
-        self.poll_interval = interval
-        # An explicit poll_interval is followed as given; the default follows the gateway's cadence,
+        self.poll_s = interval
+        # An explicit poll_s is followed as given; the default follows the gateway's cadence,
         # with the first wait taken from average_execution_time.
-        self.guided = poll_interval is None
-        self.timeout = DEFAULT_TIMEOUT_S[record.kind] if timeout is None else timeout
+        self.guided = poll_s is None
+        self.timeout_s = DEFAULT_TIMEOUT_S[record.kind] if timeout_s is None else timeout_s
         self._now, self._clock, self._sleep = now, clock, sleep
         self._status: JobStatus = status_of(record)
         self._readings = 0
@@ -195,16 +196,17 @@ class AsyncJob(JobPolling):
 
     # -- waiting and results ---------------------------------------------------------------
 
-    async def wait(self, timeout: float | None = None) -> JobStatus:
+    @renamed(timeout="timeout_s")
+    async def wait(self, timeout_s: float | None = None) -> JobStatus:
         """Free: poll until the media is here; returns the final status.
 
-        ``timeout`` defaults to the job's ``timeout`` (15 min for music, 60 for video).
+        ``timeout_s`` defaults to the job's ``timeout_s`` (15 min for music, 60 for video).
         Raises JobError when the job failed or the time ran out (a timed-out job keeps
         running: wait again), and TransportError/ApiError when retrieve cannot be reached.
         """
-        limit = self.timeout if timeout is None else timeout
+        limit = self.timeout_s if timeout_s is None else timeout_s
         try:
-            async for _ in self.updates(timeout=limit):
+            async for _ in self.updates(timeout_s=limit):
                 pass
         finally:
             # Views are refreshed from the awaiting context, so an executed notebook saves
@@ -215,9 +217,10 @@ class AsyncJob(JobPolling):
             raise JobError(f"{self.kind} job {self.queue_id} failed: {status.error}")
         return status
 
-    async def result(self, timeout: float | None = None) -> bytes:
+    @renamed(timeout="timeout_s")
+    async def result(self, timeout_s: float | None = None) -> bytes:
         """Free: the media bytes (waits for them first). Raises JobError like ``wait``."""
-        await self.wait(timeout)
+        await self.wait(timeout_s)
         if self._media is not None:
             return self._media
         path = self.media_path
@@ -230,14 +233,15 @@ class AsyncJob(JobPolling):
             )
         # The local file went away but the gateway still holds the media: fetch it again.
         self._status, self._readings, self._last_poll = Queued(), 0, None
-        await self.wait(timeout)
+        await self.wait(timeout_s)
         if self._media is None:
             raise JobError(f"job {self.queue_id} finished without media")
         return self._media
 
-    async def save(self, path: str | os.PathLike[str], timeout: float | None = None) -> Path:
+    @renamed(timeout="timeout_s")
+    async def save(self, path: str | os.PathLike[str], timeout_s: float | None = None) -> Path:
         """Free: write the media to ``path`` (waits for it first); returns the path."""
-        data = await self.result(timeout)
+        data = await self.result(timeout_s)
         target = Path(path).expanduser()
         await asyncio.to_thread(write_atomically, target, data)
         return target
@@ -298,7 +302,7 @@ class AsyncJob(JobPolling):
 
     async def _run_watcher(self, callback: Callable[[AsyncJob], None], tick: float | None) -> None:
         try:
-            async for _ in self.updates(timeout=self.timeout, tick=tick):
+            async for _ in self.updates(timeout_s=self.timeout_s, tick=tick):
                 self._call(callback)
         except Exception as exc:  # the view shows it; wait() raises it to the user
             self.last_error = f"{type(exc).__name__}: {exc}"

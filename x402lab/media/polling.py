@@ -20,6 +20,7 @@ from urllib.parse import urljoin, urlsplit
 
 from x402lab.errors import ApiError, JobError
 from x402lab.gateway.replies import content_type_of, is_json
+from x402lab.keywords import renamed
 from x402lab.ledger import JobRecord, Jobs, private_folder
 from x402lab.media.status import (
     Completed,
@@ -91,7 +92,7 @@ class JobPolling:
     _now: Callable[[], float]
     _clock: Callable[[], float]
     _sleep: Callable[[float], Any]
-    poll_interval: float
+    poll_s: float
     guided: bool
 
     # -- the job it polls ------------------------------------------------------------------------
@@ -126,18 +127,19 @@ class JobPolling:
 
     # -- polling -------------------------------------------------------------------------------
 
+    @renamed(timeout="timeout_s")
     async def updates(
-        self, *, timeout: float | None = None, tick: float | None = None
+        self, *, timeout_s: float | None = None, tick: float | None = None
     ) -> AsyncIterator[JobStatus]:
         """Free: the job's statuses as they change, polling retrieve at the gateway's pace.
 
         Ends after a Completed or Failed status. With ``tick``, the current status is also
         yielded every ``tick`` seconds between polls (to move a progress bar). Raises
-        JobError after ``timeout`` seconds (the job keeps running and stays paid), and the
+        JobError after ``timeout_s`` seconds (the job keeps running and stays paid), and the
         transport errors of retrieve.
         """
         start = self._clock()
-        deadline = None if timeout is None else start + timeout
+        deadline = None if timeout_s is None else start + timeout_s
         last: JobStatus | None = None
         while True:
             status = self._status
@@ -152,7 +154,7 @@ class JobPolling:
             if deadline is not None and now >= deadline:
                 raise JobError(
                     f"{self.kind} job {self.queue_id} is still {status.name} after"
-                    f" {timeout:g} s; it is paid and keeps running: wait() again later"
+                    f" {timeout_s:g} s; it is paid and keeps running: wait() again later"
                     f" (after a restart, lab.job({self.queue_id!r}))"
                 )
             wake = due if deadline is None else min(due, deadline)
@@ -170,8 +172,8 @@ class JobPolling:
         if self._last_poll is None:
             return self._clock()
         if not self.guided:
-            return self._last_poll + self.poll_interval
-        return self._last_poll + next_poll_delay(self.poll_interval, self._status, self._readings)
+            return self._last_poll + self.poll_s
+        return self._last_poll + next_poll_delay(self.poll_s, self._status, self._readings)
 
     async def _poll(self) -> None:
         try:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from x402lab.errors import ApiError, ConfigError, JobError, ModelNotFound
 from x402lab.gateway.paid import request_key
+from x402lab.keywords import renamed
 from x402lab.ledger import ClaimAction, Claimed, JobRecord, Jobs
 from x402lab.media.job import AsyncJob
 from x402lab.media.quotes import MediaQuote, check_video_constraints, quote_error
@@ -142,6 +143,7 @@ class Media:
 
     # -- queues (paid once) --------------------------------------------------------------------
 
+    @renamed(poll_interval="poll_s", timeout="timeout_s")
     async def music(
         self,
         prompt: str,
@@ -153,8 +155,8 @@ class Media:
         delete_media: bool = False,
         rebuy: bool = False,
         max_usd: float | None = None,
-        poll_interval: float | None = None,
-        timeout: float | None = None,
+        poll_s: float | None = None,
+        timeout_s: float | None = None,
         **params: Any,
     ) -> AsyncJob:
         """Spends money: queue a music/audio job (paid once) and return its handle.
@@ -163,7 +165,7 @@ class Media:
         while an identical call is still queuing (here or in another process sharing the
         ledger) waits for that call's job; ``rebuy=True`` queues and pays for another one.
         ``delete_media`` asks the gateway to delete the media
-        once delivered. ``poll_interval`` (default 3 s) and ``timeout`` (default 15 min) shape
+        once delivered. ``poll_s`` (default 3 s) and ``timeout_s`` (default 15 min) shape
         ``wait()``. Raises ModelNotFound, QuoteRejected, JobError (a queue payment for this
         request may have settled without a stored job) and the payment errors.
         """
@@ -179,10 +181,9 @@ class Media:
                 **params,
             }
         )
-        return await self._queue(
-            "music", body, delete_media, rebuy, max_usd, poll_interval, timeout
-        )
+        return await self._queue("music", body, delete_media, rebuy, max_usd, poll_s, timeout_s)
 
+    @renamed(poll_interval="poll_s", timeout="timeout_s")
     async def video(
         self,
         prompt: str,
@@ -195,25 +196,23 @@ class Media:
         delete_media: bool = False,
         rebuy: bool = False,
         max_usd: float | None = None,
-        poll_interval: float | None = None,
-        timeout: float | None = None,
+        poll_s: float | None = None,
+        timeout_s: float | None = None,
         **params: Any,
     ) -> AsyncJob:
         """Spends money: queue a video job (paid once) and return its handle.
 
         ``duration``, ``aspect_ratio`` and ``resolution`` are checked against the model's
         ``model_spec.constraints`` before any request (QuoteRejected names the allowed
-        values). Same re-run rule as ``music()``; ``poll_interval`` defaults to 12 s and
-        ``timeout`` to 60 min.
+        values). Same re-run rule as ``music()``; ``poll_s`` defaults to 12 s and
+        ``timeout_s`` to 60 min.
         """
         if not isinstance(prompt, str) or not prompt.strip():
             raise ConfigError("prompt is required")
         body = await self._video_body(
             model, prompt, duration, aspect_ratio, resolution, audio, params
         )
-        return await self._queue(
-            "video", body, delete_media, rebuy, max_usd, poll_interval, timeout
-        )
+        return await self._queue("video", body, delete_media, rebuy, max_usd, poll_s, timeout_s)
 
     async def _queue(
         self,
@@ -222,8 +221,8 @@ class Media:
         delete_media: bool,
         rebuy: bool,
         max_usd: float | None,
-        poll_interval: float | None,
-        timeout: float | None,
+        poll_s: float | None,
+        timeout_s: float | None,
     ) -> AsyncJob:
         path = media_route(kind, "queue")
         key = request_key("POST", path, body)
@@ -232,7 +231,7 @@ class Media:
         async with self._request_lock(key):
             found = await self._claim(kind, key, rebuy)
             if isinstance(found, JobRecord):
-                return self._handle(found, poll_interval, timeout)
+                return self._handle(found, poll_s, timeout_s)
             claim = found
             try:
                 record = await self._pay_queue(claim, kind, path, body, delete_media, max_usd)
@@ -244,7 +243,7 @@ class Media:
                 # second payment until the caller asks with rebuy=True.
                 store.release_claim(claim, _describe(exc))
                 raise
-        return self._handle(record, poll_interval, timeout)
+        return self._handle(record, poll_s, timeout_s)
 
     async def _pay_queue(
         self,
@@ -342,23 +341,21 @@ class Media:
                 # Dropped when idle, so a lock never outlives the event loop that used it.
                 self._queue_locks.pop(key, None)
 
-    def _handle(
-        self, record: JobRecord, poll_interval: float | None, timeout: float | None
-    ) -> AsyncJob:
+    def _handle(self, record: JobRecord, poll_s: float | None, timeout_s: float | None) -> AsyncJob:
         found = self._job_handles.get(record.queue_id)
         if found is not None:
-            if poll_interval is not None:
-                found.poll_interval, found.guided = float(poll_interval), False
-            if timeout is not None:
-                found.timeout = timeout
+            if poll_s is not None:
+                found.poll_s, found.guided = float(poll_s), False
+            if timeout_s is not None:
+                found.timeout_s = timeout_s
             return found
         job = AsyncJob(
             record,
             client=self._session.client(GATEWAY),
             store=self.job_store,
             media_dir=self.media_dir,
-            poll_interval=poll_interval,
-            timeout=timeout,
+            poll_s=poll_s,
+            timeout_s=timeout_s,
         )
         self._job_handles[record.queue_id] = job
         return job
@@ -410,8 +407,9 @@ class Media:
         """
         return jobs_frame(self.job_store.all(self._gateway()))
 
+    @renamed(poll_interval="poll_s", timeout="timeout_s")
     async def job(
-        self, queue_id: str, *, poll_interval: float | None = None, timeout: float | None = None
+        self, queue_id: str, *, poll_s: float | None = None, timeout_s: float | None = None
     ) -> AsyncJob:
         """The handle of a stored job (free, no request). Raises JobError for an unknown id."""
         record = self.job_store.find(self._gateway(), queue_id)
@@ -419,4 +417,4 @@ class Media:
             raise JobError(
                 f"no stored job {queue_id!r} for {self._gateway()} in {self._session.ledger}"
             )
-        return self._handle(record, poll_interval, timeout)
+        return self._handle(record, poll_s, timeout_s)

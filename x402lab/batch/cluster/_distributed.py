@@ -65,7 +65,7 @@ def on_cluster(method: Method) -> Method:
     """``batch_chat`` / ``batch_embed`` that also take a Dask collection as their first
     argument: that call runs on the current cluster (``run_on_cluster``)."""
     kind = {"batch_chat": "chat", "batch_embed": "embed"}[method.__name__]
-    first = list(inspect.signature(method).parameters)[1]  # ``rows`` or ``texts``
+    first = list(inspect.signature(method).parameters)[1]  # ``rows``
 
     @functools.wraps(method)
     async def dispatch(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -75,6 +75,8 @@ def on_cluster(method: Method) -> Method:
         if len(args) > 1:
             raise TypeError(f"{method.__name__}() takes one positional argument, {first}")
         kwargs.pop(first, None)
+        if kwargs.pop("dry_run", False):
+            raise ConfigError("dry_run=True quotes rows in memory: ddf.compute() first")
         recipe = recipe_of(self._session, self.connection, f"{method.__name__}()")
         progress = kwargs.pop("progress", "auto")
         out = kwargs.pop("out", None) if kind == "embed" else None

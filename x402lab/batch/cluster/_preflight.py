@@ -40,7 +40,7 @@ def refuse_unfit_batch(
     ``parts`` (Dask delayed partitions) costs more than ``budget`` has left, or when none of
     its requests fits the per-call cap. Nothing is quoted with ``partial=True`` or a budget
     without caps."""
-    cap = per_call_cap(budget, call.get("max_usd"))
+    cap = per_call_cap(budget, call.get("max_usd_per_request"))
     left = budget.remaining_atomic()
     if call.get("partial") or (cap is None and left is None) or not parts:
         return

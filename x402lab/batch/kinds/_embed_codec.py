@@ -81,7 +81,7 @@ class EmbedCodec(JsonRequests):
 
 
 async def texts_per_request(catalog: Catalog, per_request: int | str, model: str) -> int:
-    """``per_request`` of ``batch_embed`` checked (an int in 1..``MAX_PER_REQUEST``, or
+    """``rows_per_request`` of ``batch_embed`` checked (an int in 1..``MAX_PER_REQUEST``, or
     ``"auto"``: ``EMBED_AUTO_TEXTS`` texts per request when the gateway's published request
     schema takes a list ``input``, the minimum charge then buying many texts, else one, the
     gateway's own shape); ConfigError otherwise."""
@@ -95,9 +95,9 @@ async def texts_per_request(catalog: Catalog, per_request: int | str, model: str
             return 1
         return EMBED_AUTO_TEXTS
     if isinstance(per_request, bool) or not isinstance(per_request, int):
-        raise ConfigError(f"per_request must be an int or 'auto', got {per_request!r}")
+        raise ConfigError(f"rows_per_request must be an int or 'auto', got {per_request!r}")
     if not 1 <= per_request <= MAX_PER_REQUEST:
         raise ConfigError(
-            f"per_request must be an int in 1..{MAX_PER_REQUEST}, got {per_request!r}"
+            f"rows_per_request must be an int in 1..{MAX_PER_REQUEST}, got {per_request!r}"
         )
     return per_request

@@ -5,8 +5,8 @@ request it would buy sends its 402 unpaid (free; the quotes are then reused to p
 first request, ``payments.prediction``, so the run costs no extra round trip). The batch is
 refused with BudgetExceeded, nothing signed, when:
 
-- the per-call cap (the budget's ``per_call_usd``, or the call's ``max_usd``) is below the
-  gateway's minimum charge: no request can be paid (seen without quoting);
+- the per-call cap (the budget's ``per_call_usd``, or the call's ``max_usd_per_request``) is
+  below the gateway's minimum charge: no request can be paid (seen without quoting);
 - every request to buy is above the per-call cap;
 - the requests to buy cost more than the budget has left, unless ``partial=True``: the
   explicit choice to spend what is left and skip the rest (those rows ``skipped_budget``).
@@ -96,9 +96,8 @@ async def refuse_unfit(
         return
     minimum, maximum = _charge(prices, "minChargeUsd"), _charge(prices, "maxChargeUsd")
     if cap is not None and minimum is not None and cap < minimum:
-        which = (
-            "max_usd" if max_usd is not None and cap == usd_to_atomic(max_usd) else "per_call_usd"
-        )
+        mine = max_usd is not None and cap == usd_to_atomic(max_usd)
+        which = "max_usd_per_request" if mine else "per_call_usd"
         raise BudgetExceeded(
             f"{call} refused before paying: the per-call cap ({which}) {format_usd(cap)} is"
             f" below the gateway's minimum charge {format_usd(minimum)}, so no request can be"
@@ -154,8 +153,8 @@ def payable_within(requests: Mapping[str, int], cap: int | None, refusal: str) -
         cheapest = min(requests.values())
         raise BudgetExceeded(
             f"{refusal} {len(requests)} requests is above the per-call cap {format_usd(cap)}"
-            f" (the cheapest costs {format_usd(cheapest)}). Raise per_call_usd (or max_usd),"
-            " or send shorter requests (max_tokens).",
+            f" (the cheapest costs {format_usd(cheapest)}). Raise per_call_usd (or"
+            " max_usd_per_request), or send shorter requests (max_tokens).",
             cap_atomic=cap,
             amount_atomic=cheapest,
         )

@@ -14,6 +14,7 @@ from x402lab.batch.routes._rows import input_frame
 from x402lab.batch.routes._run import RouteTask, run_route
 from x402lab.batch.routes._schema import route_batch_schema
 from x402lab.errors import ConfigError
+from x402lab.keywords import renamed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,6 +41,7 @@ class RouteBatches:
         lab = getattr(owner, "async_", owner)  # a Lab's AsyncLab
         return getattr(lab, "route_batches", None) is self
 
+    @renamed(max_usd="max_usd_per_request")
     async def batch(
         self,
         call: Any,
@@ -47,7 +49,7 @@ class RouteBatches:
         *,
         column: str | None = None,
         concurrency: Concurrency | str = "auto",
-        max_usd: float | None = None,
+        max_usd_per_request: float | None = None,
         rebuy: bool | str = False,
         partial: bool = False,
         dry_run: bool = False,
@@ -90,7 +92,8 @@ class RouteBatches:
         exact quote (a BatchEstimate, ``total_usd``) from free 402s and signs nothing; a
         batch quoted above what the budget has left is refused with BudgetExceeded before
         anything is signed, unless ``partial=True`` (what is left is spent, the rest
-        ``skipped_budget``); ``max_usd`` caps each request; ``rebuy``, ``concurrency="auto"``
+        ``skipped_budget``); ``max_usd_per_request`` caps each request; ``rebuy``,
+        ``concurrency="auto"``
         (learns the route's rate limit), ``progress``, Ctrl+C (BatchInterrupted after the
         requests sent are stored) and IncompleteBatchWarning as there. One batch sends one
         path with one model. Raises ConfigError or TypeError naming the row before anything
@@ -103,8 +106,9 @@ class RouteBatches:
         if is_dask_collection(rows):  # one ordinary batch per partition, on the cluster
             if dry_run:
                 raise ConfigError("dry_run=True quotes rows in memory: ddf.compute() first")
-            options_of = dict(column=column, concurrency=concurrency, max_usd=max_usd,
-                              rebuy=rebuy, partial=partial, **arguments)  # fmt: skip
+            options_of = dict(column=column, concurrency=concurrency, rebuy=rebuy,
+                              max_usd_per_request=max_usd_per_request, partial=partial,
+                              **arguments)  # fmt: skip
             recipe = recipe_of(self._session, self._batches.connection, f"batch({route.name})")
             return await asyncio.to_thread(
                 run_on_cluster,
@@ -117,7 +121,7 @@ class RouteBatches:
                 self._session.budget,
                 functools.partial(_empty_result, route, column),
             )
-        options = RunOptions(concurrency, max_usd, rebuy, partial, progress)
+        options = RunOptions(concurrency, max_usd_per_request, rebuy, partial, progress)
         task = RouteTask(route, column, arguments)
         return await run_route(
             self._batches.pipeline, rows, task, options, self._recorders, self._media_dir,

@@ -89,11 +89,11 @@ async def plan_route(
     route = task.route
     # A method with **params takes any field (the route's published schema checks them).
     unknown = [] if route.takes_any else sorted(set(task.arguments) - set(route.parameters))
-    if unknown or "max_usd" in task.arguments:
+    if unknown:
         takes = ", ".join(p for p in route.parameters if p != "max_usd")
         raise TypeError(
             f"{task.call} got unexpected argument(s) {', '.join(unknown)}: lab.{route.name}"
-            f" takes {takes} (max_usd= is batch()'s own: a cap per request)"
+            f" takes {takes} (batch() caps each request with max_usd_per_request=)"
         )
     inputs = input_frame(rows, route.first, task.column)
     clash = [n for n in route_batch_schema(route.answer).names if n in inputs.columns]

@@ -95,7 +95,7 @@ class Pipeline:
             lambda: self.quoted.fresh(plan, options.rebuy)
             or self.quote(plan, index_frame(None, plan.rows), options),
             budget=budget, prices=await self._catalog.price_list(),
-            max_usd=options.max_usd, partial=options.partial,
+            max_usd=options.max_usd_per_request, partial=options.partial,
             call=call or f"batch_{plan.kind}()",
         )  # fmt: skip
         runner = Runner(

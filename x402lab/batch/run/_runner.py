@@ -95,7 +95,7 @@ class Runner:
             drain=self._drain,
             tally=self.tally,
             group=ledger.db.commit_group(),
-            max_usd=options.max_usd,
+            max_usd=options.max_usd_per_request,
             on_fatal=self._wake.set,
         )
 
