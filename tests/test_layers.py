@@ -4,9 +4,10 @@ Every ``import`` in every module of ``x402lab/`` is read with ``ast`` (including
 inside functions and ``TYPE_CHECKING`` blocks), so a lazy import cannot hide an upward
 dependency. Reading of the layer list taken here:
 
-- ``_loop`` and ``sync`` (the helper loop and the sync twins) sit with ``errors`` and
-  ``money`` at the top, and so do ``routes`` (service names and paths) and ``pricing`` (pure
-  price arithmetic): every layer below may need them.
+- ``_loop``, ``sync`` and ``facade`` (the helper loop, the sync twins, a lab member declared
+  for both facades) sit with ``errors`` and ``money`` at the top, and so do ``routes``
+  (service names and paths) and ``pricing`` (pure price arithmetic): every layer below may
+  need them.
 - ``tables`` holds the declared schemas (the ledger's and the spend tables' too; a batch's
   own result schema lives with the batch, in ``batch.output``) and knows nothing of HTTP, so
   it sits just below the protocol: the store, services, batch and the presentation layers
@@ -59,6 +60,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "x402lab.money",
         "x402lab._loop",
         "x402lab.sync",
+        "x402lab.facade",
         "x402lab.routes",
         "x402lab.pricing",
         "x402lab.reprs",

@@ -45,10 +45,11 @@ def test_a_rerun_shows_what_its_answers_cost_and_the_report_counts_them_once(
     texts = [f"note {i}" for i in range(12)]
     frame = pd.DataFrame({"id": range(100, 112), "text": texts})
     a_path, b_path = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    lab.batch_embed(frame, column="text", model=EMBED, rows_per_request=5, out=a_path, progress=None)
+    args = dict(column="text", model=EMBED, rows_per_request=5, progress=None)
+    lab.batch_embed(frame, out=a_path, **args)
     paid = chain_atomic(emulator)
     assert paid > 0
-    b = lab.batch_embed(frame, column="text", model=EMBED, rows_per_request=5, out=b_path, progress=None)
+    b = lab.batch_embed(frame, out=b_path, **args)
     assert chain_atomic(emulator) == paid  # nothing was paid again
     first, again = pd.read_parquet(a_path), pd.read_parquet(b_path)
     # batch_embed keeps its text column; the input's id is matched through it here (this

@@ -17,13 +17,19 @@ HELP = "price a whole notebook before it pays: run it in rehearsal, nothing sign
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add the notebook, ``--json``, ``--timeout`` and ``--kernel``."""
+    """Add the notebook, ``--json``, ``--timeout-s`` (``--timeout``, its old name) and
+    ``--kernel``."""
     parser.add_argument("notebook", type=Path, help="the .ipynb file to plan")
     parser.add_argument(
         "--json", type=Path, default=None, metavar="FILE", help="also write the plan as JSON"
     )
     parser.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds one cell may run (default 600)"
+        "--timeout-s",
+        "--timeout",
+        dest="timeout_s",
+        type=float,
+        default=600.0,
+        help="seconds one cell may run (default 600)",
     )
     parser.add_argument(
         "--kernel", default=None, help="the kernel to run it in (default: the notebook's own)"
@@ -37,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     frame = plan(
         args.notebook,
         progress=lambda cell, done, total: print(describe(cell, done, total), file=sys.stderr),
-        timeout_s=args.timeout,
+        timeout_s=args.timeout_s,
         kernel_name=args.kernel,
     )
     print(frame.to_text())

@@ -24,10 +24,10 @@ from x402lab.routes import EMBEDDINGS
 if TYPE_CHECKING:
     from x402lab.gateway import Catalog
 
-#: Texts per request of ``batch_embed(per_request="auto")`` where the gateway takes a list: at
-#: the minimum charge of 0.01 USD and embedding prices of cents per million tokens, a request
-#: of 256 one-line texts is still under the minimum, yet its body stays small (tens of kB)
-#: and one failed request holds back few rows.
+#: Texts per request of ``batch_embed(rows_per_request="auto")`` where the gateway takes a
+#: list: at the minimum charge of 0.01 USD and embedding prices of cents per million tokens,
+#: a request of 256 one-line texts is still under the minimum, yet its body stays small (tens
+#: of kB) and one failed request holds back few rows.
 EMBED_AUTO_TEXTS = 256
 #: The most texts one request may carry.
 MAX_PER_REQUEST = 2048
