@@ -129,7 +129,9 @@ class TqdmProgress:
         elif progress.finished and not progress.answered:
             bar.colour = INCOMPLETE_COLOUR
             name = str(bar.desc or f"batch_{progress.kind}").removesuffix(": ")
-            bar.set_description(f"{name} (incomplete)", refresh=False)
+            # The last report can come twice (the run's end and the drain's): mark it once.
+            if not name.endswith(" (incomplete)"):
+                bar.set_description(f"{name} (incomplete)", refresh=False)
         bar.set_postfix_str(postfix, refresh=progress.finished or progress.stopping is not None)
         if progress.finished:
             if self._owned:
