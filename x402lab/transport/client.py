@@ -77,6 +77,15 @@ class Reply:
         except httpx.HTTPError as exc:
             raise self.lost(exc) from exc
 
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """A streamed body's bytes as they arrive (within its limit: LimitExceeded past it);
+        a read that fails raises ``lost``'s error."""
+        try:
+            async for chunk in self.response.aiter_bytes():
+                yield chunk
+        except httpx.HTTPError as exc:
+            raise self.lost(exc) from exc
+
     async def lines(self) -> AsyncIterator[str]:
         """A streamed body's lines; a read that fails raises ``lost``'s error."""
         try:
