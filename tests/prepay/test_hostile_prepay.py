@@ -109,7 +109,6 @@ def test_a_refused_prepayment_the_server_settles_later_is_found_by_reconcile(sta
     assert lab.budget.state().settled_atomic == 2 * MIN_ATOMIC
 
 
-
 @pytest.fixture
 def held_then_paid(start, lab_on, tmp_path):
     """``held_then_paid(chain=...)``: a budget of two minimum charges, full: a chat's refused
@@ -135,6 +134,7 @@ def held_then_paid(start, lab_on, tmp_path):
             return emulator, hostile, lab, clock
 
         yield _make
+
 
 def _past_the_window(clock) -> None:
     """The ledger's clock past every window signed so far and the clock slack."""

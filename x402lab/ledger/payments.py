@@ -11,8 +11,9 @@ rule 8; ``tests/ledger/test_status_writes.py`` reads the source to keep it so; t
 one asked for; the caller's transaction then rolls back, so a refused move changes nothing.
 It moves many rows at once in set-based statements, and reads a row's status again only to
 name the one that could not move. A move also keeps a payment's bookkeeping: ``held`` (a
-signed payment the server refused counts until the chain says what became of it), the forgotten signed
-payload once its outcome is known, and the budget's running total (``add_to_budget``).
+signed payment the server refused counts until the chain says what became of it), the
+forgotten signed payload once its outcome is known, and the budget's running total
+(``add_to_budget``).
 """
 
 from __future__ import annotations

@@ -439,9 +439,7 @@ class Ledger:
         whose authorization the chain has not yet shown settled or expired unused (the same
         rule as ``budget_state``).
         """
-        records = self.db.read(
-            f"SELECT * FROM payments WHERE {where} ORDER BY id", tuple(params)
-        )
+        records = self.db.read(f"SELECT * FROM payments WHERE {where} ORDER BY id", tuple(params))
         return [ledger_record(record) for record in records]
 
     def to_arrow(self) -> pa.Table:

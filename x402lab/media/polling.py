@@ -61,8 +61,6 @@ def _seconds(ms: Any) -> float | None:
     return None
 
 
-
-
 class JobPolling:
     """The polling half of ``AsyncJob``: ``updates()`` and the retrieves behind it.
 

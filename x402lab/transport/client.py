@@ -213,13 +213,15 @@ class ServiceClient:
         refused authorizations of the budget whose window has passed (``chain.free_held``:
         money rule 4, the clock alone never frees them).
         """
-        options = dict(call=call, expect_402=expect_402, stream=stream, media=media)
-        try:
-            return await self._send_once(method, path, **options, **request_kwargs)
-        except BudgetExceeded:
-            if call is None or self.payer is None or not await self._free_held():
-                raise
-        return await self._send_once(method, path, **options, **request_kwargs)
+        for last_try in (False, True):
+            try:
+                return await self._send_once(
+                    method, path, call, expect_402, stream, media, dict(request_kwargs)
+                )
+            except BudgetExceeded:
+                if last_try or call is None or self.payer is None or not await self._free_held():
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _free_held(self) -> int:
         """The amount the chain freed of this payer's budget (``chain.free_held``)."""
@@ -231,12 +233,11 @@ class ServiceClient:
         self,
         method: str,
         path: str,
-        *,
         call: CallInfo | None,
         expect_402: bool,
         stream: bool,
         media: bool,
-        **request_kwargs: Any,
+        request_kwargs: dict[str, Any],
     ) -> Reply:
         """``send`` without its second try after freeing held authorizations."""
         url = self._url(path)
