@@ -17,12 +17,13 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
+from support.client import TTS_MODEL
 from support.hostile import hostile_server
 from support.media import MUSIC, TEST_KEY
 
 import x402lab as xl
 from x402lab._loop import run
-from x402lab.routes import CHAT, EMBEDDINGS, MODELS, media_route
+from x402lab.routes import CHAT, EMBEDDINGS, MODELS, SPEECH, media_route
 from x402lab.transport import RetryPolicy
 
 CHAT_MODEL = "zai-org-glm-4.7-flash"
@@ -198,3 +199,22 @@ def test_a_callers_own_client_reads_within_the_same_bounds(emulator, tmp_path):
     assert EMBEDDINGS in seen and CHAT in seen and MODELS in seen
     assert not mine.is_closed
     run(mine.aclose())
+
+
+def test_a_binary_answer_past_its_limit_leaves_no_file(emulator, connect_lab, tmp_path):
+    with hostile_server(emulator.gateway_url) as hostile:
+        hostile.attack(
+            path=SPEECH, paid_only=True, body_bytes=32 << 20, chunk_bytes=1 << 20,
+            content_type="audio/mpeg",
+        )  # fmt: skip
+        lab = connect_lab(
+            _through(hostile, emulator), tmp_path / "ledger.sqlite",
+            limits=xl.Limits(json_bytes=8 << 20),
+        )  # fmt: skip
+        with pytest.raises(xl.LimitExceeded, match=r"8,388,608 bytes \(Limits.json_bytes\)"):
+            lab.speech("Say it", model=TTS_MODEL)
+        # Streamed to a temporary file and removed at the limit: nothing in answers/.
+        answers = tmp_path / "media" / "answers"
+        assert not answers.exists() or list(answers.iterdir()) == []
+        assert len(hostile.payments) == 1  # paid once, and its row says so
+        assert [r["status"] for r in lab.ledger.rows()] == ["settled"]
