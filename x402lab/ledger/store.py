@@ -380,12 +380,9 @@ class Ledger:
     def held_past_window(self, budget: str) -> list[int]:
         """The ids of ``budget``'s ``held`` rows whose window and ``EXPIRY_SLACK_S`` have
         passed: the ones the chain may show unused, and so free (``chain.free_held``)."""
-        found = self.db.read(
-            "SELECT id FROM payments WHERE held = 1 AND budget = ? AND valid_before < ?"
-            " ORDER BY id",
-            (budget, self._held_cutoff()),
-        )
-        return [int(row[0]) for row in found]
+        sql = "SELECT id FROM payments WHERE held = 1 AND budget = ? AND valid_before < ?"
+        sql += " ORDER BY id"
+        return [int(r[0]) for r in self.db.read(sql, (budget, self._held_cutoff()))]
 
     def apply_outcomes(self, moves: Sequence[Move]) -> list[Applied]:
         """Make reconciliation's moves (settled, expired) in one transaction; returns those
