@@ -65,7 +65,8 @@ class Settings:
     402 first (default: a known challenge is paid with the first request,
     ``payments.prediction``). ``user`` labels this lab's ledger rows (default
     ``X402LAB_USER``, else ``login@host``). ``http_client``: an ``httpx.AsyncClient`` of
-    your own to send through (proxies, mounts); ``verify``: TLS verification as httpx takes
+    your own to send through (proxies, mounts; its answers are read within ``limits`` and
+    ``timeout_s`` as the lab's own are); ``verify``: TLS verification as httpx takes
     it (an ``ssl.SSLContext``, a CA bundle path, or False). ``timeout_s`` bounds each read
     and each whole request (its body included); ``limits`` (``xl.Limits``) the most a lab
     reads of one answer (JSON, a 402 or error, a media file) and how deeply its JSON nests.

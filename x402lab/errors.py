@@ -95,8 +95,9 @@ class BudgetExceeded(PaymentRefused):
 class PaymentRejected(PaymentError):
     """The server refused a signed payment; nothing settled.
 
-    The signed authorization still counts against the budget (``held``) until it expires:
-    until its ``validBefore`` whoever holds it could still settle it.
+    The signed authorization still counts against the budget (``held``) until the chain shows
+    it settled, or unused once its ``validBefore`` has passed: whoever holds it could still
+    settle it.
     """
 
 

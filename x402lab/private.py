@@ -14,10 +14,12 @@ the notebook's own folder, and refuses any other path with a ConfigError naming 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -114,3 +116,36 @@ def write_private(path: str | os.PathLike[str], data: bytes | str) -> Path:
     with open_private(path, "wb" if isinstance(data, bytes) else "w") as handle:
         handle.write(data)
     return Path(path)
+
+
+async def stream_private(
+    path: str | os.PathLike[str], chunks: AsyncIterable[bytes]
+) -> tuple[int, str]:
+    """Write ``chunks`` to ``path`` as they arrive, whole or not at all (``open_private``:
+    a 0600 temporary file beside it), so a body of any size never sits in memory. The file
+    is fsync'd before it is renamed into place and the folder after, so once this returns
+    the file survives a crash; if reading the chunks raises (a limit, a lost connection),
+    the temporary file is removed and nothing is left under ``path``. Returns the size and
+    the SHA-256 (hex) of what was written."""
+    digest = hashlib.sha256()
+    size = 0
+    with open_private(path, "wb") as handle:
+        async for chunk in chunks:
+            handle.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+        handle.flush()
+        await asyncio.to_thread(os.fsync, handle.fileno())
+    await asyncio.to_thread(_sync_folder, Path(path).parent)
+    return size, digest.hexdigest()
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync a folder, so a rename into it is on disk (a no-op where folders cannot be
+    opened, as on Windows)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from support.processes import racing
 
 import x402lab as xl
-from x402lab.ledger import PaymentMeta, SignedAuthorization, ledger_schema
+from x402lab.ledger import Move, PaymentMeta, PaymentStatus, SignedAuthorization, ledger_schema
 
 META = PaymentMeta(service="gateway", method="POST", path="/api/v1/chat/completions")
 
@@ -97,7 +97,7 @@ def test_stale_reservations_are_released(tmp_path):
     assert [r["status"] for r in ledger.rows()] == ["released"]
 
 
-def test_a_refused_signed_payment_counts_until_it_expires(tmp_path):
+def test_a_refused_signed_payment_counts_until_the_chain_says_it_expired(tmp_path):
     clock = [1000.0]
     ledger = xl.Ledger(tmp_path / "l.sqlite", now=lambda: clock[0])
     budget = xl.Budget(usd=0.3).bind(ledger)
@@ -106,9 +106,18 @@ def test_a_refused_signed_payment_counts_until_it_expires(tmp_path):
     assert budget.state().held_atomic == 200_000
     with pytest.raises(xl.BudgetExceeded):
         budget.reserve(200_000, META)
-    clock[0] = 1300 + 61  # past validBefore and the clock slack: it can no longer settle
+    assert ledger.held_past_window(budget.name) == []  # still inside its window
+    clock[0] = 1300 + 61  # past validBefore and the clock slack: the clock alone frees nothing
+    with pytest.raises(xl.BudgetExceeded):
+        budget.reserve(200_000, META)
+    assert budget.state().held_atomic == 200_000 == budget.committed_atomic()
+    assert [r["held"] for r in ledger.rows() if r["id"] == row] == [True]
+    # What the chain check asks about, and what it does when the nonce is unused.
+    assert ledger.held_past_window(budget.name) == [row]
+    ledger.apply_outcomes([Move(row, PaymentStatus.EXPIRED, None, "unused")])
     budget.reserve(200_000, META)
     assert budget.state().held_atomic == 0
+    assert ledger.held_past_window(budget.name) == []
 
 
 def test_an_old_ledger_is_upgraded_without_forgetting_spend(tmp_path):
@@ -221,10 +230,12 @@ def test_the_running_total_answers_what_the_rows_answer(tmp_path):
     )
     ledger.record_settled(settled, tx_hash="0xabc", payer="0xP")
     ledger.record_unknown(unknown, "no answer")
-    ledger.record_rejected(rejected, "settlement failed")  # held until it expires
+    ledger.record_rejected(rejected, "settlement failed")  # held until the chain says
     ledger.release(released, error="not sent")
     assert agree() == 523_000
-    clock[0] = 1300 + 61  # the rejected authorization can no longer settle
+    clock[0] = 1300 + 61  # past its window: still counted until the chain is asked
+    assert agree() == 523_000
+    ledger.apply_outcomes([Move(rejected, PaymentStatus.EXPIRED, None, "unused")])
     assert agree() == 123_000
     assert xl.Budget(usd=2.0, name="never used").bind(ledger).committed_atomic() == 0
 

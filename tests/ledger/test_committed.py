@@ -12,7 +12,7 @@ from support.ledger import meta, settled, signed
 
 import x402lab as xl
 from x402lab.analysis.spend import STATUS_GROUPS, spend
-from x402lab.ledger import EXPIRY_SLACK_S, PaymentStatus
+from x402lab.ledger import EXPIRY_SLACK_S, Move, PaymentStatus
 
 
 def committed_in_spend(ledger, budget: str) -> int:
@@ -57,9 +57,12 @@ def test_committed_agrees_after_every_kind_of_outcome(world):
         "released": False,
     }
     assert str(frame["held"].dtype) == "boolean"
-    # Past its window (and the clock slack) the refused authorization can no longer settle:
-    # both stop counting it at once, before any reservation clears the flag.
+    # Past its window (and the clock slack) it still counts: only the chain frees it. When
+    # the chain shows it unused, both stop counting it at once.
     clock[0] = 1_300 + EXPIRY_SLACK_S + 1
+    assert agree() == 123_000
+    assert ledger.held_past_window("b") == [held]
+    ledger.apply_outcomes([Move(held, PaymentStatus.EXPIRED, None, "unused")])
     assert agree() == 103_000
     assert not ledger.to_pandas().set_index("request_key").loc["rejected", "held"]
     budget.reserve(1, meta("after"))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 
 import pytest
 
 from x402lab.ledger import Ledger, private_folder
-from x402lab.media.polling import write_atomically
+from x402lab.private import stream_private
 
 
 @pytest.fixture
@@ -78,7 +79,29 @@ def test_an_existing_folder_is_kept_and_old_files_made_private(tmp_path, umask_0
 def test_media_folder_and_files_are_private(tmp_path, umask_022):
     folder = tmp_path / "media" / "jobs"
     private_folder(folder)
-    write_atomically(folder / "video-1.mp4", b"\x00" * 10)
+
+    async def chunks():
+        yield b"\x00" * 10
+        yield b"\x01" * 5
+
+    size, _ = asyncio.run(stream_private(folder / "video-1.mp4", chunks()))
+    assert (size, (folder / "video-1.mp4").read_bytes()) == (15, b"\x00" * 10 + b"\x01" * 5)
+    assert os.listdir(folder) == ["video-1.mp4"]  # no temporary file left beside it
     assert _mode(folder) == 0o700
     assert _mode(tmp_path / "media") == 0o700
     assert _mode(folder / "video-1.mp4") == 0o600
+
+
+def test_a_streamed_file_that_fails_midway_leaves_nothing(tmp_path):
+    target = tmp_path / "media" / "music-1.mp3"
+    target.parent.mkdir()
+    target.write_bytes(b"the earlier file")
+
+    async def broken():
+        yield b"\x00" * 1000
+        raise ConnectionError("the body stopped")
+
+    with pytest.raises(ConnectionError):
+        asyncio.run(stream_private(target, broken()))
+    assert os.listdir(target.parent) == ["music-1.mp3"]  # no temporary file left
+    assert target.read_bytes() == b"the earlier file"  # never half a file under its name

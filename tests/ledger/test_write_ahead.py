@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 import x402lab as xl
-from x402lab.ledger import PaymentMeta, SignedAuthorization
+from x402lab.ledger import Move, PaymentMeta, PaymentStatus, SignedAuthorization
 
 META = PaymentMeta(service="gateway", method="POST", path="/api/v1/chat/completions")
 
@@ -69,7 +69,7 @@ def test_a_cancelled_waiter_does_not_cancel_the_shared_fsync(tmp_path):
     assert ledger.write_ahead.syncs >= 1
 
 
-def test_the_cap_refuses_exactly_what_would_pass_it_after_held_rows_expire(tmp_path):
+def test_the_cap_refuses_exactly_what_would_pass_it_after_held_rows_are_freed(tmp_path):
     clock = [1000.0]
     ledger = xl.Ledger(tmp_path / "l.sqlite", now=lambda: clock[0])
     budget = xl.Budget(usd=0.1).bind(ledger)  # 100_000 atomic
@@ -78,8 +78,11 @@ def test_the_cap_refuses_exactly_what_would_pass_it_after_held_rows_expire(tmp_p
     with pytest.raises(xl.BudgetExceeded):
         budget.reserve(50_000, META, sign=_signer(2), durable=False)
     clock[0] = 2_000_000_000 + 61  # its window and the clock slack have passed
-    # The running total still holds the expired row: the one-statement path says no, and
-    # the exact path expires it and grants the reservation.
+    with pytest.raises(xl.BudgetExceeded):  # the clock alone frees nothing
+        budget.reserve(50_000, META, sign=_signer(3), durable=False)
+    # The chain says its nonce is unused (what ``chain.free_held`` asks): freed, and the cap
+    # refuses exactly what would pass it.
+    ledger.apply_outcomes([Move(row, PaymentStatus.EXPIRED, None, "unused")])
     budget.reserve(50_000, META, sign=_signer(3), durable=False)
     with pytest.raises(xl.BudgetExceeded):
         budget.reserve(50_001, META)
@@ -88,7 +91,7 @@ def test_the_cap_refuses_exactly_what_would_pass_it_after_held_rows_expire(tmp_p
     [(total,)] = ledger.query("SELECT counted_atomic FROM budgets WHERE name = ?", (budget.name,))
     assert total == 100_000
     statuses = [r["status"] for r in ledger.rows()]
-    assert statuses == ["rejected", "refused", "signed", "refused", "reserved"]
+    assert statuses == ["expired", "refused", "refused", "signed", "refused", "reserved"]
 
 
 def test_settling_is_one_statement_and_a_settled_row_stays_settled(tmp_path):

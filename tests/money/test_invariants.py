@@ -89,9 +89,10 @@ def test_a_timeout_after_sending_is_unknown_and_not_retried(start, lab_for):
     assert len(emulator.chain.transfers()) == 1
 
 
-def test_settlement_failure_is_rejected_and_held_until_it_expires(start, tmp_path):
-    # A refused payment settled nothing, but its signed authorization could still settle
-    # until validBefore: the budget holds it until then (the ledger's clock is moved on).
+def test_settlement_failure_is_rejected_and_held_until_the_chain_frees_it(start, tmp_path):
+    # A refused payment settled nothing, but its signed authorization could still settle: the
+    # budget holds it until the chain shows it unused past its window (the ledger's clock is
+    # moved on; the clock alone frees nothing).
     emulator = start(settle_fail_rate=1.0)
     clock = [time.time()]
     lab = xl.connect(
@@ -100,6 +101,7 @@ def test_settlement_failure_is_rejected_and_held_until_it_expires(start, tmp_pat
         wallet=xl.Wallet.from_key(KEY),
         budget=xl.Budget(usd=1.0),
         ledger=xl.Ledger(tmp_path / "l.sqlite", now=lambda: clock[0]),
+        chain_rpc_url=emulator.chain_url,
     )
     try:
         with pytest.raises(xl.PaymentRejected, match="refused by the server"):
@@ -117,6 +119,9 @@ def test_settlement_failure_is_rejected_and_held_until_it_expires(start, tmp_pat
             amount_atomic=1,
             meta=xl.ledger.PaymentMeta(service="gateway"),
         )
+        assert lab.budget.state().held_atomic == row["amount_atomic"]
+        changed = lab.reconcile()  # the chain says its nonce is unused: now it is freed
+        assert changed[["before", "after"]].values.tolist() == [["rejected", "expired"]]
         assert lab.budget.state().held_atomic == 0
     finally:
         lab.close()

@@ -5,6 +5,8 @@ the budget has room for both, else BudgetExceeded before anything more is signed
 
 from __future__ import annotations
 
+import contextlib
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -105,3 +107,82 @@ def test_a_refused_prepayment_the_server_settles_later_is_found_by_reconcile(sta
     assert {r["tx_hash"] for r in rows} == {t.tx_hash for t in emulator.chain.transfers()}
     assert lab.budget.state().committed_atomic == committed  # it was counted all along
     assert lab.budget.state().settled_atomic == 2 * MIN_ATOMIC
+
+
+@pytest.fixture
+def held_then_paid(start, lab_on, tmp_path):
+    """``held_then_paid(chain=...)``: a budget of two minimum charges, full: a chat's refused
+    prepayment (held, kept by the server) and its fresh challenge paid; then the server
+    forwards everything as it is. The ledger's clock is the test's (``clock[0]``)."""
+    with contextlib.ExitStack() as stack:
+
+        def _make(*, chain: bool):
+            emulator = start()
+            clock = [time.time()]
+            hostile = stack.enter_context(hostile_server(emulator.gateway_url))
+            hostile.attack(refuse_prepayments=True)
+            through = _through(hostile, emulator)
+            if not chain:
+                through.chain_url = None
+            budget = xl.Budget(usd=2 * MIN_ATOMIC / 1e6, name="late")
+            ledger = xl.Ledger(tmp_path / "late.sqlite", now=lambda: clock[0])
+            lab = lab_on(through, budget=budget, ledger=ledger)
+            lab.quote("POST", CHAT, chat_body("first", model=CHAT_MODEL, max_tokens=8))
+            lab.chat("first", model=CHAT_MODEL, max_tokens=8)
+            assert lab.budget.state().held_atomic == MIN_ATOMIC
+            hostile.attacks.clear()
+            return emulator, hostile, lab, clock
+
+        yield _make
+
+
+def _past_the_window(clock) -> None:
+    """The ledger's clock past every window signed so far and the clock slack."""
+    clock[0] = time.time() + 3600
+
+
+def test_a_held_authorization_the_server_settles_late_is_never_freed_by_the_clock(
+    held_then_paid,
+):
+    emulator, hostile, lab, clock = held_then_paid(chain=True)
+    assert hostile.settle_refused() == [200]  # settled inside its window, unseen by the lab
+    _past_the_window(clock)
+    # The window has passed by the clock, but the chain says the nonce was used: it stays
+    # counted (now settled), so nothing more is signed.
+    signed_before = len(hostile.payments)
+    with pytest.raises(xl.BudgetExceeded):
+        lab.chat("second", model=CHAT_MODEL, max_tokens=8)
+    assert len(hostile.payments) == signed_before
+    settled = sum(t.amount_atomic for t in emulator.chain.transfers())
+    assert settled == 2 * MIN_ATOMIC == lab.budget.state().settled_atomic
+    assert [r["status"] for r in lab.ledger.rows() if r["prepaid"]] == ["settled"]
+    _committed_within(lab, 2 * MIN_ATOMIC)
+
+
+def test_a_held_authorization_past_its_window_is_freed_only_when_the_chain_says_unused(
+    held_then_paid,
+):
+    emulator, hostile, lab, clock = held_then_paid(chain=True)
+    with pytest.raises(xl.BudgetExceeded):  # inside its window: held, nothing asked
+        lab.chat("second", model=CHAT_MODEL, max_tokens=8)
+    _past_the_window(clock)
+    # The budget is short, so the chain is asked about the held row past its window: its
+    # nonce is unused, so it is freed (expired) and the call is paid.
+    lab.chat("third", model=CHAT_MODEL, max_tokens=8)
+    rows = lab.ledger.rows()
+    assert rows[0]["prepaid"] and rows[0]["status"] == "expired" and not rows[0]["held"]
+    assert [r["status"] for r in rows].count("settled") == 2
+    assert hostile.valid_atomic(now=clock[0]) <= 2 * MIN_ATOMIC
+    assert sum(t.amount_atomic for t in emulator.chain.transfers()) == 2 * MIN_ATOMIC
+    _committed_within(lab, 2 * MIN_ATOMIC)
+    check_money(lab, emulator.chain)
+
+
+def test_without_a_chain_a_held_authorization_stays_counted_past_its_window(held_then_paid):
+    _, hostile, lab, clock = held_then_paid(chain=False)
+    _past_the_window(clock)
+    signed_before = len(hostile.payments)
+    with pytest.raises(xl.BudgetExceeded):
+        lab.chat("second", model=CHAT_MODEL, max_tokens=8)
+    assert len(hostile.payments) == signed_before
+    assert lab.budget.state().held_atomic == MIN_ATOMIC

@@ -12,7 +12,8 @@ What an ``Attack`` can do to the answers of the paths starting with ``path``:
   is answered with the fresh 402 the emulator gives that request unpaid (the authorization is
   kept); later paid sends of it are forwarded and settle.
 - ``status`` with ``body_bytes``: an answer of that status and a junk body of that size
-  (chunked, no Content-Length), sent ``chunk_bytes`` at a time every ``trickle_s`` seconds;
+  (chunked, no Content-Length, of ``content_type``: JSON unless set), sent ``chunk_bytes`` at
+  a time every ``trickle_s`` seconds;
   a 402 carries no challenge header, so the client must read the body to find one. Without
   ``status``, ``body_bytes`` replaces the body of the emulator's own answer (its status and
   headers kept: a paid answer keeps its receipt).
@@ -56,6 +57,7 @@ class Attack:
     body_bytes: int = 0
     chunk_bytes: int = 1 << 16
     trickle_s: float = 0.0
+    content_type: str = "application/json"
     nesting: int = 0
     redirect_to: str | None = None
     receipt: dict[str, Any] | None = None
@@ -199,7 +201,7 @@ def _handler(hostile: Hostile) -> type[http.server.BaseHTTPRequestHandler]:
             self.send_response(status)
             for name, value in headers.items():
                 self.send_header(name, value)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", attack.content_type)
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             left = attack.body_bytes

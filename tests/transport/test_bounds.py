@@ -2,7 +2,7 @@
 its kind's limit (a 402, a paid JSON answer, a media file), JSON nested 200,000 deep, and a
 server trickling its answer past ``timeout_s``. Each is refused naming its limit, nothing is
 signed for a 402 that breaks one, and a child process reading gigabyte-sized answers keeps
-its peak memory bounded."""
+its peak memory bounded. A caller's own ``http_client`` reads within the same bounds."""
 
 from __future__ import annotations
 
@@ -15,12 +15,15 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import httpx
 import pytest
+from support.client import TTS_MODEL
 from support.hostile import hostile_server
 from support.media import MUSIC, TEST_KEY
 
 import x402lab as xl
-from x402lab.routes import CHAT, EMBEDDINGS, MODELS, media_route
+from x402lab._loop import run
+from x402lab.routes import CHAT, EMBEDDINGS, MODELS, SPEECH, media_route
 from x402lab.transport import RetryPolicy
 
 CHAT_MODEL = "zai-org-glm-4.7-flash"
@@ -159,3 +162,59 @@ def test_a_trickling_server_is_cut_at_the_deadline_of_the_whole_request(
         rows = lab.ledger.rows()
         assert len(hostile.payments) == len(rows) == 2  # one payment each, sent once
         assert {r["status"] for r in rows} == {"settled"}
+
+
+def test_a_callers_own_client_reads_within_the_same_bounds(emulator, tmp_path):
+    seen: list[str] = []
+
+    async def note(request):
+        seen.append(request.url.path)
+
+    mine = httpx.AsyncClient(event_hooks={"request": [note]})
+    limits = xl.Limits(json_bytes=8 << 20, error_bytes=1 << 20)
+    with hostile_server(emulator.gateway_url) as hostile:
+        hostile.attack(path=EMBEDDINGS, status=402, body_bytes=HUGE)  # no challenge header
+        hostile.attack(path=CHAT, paid_only=True, body_bytes=HUGE)  # the paid answer
+        lab = xl.connect(
+            hostile.url, emulator.reports_url, wallet=xl.Wallet.from_key(TEST_KEY),
+            ledger=tmp_path / "ledger.sqlite", http_client=mine, limits=limits,
+            timeout_s=5.0, retry=RetryPolicy(attempts=1),
+        )  # fmt: skip
+        try:
+            with pytest.raises(xl.LimitExceeded, match=r"1,048,576 bytes \(Limits.error_bytes\)"):
+                lab.embed("hello", model=EMBED_MODEL)
+            assert hostile.payments == []  # nothing signed for a 402 past its limit
+            with pytest.raises(xl.LimitExceeded, match=r"8,388,608 bytes \(Limits.json_bytes\)"):
+                lab.chat("hello", model=CHAT_MODEL, max_tokens=8)
+            assert len(hostile.payments) == 1  # paid once, never signed again
+            hostile.attack(path=CHAT, status=402, body_bytes=1 << 20, chunk_bytes=1024,
+                           trickle_s=0.1)  # fmt: skip
+            started = time.monotonic()
+            with pytest.raises(xl.TransportError, match=r"timeout_s=5 s"):
+                lab.chat("a trickle", model=CHAT_MODEL, max_tokens=8)
+            assert time.monotonic() - started < 10
+        finally:
+            lab.close()
+    # Every request went through the caller's client, which is left open.
+    assert EMBEDDINGS in seen and CHAT in seen and MODELS in seen
+    assert not mine.is_closed
+    run(mine.aclose())
+
+
+def test_a_binary_answer_past_its_limit_leaves_no_file(emulator, connect_lab, tmp_path):
+    with hostile_server(emulator.gateway_url) as hostile:
+        hostile.attack(
+            path=SPEECH, paid_only=True, body_bytes=32 << 20, chunk_bytes=1 << 20,
+            content_type="audio/mpeg",
+        )  # fmt: skip
+        lab = connect_lab(
+            _through(hostile, emulator), tmp_path / "ledger.sqlite",
+            limits=xl.Limits(json_bytes=8 << 20),
+        )  # fmt: skip
+        with pytest.raises(xl.LimitExceeded, match=r"8,388,608 bytes \(Limits.json_bytes\)"):
+            lab.speech("Say it", model=TTS_MODEL)
+        # Streamed to a temporary file and removed at the limit: nothing in answers/.
+        answers = tmp_path / "media" / "answers"
+        assert not answers.exists() or list(answers.iterdir()) == []
+        assert len(hostile.payments) == 1  # paid once, and its row says so
+        assert [r["status"] for r in lab.ledger.rows()] == ["settled"]

@@ -8,6 +8,11 @@ answers nonsense raises before any row changes. What it decides is
 ``payments.reconcile.decide``: used -> ``settled`` (with its tx hash), unused and expired ->
 ``expired`` (freed), unused and valid -> left open with its expiry.
 
+``free_held`` is the same check, kept cheap, at the moment it matters: a payment its budget
+cannot hold asks the chain about that budget's refused authorizations whose window has passed
+(the clock alone never frees them: a hostile server holding one could still have settled it),
+and only those the chain shows unused are freed.
+
 ``Reconciler`` is the resource ``lab.reconcile()`` delegates to.
 """
 
@@ -22,7 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from x402lab.chain.rpc import BASE_BLOCK_TIME_S, ChainClient, word_of_bytes32
-from x402lab.errors import ConfigError
+from x402lab.errors import ConfigError, X402LabError
 from x402lab.ledger import EXPIRY_SLACK_S, Applied, Ledger, OpenPayment
 from x402lab.payments.reconcile import UsedLog, decide
 from x402lab.tables.attrs import set_attrs
@@ -213,6 +218,24 @@ async def used_on_chain(
     found = await _search(chain, asset, payer, [nonce], _first_block(latest, now - since_s), latest)
     log = found.get(word_of_bytes32(nonce))
     return True, log.tx_hash if log else None
+
+
+async def free_held(ledger: Ledger, chain: ChainClient | None, budget: str) -> int:
+    """Ask ``chain`` about the ``held`` rows of ``budget`` whose window (and the clock slack)
+    has passed, and move them as ``reconcile`` does (unused: ``expired``, freed; used:
+    ``settled``, still counted); returns the amount freed. Nothing is freed without a chain,
+    or when it cannot be asked (the budget stays short, as it was)."""
+    if chain is None:
+        return 0
+    ids = await asyncio.to_thread(ledger.held_past_window, budget)
+    if not ids:
+        return 0
+    before = await asyncio.to_thread(ledger.budget_committed, budget)
+    try:
+        await reconcile(ledger, chain, ids=ids, now=ledger.now)
+    except X402LabError:
+        return 0
+    return before - await asyncio.to_thread(ledger.budget_committed, budget)
 
 
 class Reconciler:

@@ -325,12 +325,13 @@ class PaidRequests:
                 stream_answer,
             )  # fmt: skip
         if not (stores_answer or stream) and (reuse or rebuy):
+            # Streamed: the stored answers read the body (a binary one straight to its file).
             return await self.answers.buy(
                 key,
                 rebuy,
                 name,
                 lambda: self._pay(
-                    method, path, key, model, max_usd, json_body, False, True, None, None,
+                    method, path, key, model, max_usd, json_body, True, True, None, None,
                     request_kwargs,
                 ),
             )  # fmt: skip

@@ -19,8 +19,9 @@ its fields and file) before anything is signed, as batch rows are:
   its own.
 
 ``rebuy=True`` buys again whatever is stored. JSON-RPC reads are live and are not reused
-unless the call asks (``rpc(..., reuse=True)``). A binary answer (image, audio) is kept as a
-private file in the media folder (``answers/<request key>``); the ledger's row names it.
+unless the call asks (``rpc(..., reuse=True)``). A binary answer (image, audio) is streamed,
+as it arrives, to a private file in the media folder (``answers/<request key>``); the
+ledger's row names it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from x402lab.errors import SettlementUnknown, StoreError
 from x402lab.ledger import ClaimAction, Claimed, Claims, answer_transaction
 from x402lab.money import format_usd
 from x402lab.payments import Cost
-from x402lab.private import write_private
+from x402lab.private import stream_private, write_private
 
 if TYPE_CHECKING:
     from x402lab.ledger import ClaimRecord, Ledger
@@ -85,15 +86,16 @@ class StoredAnswers:
         except BaseException as exc:
             self.claims.release(SCOPE, [key], f"{type(exc).__name__}: {exc}"[:500])
             raise
-        return self.keep(key, reply)
+        return await self.keep(key, reply)
 
-    def keep(self, key: str, reply: Reply) -> Reply:
-        """Store ``reply``'s answer (read whole) under ``key`` with its settlement; the
-        settlement is committed whatever happens, and the claim closed."""
+    async def keep(self, key: str, reply: Reply) -> Reply:
+        """Store ``reply``'s answer (its body unread: ``pay`` streams) under ``key`` with its
+        settlement, and return it read; the settlement is committed whatever happens, and
+        the claim closed."""
         settlement = reply.settlement
         stored = False
         try:
-            blob = self.encode(key, reply.response)
+            blob, reply = await self._read_and_encode(key, reply)
             with answer_transaction(self.ledger.db, settlement) as tx:
                 ledger_id = reply.cost.ledger_id if reply.cost else None
                 self.claims.complete_in(tx, SCOPE, [(key, blob)], ledger_id=ledger_id)
@@ -182,6 +184,38 @@ class StoredAnswers:
         return found is not None
 
     # -- the stored form of an answer ----------------------------------------------------------
+
+    async def _read_and_encode(self, key: str, reply: Reply) -> tuple[bytes, Reply]:
+        """Read ``reply``'s body and its stored form (``encode``). A binary answer is
+        streamed to its file as it arrives (``private.stream_private``: never half a file
+        under its name) and read back once, so it is in memory once, never twice."""
+        from x402lab.transport import Reply
+
+        response = reply.response
+        try:
+            if _is_text(response.headers.get("content-type", "")):
+                await reply.aread()
+                return self.encode(key, response), reply
+            name = f"answers/{key}"
+            size, digest = await stream_private(self.media_dir / name, reply.chunks())
+        finally:
+            await response.aclose()
+        content = await asyncio.to_thread((self.media_dir / name).read_bytes)
+        whole = httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            content=content,
+            request=response.request,
+            extensions=response.extensions,
+        )
+        return self._entry(whole, file=name, sha256=digest, size=size), Reply(
+            whole, reply.cost, reply.settlement, reply.limits
+        )
+
+    def _entry(self, response: httpx.Response, **stored: Any) -> bytes:
+        headers = {h: response.headers[h] for h in KEPT_HEADERS if h in response.headers}
+        entry: dict[str, Any] = {"status": response.status_code, "headers": headers, **stored}
+        return json.dumps(entry, separators=(",", ":")).encode()
 
     def encode(self, key: str, response: httpx.Response) -> bytes:
         """The stored form of the answer ``response`` of ``key`` (its body inline when it is

@@ -11,8 +11,9 @@ rule 8; ``tests/ledger/test_status_writes.py`` reads the source to keep it so; t
 one asked for; the caller's transaction then rolls back, so a refused move changes nothing.
 It moves many rows at once in set-based statements, and reads a row's status again only to
 name the one that could not move. A move also keeps a payment's bookkeeping: ``held`` (a
-signed payment the server refused counts until its window passes), the forgotten signed
-payload once its outcome is known, and the budget's running total (``add_to_budget``).
+signed payment the server refused counts until the chain says what became of it), the
+forgotten signed payload once its outcome is known, and the budget's running total
+(``add_to_budget``).
 """
 
 from __future__ import annotations
@@ -247,7 +248,7 @@ def move_payments(
                 raise ConfigError(
                     f"ledger row {row_id} cannot move to {str(status)!r} from {str(current)!r}"
                 )
-            # A signed payment the server refused keeps counting until it expires.
+            # A signed payment the server refused keeps counting until the chain resolves it.
             held = status in HOLDABLE and current in UNRESOLVED and row["valid_before"] is not None
             by_held[held].append(row_id)
             was_counted = counts(current, bool(row["held"]))
@@ -364,9 +365,7 @@ _CAP = "(CASE WHEN cap_set_us IS NULL THEN ? ELSE cap_atomic END)"
 def take_budget(tx: Tx, budget: str, cap_atomic: int | None, amount: int) -> bool:
     """Add ``amount`` to the running total if it stays within the budget's stored cap (or
     ``cap_atomic`` when none is stored: ``caps``), in one statement. False when it would not,
-    or the budget has no row yet: the caller then takes the exact path (``expire_held``,
-    ``budget_total``), since expired held rows still count here until ``expire_held`` runs
-    (so this never lets spend past the cap)."""
+    or the budget has no row yet: the caller then takes the exact path (``budget_total``)."""
     sql = _ADD + f" AND ({_CAP} IS NULL OR counted_atomic + ? <= {_CAP})"
     return tx.execute(sql, (amount, budget, cap_atomic, amount, cap_atomic)).rowcount == 1
 
@@ -386,24 +385,6 @@ def budget_total(tx: Tx, budget: str, now_us: int) -> int:
         (budget, int(total), now_us, now_us),
     )
     return int(total)
-
-
-def expire_held(tx: Tx, budget: str, cutoff: int, now_us: int) -> None:
-    """Stop counting refused payments whose authorization can no longer settle (their
-    ``valid_before`` is before ``cutoff``)."""
-    _unhold(tx, budget, "held = 1 AND budget = ? AND valid_before < ?", (budget, cutoff), now_us)
-
-
-def _unhold(tx: Tx, budget: str, where: str, params: tuple[Any, ...], now_us: int) -> int:
-    """Stop counting the held rows ``where`` finds; returns the amount freed."""
-    found = tx.one(
-        f"SELECT COALESCE(SUM(amount_atomic), 0), COUNT(*) FROM payments WHERE {where}", params
-    )
-    if found is None or not found[1]:
-        return 0
-    tx.execute(f"UPDATE payments SET held = 0 WHERE {where}", params)
-    add_to_budget(tx, budget, -int(found[0]), now_us)
-    return int(found[0])
 
 
 def add_to_budget(tx: Tx, budget: str, delta: int, now_us: int) -> None:

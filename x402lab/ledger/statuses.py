@@ -14,8 +14,8 @@ Payments (``payments.status``)::
     new row: reserved | signed | refused       (refused: the client would not sign; final)
 
     reserved ──> signed ──> settled
-        │          ├──> rejected | failed      (refused by the server; ``held`` until expiry;
-        │          │       └──> settled | expired   the chain may say it settled after all)
+        │          ├──> rejected | failed      (refused by the server; ``held`` until the chain
+        │          │       └──> settled | expired   says it settled, or expired unused)
         │          ├──> unknown ──> settled | expired | rejected | failed
         │          │       └──> signed         (its same signed payload sent again)
         │          └──> expired                (the chain says unused, and past its window)
@@ -100,7 +100,8 @@ COUNTING: tuple[PaymentStatus, ...] = (P.RESERVED, P.SIGNED, P.SETTLED, P.UNKNOW
 MAYBE_PAID: tuple[PaymentStatus, ...] = (P.SIGNED, P.SETTLED, P.UNKNOWN)
 #: Between "reserve" and "answer" right now.
 IN_FLIGHT: tuple[PaymentStatus, ...] = (P.RESERVED, P.SIGNED)
-#: Refused by the server after signing: the authorization counts (``held``) until it expires.
+#: Refused by the server after signing: the authorization counts (``held``) until the chain
+#: shows it settled, or unused past its window.
 HOLDABLE: tuple[PaymentStatus, ...] = (P.REJECTED, P.FAILED)
 #: Nothing moves a row out of these.
 FINAL: tuple[PaymentStatus, ...] = (

@@ -19,10 +19,12 @@ rows a stopped process left open, and reconciliation with the chain moves the re
 
 Reserved, signed, settled and unknown rows count against their budget. A signed payment that
 the server refused (``rejected``, or ``failed`` after signing) keeps counting while it is
-``held``: it left the process signed, and until ``validBefore`` whoever holds it could still
-settle it. ``held`` is read against the clock (a row stops being held once its window and
-``EXPIRY_SLACK_S`` have passed), so ``budget_state`` and the exported tables agree at every
-moment.
+``held``: it left the process signed, and whoever holds it could settle it. The clock alone
+never frees it: a held row stops counting only when the chain says what became of it (used:
+``settled``; unused once its window and ``EXPIRY_SLACK_S`` have passed: ``expired``), which
+reconciliation asks (``x402lab.chain``: ``reconcile``, and ``free_held`` when a reservation
+would otherwise not fit). ``budget_state``, the running totals and the exported tables agree
+at every moment.
 """
 
 from __future__ import annotations
@@ -69,10 +71,8 @@ if TYPE_CHECKING:
 DEFAULT_LEDGER_PATH = "~/.x402lab/ledger.sqlite"
 # Slack on expiry: a chain's clock may lag this machine's.
 EXPIRY_SLACK_S = 60
-# A refused signed payment still held at a cutoff (its window not yet passed).
-_HELD_NOW = "(held = 1 AND valid_before >= ?)"
-# What counts against a budget at a cutoff: the one definition of committed spend.
-_COUNTED_NOW = f"({in_sql('status', COUNTING)} OR {_HELD_NOW})"
+# What counts against a budget: the one definition of committed spend.
+_COUNTED = f"({in_sql('status', COUNTING)} OR held = 1)"
 _OPEN_SQL = in_sql("status", UNRESOLVED)
 #: What the error column says of a row whose sender died with it in flight.
 ORPHANED = "the process that sent it ({owner}) stopped before an answer arrived"
@@ -134,12 +134,11 @@ class Ledger:
 
     def budget_state(self, name: str, cap_atomic: int | None = None) -> BudgetState:
         """Settled, in-flight, unknown and held spend of a budget, right now."""
-        cutoff = self._held_cutoff()
         sums = dict.fromkeys((*COUNTING, "held"), 0)
         for status, total in self.db.read(
-            f"SELECT CASE WHEN {_HELD_NOW} THEN 'held' ELSE status END, SUM(amount_atomic)"
-            f" FROM payments WHERE budget = ? AND {_COUNTED_NOW} GROUP BY 1",
-            (cutoff, name, cutoff),
+            "SELECT CASE WHEN held = 1 THEN 'held' ELSE status END, SUM(amount_atomic)"
+            f" FROM payments WHERE budget = ? AND {_COUNTED} GROUP BY 1",
+            (name,),
         ):
             sums[status] = int(total)
         return BudgetState(
@@ -156,7 +155,6 @@ class Ledger:
         figure without reading every payment of the budget (a batch asks before and after
         it runs, on a ledger a team may have filled for years)."""
         with self.db.transaction() as tx:
-            payments.expire_held(tx, name, self._held_cutoff(), self._now_us())
             return payments.budget_total(tx, name, self._now_us())
 
     # -- the payment lifecycle -------------------------------------------------------------
@@ -198,7 +196,6 @@ class Ledger:
                 return payments.insert_payment(
                     tx, budget, amount_atomic, meta, status, self._who(), signed=signed, count=False
                 )
-            payments.expire_held(tx, budget, self._held_cutoff(), self._now_us())
             # A refused prepayment's authorization is not released for the fresh challenge
             # of the same request: the server still holds it and could settle it (money
             # rule 4), so both must fit.
@@ -254,7 +251,7 @@ class Ledger:
         self, row_id: int, error: str, *, resolved_by: Resolution = Resolution.RECEIPT
     ) -> None:
         """The server refused the signed payment: nothing settled, but the authorization
-        counts against the budget (``held``) until it expires."""
+        counts against the budget (``held``) until the chain resolves it."""
         self._move(row_id, S.REJECTED, error=error, resolved_by=resolved_by)
 
     def record_failed(
@@ -380,6 +377,13 @@ class Ledger:
             rows = [row for row in rows if gone(row.owner)]
         return rows
 
+    def held_past_window(self, budget: str) -> list[int]:
+        """The ids of ``budget``'s ``held`` rows whose window and ``EXPIRY_SLACK_S`` have
+        passed: the ones the chain may show unused, and so free (``chain.free_held``)."""
+        sql = "SELECT id FROM payments WHERE held = 1 AND budget = ? AND valid_before < ?"
+        sql += " ORDER BY id"
+        return [int(r[0]) for r in self.db.read(sql, (budget, self._held_cutoff()))]
+
     def apply_outcomes(self, moves: Sequence[Move]) -> list[Applied]:
         """Make reconciliation's moves (settled, expired) in one transaction; returns those
         made (a row no longer ``signed``, ``unknown`` or ``held`` by now, concluded
@@ -428,14 +432,11 @@ class Ledger:
     def rows(self, *, where: str = "1 = 1", params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Ledger rows as dicts, oldest first. ``where`` is an SQL condition on the table.
 
-        ``held`` says whether the row counts against its budget now as a refused signed
-        payment whose window has not passed (the same rule as ``budget_state``).
+        ``held`` says whether the row counts against its budget as a refused signed payment
+        whose authorization the chain has not yet shown settled or expired unused (the same
+        rule as ``budget_state``).
         """
-        records = self.db.read(
-            f"SELECT *, CASE WHEN {_HELD_NOW} THEN 1 ELSE 0 END AS held_now FROM payments"
-            f" WHERE {where} ORDER BY id",
-            (self._held_cutoff(), *params),
-        )
+        records = self.db.read(f"SELECT * FROM payments WHERE {where} ORDER BY id", tuple(params))
         return [ledger_record(record) for record in records]
 
     def to_arrow(self) -> pa.Table:

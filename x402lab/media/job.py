@@ -5,8 +5,9 @@ free retrieves until the media arrives, and a free complete that deletes it upst
 ``AsyncJob.updates()`` (``job_polling``) is the only place that polls; ``wait()``,
 ``result()`` and the notebook widget (through ``watch()``) all read that one stream, and
 concurrent readers share each retrieve instead of polling twice. Statuses are the small sum
-type of ``job_status``. Media is written to disk as soon as it arrives, so a paid result
-survives a kernel restart even after ``complete()`` deleted it upstream.
+type of ``job_status``. Media is streamed to disk as it arrives, so a paid result survives a
+kernel restart even after ``complete()`` deleted it upstream; ``result()`` reads it back from
+the file the job's row names.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable
 from decimal import Decimal
@@ -23,7 +25,7 @@ from typing import Any
 from x402lab.errors import JobError
 from x402lab.keywords import renamed
 from x402lab.ledger import JobRecord, Jobs
-from x402lab.media.polling import JobPolling, write_atomically
+from x402lab.media.polling import JobPolling
 from x402lab.media.status import (
     DEFAULT_POLL_S,
     DEFAULT_TIMEOUT_S,
@@ -36,6 +38,7 @@ from x402lab.media.status import (
     status_of,
 )
 from x402lab.money import exact_usd, format_usd
+from x402lab.private import open_private
 from x402lab.reprs import card
 from x402lab.routes import MEDIA_KINDS, media_route
 from x402lab.sync import ReadThrough, blocking, direct, iterating
@@ -84,7 +87,6 @@ class AsyncJob(JobPolling):
         self._readings = 0
         self._last_poll: float | None = None
         self._poll_lock = asyncio.Lock()
-        self._media: bytes | None = None
         self._watchers: list[Callable[[AsyncJob], None]] = []
         self._tasks: set[Any] = set()
         self.last_error: str | None = None
@@ -219,32 +221,36 @@ class AsyncJob(JobPolling):
 
     @renamed(timeout="timeout_s")
     async def result(self, timeout_s: float | None = None) -> bytes:
-        """Free: the media bytes (waits for them first). Raises JobError like ``wait``."""
+        """Free: the media bytes, read from the file the job's row names (waits for them
+        first). Raises JobError like ``wait``."""
+        return await asyncio.to_thread((await self._local_media(timeout_s)).read_bytes)
+
+    @renamed(timeout="timeout_s")
+    async def save(self, path: str | os.PathLike[str], timeout_s: float | None = None) -> Path:
+        """Free: copy the media to ``path`` (waits for it first; a private file, whole or
+        not at all, copied without reading it whole into memory); returns the path."""
+        source = await self._local_media(timeout_s)
+        target = Path(path).expanduser()
+        await asyncio.to_thread(_copy_private, source, target)
+        return target
+
+    async def _local_media(self, timeout_s: float | None) -> Path:
+        """The media's file, after waiting for it; fetched again when the file went away and
+        the gateway still holds the media."""
         await self.wait(timeout_s)
-        if self._media is not None:
-            return self._media
         path = self.media_path
         if path is not None and path.is_file():
-            self._media = await asyncio.to_thread(path.read_bytes)
-            return self._media
+            return path
         if self.cleaned_up:
             raise JobError(
                 f"the media of job {self.queue_id} is not at {path} and was deleted upstream"
             )
-        # The local file went away but the gateway still holds the media: fetch it again.
         self._status, self._readings, self._last_poll = Queued(), 0, None
         await self.wait(timeout_s)
-        if self._media is None:
+        path = self.media_path
+        if path is None or not path.is_file():
             raise JobError(f"job {self.queue_id} finished without media")
-        return self._media
-
-    @renamed(timeout="timeout_s")
-    async def save(self, path: str | os.PathLike[str], timeout_s: float | None = None) -> Path:
-        """Free: write the media to ``path`` (waits for it first); returns the path."""
-        data = await self.result(timeout_s)
-        target = Path(path).expanduser()
-        await asyncio.to_thread(write_atomically, target, data)
-        return target
+        return path
 
     async def complete(self, *, force: bool = False) -> bool:
         """Free: delete the media upstream (POST complete).
@@ -271,7 +277,7 @@ class AsyncJob(JobPolling):
 
     def _has_local_media(self) -> bool:
         path = self.media_path
-        return self._media is not None or (path is not None and path.is_file())
+        return path is not None and path.is_file()
 
     # -- observers (the widget) -----------------------------------------------------------
 
@@ -317,6 +323,11 @@ class AsyncJob(JobPolling):
     def _notify_all(self) -> None:
         for callback in list(self._watchers):
             self._call(callback)
+
+
+def _copy_private(source: Path, target: Path) -> None:
+    with source.open("rb") as reading, open_private(target) as writing:
+        shutil.copyfileobj(reading, writing, 1 << 20)
 
 
 class Job(ReadThrough[AsyncJob]):

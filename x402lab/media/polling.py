@@ -1,8 +1,9 @@
 """Polling a media job: the one iterator that retrieves, and what each answer means.
 
 ``JobPolling.updates()`` is the only place that polls retrieve (free); concurrent readers
-share each retrieve instead of polling twice. Media is written to disk as soon as it arrives
-(or is fetched from a delayed ``download_url``), so a paid result survives a kernel restart.
+share each retrieve instead of polling twice. Media is streamed to its file as it arrives
+(or is fetched from a delayed ``download_url``), never held whole in memory, so a paid result
+survives a kernel restart and its size is bounded only by ``Limits.media_bytes``.
 ``AsyncJob`` (``x402lab.media.job``) builds on it.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import mimetypes
-import os
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -29,9 +29,9 @@ from x402lab.media.status import (
     Processing,
     next_poll_delay,
 )
-from x402lab.private import check_rehearsal_write
+from x402lab.private import check_rehearsal_write, stream_private
 from x402lab.routes import media_route
-from x402lab.transport import ServiceClient
+from x402lab.transport import Reply, ServiceClient
 
 _RUNNING = frozenset({"PROCESSING", "QUEUED", "IN_QUEUE", "IN_PROGRESS", "PENDING", "RUNNING"})
 _FAILED = frozenset({"FAILED", "ERROR", "CANCELLED", "CANCELED"})
@@ -62,18 +62,6 @@ def _seconds(ms: Any) -> float | None:
     return None
 
 
-def write_atomically(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` through a ``.part`` file, so no half file is left (0600,
-    in a folder made 0700 when it is new: media bought are the owner's alone)."""
-    check_rehearsal_write(target)
-    private_folder(target.parent)
-    partial = target.with_name(target.name + ".part")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    os.replace(partial, target)
-
-
 class JobPolling:
     """The polling half of ``AsyncJob``: ``updates()`` and the retrieves behind it.
 
@@ -84,7 +72,6 @@ class JobPolling:
     _client: ServiceClient
     _store: Jobs
     _media_dir: Path
-    _media: bytes | None
     _status: JobStatus
     _readings: int
     _last_poll: float | None
@@ -188,7 +175,7 @@ class JobPolling:
             body["delete_media_on_completion"] = True
         try:
             reply = await self._client.send(
-                "POST", media_route(self.kind, "retrieve"), json=body, media=True
+                "POST", media_route(self.kind, "retrieve"), json=body, media=True, stream=True
             )
         except ApiError as exc:
             if exc.status in (400, 404, 410):
@@ -196,9 +183,13 @@ class JobPolling:
                 return
             raise
         content_type = content_type_of(reply)
-        if not is_json(content_type):
-            await self._keep_media(reply.response.content, content_type or None)
-            return
+        try:
+            if not is_json(content_type):
+                await self._keep_media(reply, content_type or None)
+                return
+            await reply.aread()
+        finally:
+            await reply.response.aclose()
         data = reply.json()
         state = str(data.get("status") or "").upper() if isinstance(data, dict) else ""
         if state in _RUNNING:
@@ -250,7 +241,7 @@ class JobPolling:
                 retry=self._client.retry,
             )
             try:
-                reply = await client.send("GET", url[len(origin) :] or "/", media=True)
+                reply = await client.send("GET", url[len(origin) :] or "/", media=True, stream=True)
             except ApiError as exc:
                 raise JobError(
                     f"the {self.kind} finished but its download_url failed ({exc}); it is valid"
@@ -259,36 +250,55 @@ class JobPolling:
             response = reply.response
             if not response.is_redirect:
                 break
+            await response.aclose()
             url = urljoin(url, response.headers.get("location", ""))
         else:
             raise JobError(
                 f"the {self.kind} finished but its download_url redirected more than"
                 f" {MAX_REDIRECTS} times (last to {url[:200]!r}); nothing was stored"
             )
-        if response.status_code != 200 or not response.content:
-            raise JobError(
-                f"the {self.kind} finished but its download_url answered HTTP"
-                f" {response.status_code} with {len(response.content)} bytes, no media; nothing"
-                " was stored: wait() again to retry"
-            )
-        content_type = response.headers.get("content-type", "").split(";")[0].strip()
-        await self._keep_media(response.content, content_type or "video/mp4")
+        try:
+            if response.status_code != 200:
+                raise self._no_media(f"HTTP {response.status_code}")
+            content_type = response.headers.get("content-type", "").split(";")[0].strip()
+            await self._keep_media(reply, content_type or "video/mp4")
+        finally:
+            await response.aclose()
 
-    async def _keep_media(self, data: bytes, content_type: str | None) -> None:
+    def _no_media(self, answer: str) -> JobError:
+        return JobError(
+            f"the {self.kind} finished but its download_url answered {answer}, no media;"
+            " nothing was stored: wait() again to retry"
+        )
+
+    async def _keep_media(self, reply: Reply, content_type: str | None) -> None:
+        """Stream the media body of ``reply`` to its file (``private.stream_private``: never
+        whole in memory, never half a file under its name) and record it on the job's row.
+        Raises LimitExceeded past ``Limits.media_bytes`` and JobError for an empty body,
+        leaving no file."""
         private_folder(self._media_dir)  # media bought by jobs are the owner's alone
         name = media_name(self._record.gateway, self.queue_id, self.kind, content_type)
         target = self._media_dir / name
-        await asyncio.to_thread(write_atomically, target, data)
-        self._media = data
+        check_rehearsal_write(target)
+        size, _ = await stream_private(target, self._not_empty(reply))
         self._write(
             status="completed",
             media_path=str(target),
             content_type=content_type,
-            size_bytes=len(data),
+            size_bytes=size,
             finished_us=self._record.finished_us or int(self._now() * 1_000_000),
             cleaned_up=self.cleaned_up or self.delete_media,
         )
-        self._status = Completed(content_type, len(data), self.download_url)
+        self._status = Completed(content_type, size, self.download_url)
+
+    async def _not_empty(self, reply: Reply) -> AsyncIterator[bytes]:
+        """``reply``'s body; JobError at its end when it had no bytes (never media of 0)."""
+        seen = 0
+        async for chunk in reply.chunks():
+            seen += len(chunk)
+            yield chunk
+        if not seen:
+            raise self._no_media(f"HTTP {reply.response.status_code} with 0 bytes")
 
     def _set_failed(self, error: str) -> None:
         self._status = Failed(error)

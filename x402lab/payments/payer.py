@@ -322,7 +322,7 @@ class Payer:
             raise PaymentRejected(
                 f"payment of {format_usd(ticket.amount_atomic)} refused by the server:"
                 f" {outcome.reason}; nothing settled, and the signed authorization counts"
-                " against the budget until it expires",
+                " against the budget until the chain shows it settled or expired unused",
                 status=outcome.status_code,
                 ledger_id=ticket.row_id,
             )

@@ -79,9 +79,7 @@ def ledger_schema() -> pa.Schema:
 
 
 def ledger_record(row: Any) -> dict[str, Any]:
-    """A ``payments`` table row (by column name) as a dict of the ``ledger_schema`` columns.
-    ``held`` is what the query selected as held *now* (``held_now``, see ``Ledger.rows``)
-    when it did."""
+    """A ``payments`` table row (by column name) as a dict of the ``ledger_schema`` columns."""
     from datetime import UTC, datetime
 
     from x402lab.tables.usd import usd_value
@@ -89,7 +87,7 @@ def ledger_record(row: Any) -> dict[str, Any]:
     record = {key: row[key] for key in row.keys()}  # noqa: SIM118 (a database row, not a dict)
     record["amount_usd"] = usd_value(row["amount_atomic"])  # exact, as in the table
     record["ts"] = datetime.fromtimestamp(row["ts_us"] / 1_000_000, tz=UTC)
-    record["held"] = bool(record.get("held_now", record.get("held")))
+    record["held"] = bool(record.get("held"))
     record["resends"] = int(record.get("resends") or 0)
     record["prepaid"] = bool(record.get("prepaid"))
     record["user"] = record.get("user_label")

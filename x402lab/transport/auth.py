@@ -16,7 +16,7 @@ that answer (``Ticket.settlement``; ``ServiceClient`` hands it over on the ``Rep
 When the challenge can be predicted (``payments.prediction``: a fresh probe of this exact
 request, or a confirmed price class) the payment goes with the *first* request: one round
 trip. A 402 to that prepaid request is a refusal (the prediction was stale): its row is
-``rejected`` (``prepay_refused``, held until it expires), and the fresh challenge of that
+``rejected`` (``prepay_refused``, held until the chain resolves it), and the fresh challenge of that
 402 is paid only if the budget has room for both (the server keeps the refused authorization
 and could still settle it; money rule 4): at most one extra signature, never more than the
 budget in valid authorizations.
@@ -146,8 +146,8 @@ class PaymentAuth(httpx.Auth):
             raise BudgetExceeded(
                 f"{exc.reason}; the server refused this request's payment sent with it (ledger"
                 f" row {ticket.row_id}, {format_usd(ticket.amount_atomic)}) and asked again,"
-                " and that refused authorization stays held (it could still settle) until its"
-                " window has passed, so the fresh challenge was not signed",
+                " and that refused authorization stays held (it could still settle) until the"
+                " chain shows it unused past its window, so the fresh challenge was not signed",
                 **exc.details,
             ) from None
         if ticket is not None:

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from x402lab.chain.reconcile import free_held
 from x402lab.errors import (
     AnswerLost,
     ApiError,
+    BudgetExceeded,
     LimitExceeded,
     ModelNotFound,
     NotFound,
@@ -72,6 +74,15 @@ class Reply:
         deadline) raises ``lost``'s error."""
         try:
             return await self.response.aread()
+        except httpx.HTTPError as exc:
+            raise self.lost(exc) from exc
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """A streamed body's bytes as they arrive (within its limit: LimitExceeded past it);
+        a read that fails raises ``lost``'s error."""
+        try:
+            async for chunk in self.response.aiter_bytes():
+                yield chunk
         except httpx.HTTPError as exc:
             raise self.lost(exc) from exc
 
@@ -167,6 +178,7 @@ class ServiceClient:
         self._sleep = sleep
         self._headers = dict(extra_headers or {})
         self._urls: dict[str, httpx.URL] = {}
+        self._chain = chain
         self._resender = (
             Resender(http=http, payer=payer, retry=retry, sleep=sleep, chain=chain)
             if payer is not None
@@ -196,7 +208,38 @@ class ServiceClient:
         SettlementUnknown and AnswerLost (settled earlier, its answer lost), LimitExceeded
         for an answer larger than its kind's limit (``media``: the answer is a media file,
         ``Limits.media_bytes``), nothing signed when that was the 402.
+
+        A payment the budget cannot hold is tried once more when asking the chain frees
+        refused authorizations of the budget whose window has passed (``chain.free_held``:
+        money rule 4, the clock alone never frees them).
         """
+        for last_try in (False, True):
+            try:
+                return await self._send_once(
+                    method, path, call, expect_402, stream, media, dict(request_kwargs)
+                )
+            except BudgetExceeded:
+                if last_try or call is None or self.payer is None or not await self._free_held():
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _free_held(self) -> int:
+        """The amount the chain freed of this payer's budget (``chain.free_held``)."""
+        assert self.payer is not None
+        budget = self.payer.budget
+        return await free_held(budget.ledger, self._chain(), budget.name)
+
+    async def _send_once(
+        self,
+        method: str,
+        path: str,
+        call: CallInfo | None,
+        expect_402: bool,
+        stream: bool,
+        media: bool,
+        request_kwargs: dict[str, Any],
+    ) -> Reply:
+        """``send`` without its second try after freeing held authorizations."""
         url = self._url(path)
         headers = {**self._headers, **request_kwargs.pop("headers", {})}
         if media:

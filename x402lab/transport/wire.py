@@ -18,7 +18,8 @@ The environment is honoured as httpx honours it: ``HTTP_PROXY``, ``HTTPS_PROXY``
 127.0.0.1 goes through the proxy too unless ``NO_PROXY`` names it; a SOCKS proxy goes
 through httpx's own transport), ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` the trust store
 (else certifi's). ``verify=`` replaces the trust store (a CA bundle path or an
-``ssl.SSLContext``); a caller's own client is used as it is and never closed here.
+``ssl.SSLContext``). A caller's own client sends every request as it was made to and is never
+closed here; its answers are read within the same bounds as the lab's own (``_Through``).
 """
 
 from __future__ import annotations
@@ -280,14 +281,42 @@ class _Transport(AiohttpTransport):
         )
 
 
+class _Through(httpx.AsyncBaseTransport):
+    """The transport of a lab on a caller's own client: each request is sent by that client
+    as it was made (its transport, proxies, hooks, auth and timeouts), and its answer read
+    within the lab's bounds as the lab's own transport reads them (``_Answer``: ``limits``
+    counted as the bytes arrive, ``deadline_s`` for the whole request). The caller's client
+    is never closed here."""
+
+    def __init__(self, client: httpx.AsyncClient, *, limits: Limits, deadline_s: float) -> None:
+        self._client = client
+        self._limits, self._deadline_s = limits, deadline_s
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        deadline = _Deadline(self._deadline_s)
+        async with deadline.guard(request):
+            response = await self._client.send(request, stream=True, follow_redirects=False)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        limit = self._limits.body_bytes(response.status_code, bool(request.extensions.get(MEDIA)))
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers.raw,
+            stream=_Answer(response.stream, request, limit, deadline),
+            request=request,
+            extensions=response.extensions,
+        )
+
+
 class Wire:
     """One lab's HTTP client: ``send``, ``build_request`` and ``client`` (the
     ``httpx.AsyncClient`` itself, for the chain's JSON-RPC).
 
-    ``http_client``: a caller's own client, used for every request and not closed by
-    ``aclose``; otherwise one is made with ``timeout_s`` (each read, and the deadline of a
-    whole request), ``max_connections``, ``verify`` and ``limits`` (the most it reads of an
-    answer; a caller's own client reads as it was made to).
+    ``http_client``: a caller's own client, which builds and sends every request (its
+    headers, proxies, hooks and timeouts apply) and is not closed by ``aclose``; its answers
+    are read within ``limits`` and ``timeout_s`` as the lab's own are (``_Through``).
+    Otherwise one is made with ``timeout_s`` (each read, and the deadline of a whole
+    request), ``max_connections``, ``verify`` and ``limits`` (the most it reads of an
+    answer).
     """
 
     def __init__(
@@ -307,7 +336,14 @@ class Wire:
         self._own = http_client is None
         self._session: aiohttp.ClientSession | None = None
         self._context = ssl_context(verify)
-        if http_client is None:
+        if http_client is not None:
+            #: The client that builds requests: the caller's own (its defaults apply).
+            self._builder = http_client
+            through = _Through(http_client, limits=limits, deadline_s=timeout_s)
+            http_client = httpx.AsyncClient(
+                transport=through, timeout=http_client.timeout, follow_redirects=False
+            )
+        else:
             mounts = {
                 pattern: None if proxy is None else self._proxied(proxy)
                 for pattern, proxy in environment_proxies().items()
@@ -318,6 +354,8 @@ class Wire:
                 timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 15.0)),
                 follow_redirects=False,
             )
+            self._builder = http_client
+        #: Every request goes through it (the chain's JSON-RPC too).
         self.client = http_client
 
     def _proxied(self, proxy: str) -> httpx.AsyncBaseTransport:
@@ -364,7 +402,7 @@ class Wire:
         break, before anything is signed or sent."""
         if headers:
             _refuse_line_breaks(headers)
-        return self.client.build_request(method, url, headers=headers, **kwargs)
+        return self._builder.build_request(method, url, headers=headers, **kwargs)
 
     async def send(
         self, request: httpx.Request, *, auth: httpx.Auth | None = None, stream: bool = False
@@ -375,6 +413,7 @@ class Wire:
 
     async def aclose(self) -> None:
         """Close the client this object made (a caller's own is left open)."""
+        # Around a caller's client there is only the bounding one, which holds nothing.
         if self._own:
             await self.client.aclose()  # closes the session through the transports
             if self._session is not None and not self._session.closed:

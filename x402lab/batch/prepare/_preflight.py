@@ -87,9 +87,12 @@ async def refuse_unfit(
     max_usd: float | None,
     partial: bool,
     call: str,
+    free_held: Callable[[], Awaitable[int]] | None = None,
 ) -> None:
     """Raise BudgetExceeded (nothing signed) when ``plan`` cannot finish within the budget
-    (see the module docstring); ``quote`` prices it exactly, called only when needed."""
+    (see the module docstring); ``quote`` prices it exactly, called only when needed.
+    ``free_held``: asks the chain to free refused authorizations whose window has passed
+    (``chain.free_held``), called only when the quote does not fit what is left."""
     cap = per_call_cap(budget, max_usd)
     left = budget.remaining_atomic()
     if (cap is None and left is None) or not plan.units:
@@ -117,6 +120,10 @@ async def refuse_unfit(
     total = sum(payable.values())
     if partial or left is None or total <= left:
         return
+    if free_held is not None and await free_held():
+        left = budget.remaining_atomic()
+        if left is None or total <= left:
+            return
     raise BudgetExceeded(
         f"{call} refused before paying: its exact quote is {format_usd(total)}"
         f" ({len(payable)} requests) and the budget {budget.name!r} has {format_usd(left)} left."

@@ -16,6 +16,7 @@ from x402lab.batch.inputs import index_frame
 from x402lab.batch.prepare import LastQuote, checked_and_priced, quote_plan, refuse_unfit
 from x402lab.batch.run._item_claims import STALE_AFTER_S, BatchStore
 from x402lab.batch.run._runner import Runner
+from x402lab.chain.reconcile import free_held
 from x402lab.ledger import Claims
 
 if TYPE_CHECKING:
@@ -97,6 +98,7 @@ class Pipeline:
             budget=budget, prices=await self._catalog.price_list(),
             max_usd=options.max_usd_per_request, partial=options.partial,
             call=call or f"batch_{plan.kind}()",
+            free_held=lambda: free_held(self._session.ledger, self._session.chain, budget.name),
         )  # fmt: skip
         runner = Runner(
             self._paid,
