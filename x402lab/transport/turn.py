@@ -13,11 +13,11 @@ leaves in a burst again: each wave's requests wait for the work of those ahead o
 
 A batch holds a ``SendTurn``: one of its requests at a time goes from its reservation to the
 moment aiohttp has taken it (``send_in_turn``, in the wire), then the next one starts. The
-turn a request holds goes with it explicitly: on its call (``CallInfo.turn``) and, below
-httpx, in the request's extensions (``TURN``). The
 holder makes its row durable with an fsync of its own at once (no other request can share it
 in that iteration), and its bytes leave before the next request's work begins: requests
-leave one by one, each as soon as its own work is done.
+leave one by one, each as soon as its own work is done. The turn a request holds goes with it
+explicitly: on its call (``CallInfo.turn``) and, below httpx, in the request's extensions
+(``TURN``), never in a context variable.
 
 ``benchmarks/batch_throughput.py`` (concurrency 32; the code before the turn run right after
 on the same machine): a fresh lab's 400 rows at 250 ms, 0.86 of the one-trip floor against
