@@ -26,7 +26,9 @@ dependency. Reading of the layer list taken here:
 
 Over the whole package, the imports that run when a module is imported (module level, type
 checking aside) make no circle, and no client module (any but the emulator's) is over 450
-lines: a longer one holds more than one idea.
+lines: a longer one holds more than one idea. No module keeps a context variable but
+``_loop``'s deferred warnings, off the paid path (a paid call's context goes on its
+``CallInfo``), and none but ``x402lab serve`` runs the garbage collector.
 
 Inside the ledger (``x402lab/ledger/``) the same holds one level down: its modules import one
 another in one direction (``LEDGER_ORDER``), so there is no circle, type-only imports
@@ -48,6 +50,8 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 import x402lab
 
@@ -712,3 +716,70 @@ def test_every_batch_module_says_its_one_idea_first():
         if not summary or len(summary.splitlines()) > MAX_SUMMARY_LINES or summary[-1] not in ".:":
             bad[str(path.relative_to(PACKAGE.parent))] = summary
     assert bad == {}, f"say each module's one idea in at most {MAX_SUMMARY_LINES} lines: {bad}"
+# State that rides along with a call instead of being passed: a context variable is seen by
+# every task a call starts, so a reader cannot follow it by the calls. What a paid call needs
+# (its group of commits, prepay tally, pacer and send turn) goes on its ``CallInfo``. The one
+# context variable left is ``_loop``'s deferred warnings, which decides only where a warning
+# shows; the packages of the paid path keep none.
+PAID_PATH = (
+    "x402lab.batch",
+    "x402lab.transport",
+    "x402lab.payments",
+    "x402lab.ledger",
+    "x402lab.gateway",
+    "x402lab.budget",
+)
+_MAY_KEEP_CONTEXT = ("x402lab._loop",)
+
+
+def context_variables(path: Path, package: Path = PACKAGE) -> list[str]:
+    """Imports of ``contextvars`` and uses of ``ContextVar`` in ``path``, as ``module:line``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            hit = any(alias.name.split(".")[0] == "contextvars" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            hit = node.module == "contextvars" or any(a.name == "ContextVar" for a in node.names)
+        elif isinstance(node, ast.Attribute):
+            hit = node.attr == "ContextVar"
+        elif isinstance(node, ast.Name):
+            hit = node.id == "ContextVar"
+        else:
+            continue
+        if hit:
+            found.append(f"{module_name(path, package)}:{node.lineno}")
+    return found
+
+
+def test_no_module_keeps_a_context_variable():
+    assert not any(_matches(m, p) for m in _MAY_KEEP_CONTEXT for p in PAID_PATH)
+    found = [
+        hit
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if module_name(path) not in _MAY_KEEP_CONTEXT
+        for hit in context_variables(path)
+    ]
+    assert found == [], f"context variables (pass the value on the call instead): {found}"
+
+
+def test_the_paid_path_packages_are_all_there():
+    # The list names real modules (a renamed package would leave its check empty).
+    names = {module_name(path) for path in PACKAGE.rglob("*.py")}
+    assert all(any(_matches(name, p) for name in names) for p in PAID_PATH)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import contextvars\n\nv = contextvars.ContextVar('v')\n",
+        "from contextvars import ContextVar\n\nv = ContextVar('v')\n",
+        "import contextvars as cv\n",
+    ],
+)
+def test_the_context_check_sees_a_context_variable(tmp_path, source):
+    # A guard against a check that cannot fail.
+    module = tmp_path / "x402lab" / "probe.py"
+    module.parent.mkdir()
+    module.write_text(source, encoding="utf-8")
+    assert context_variables(module, module.parent)[0] == "x402lab.probe:1"

@@ -20,6 +20,9 @@ from x402lab.errors import X402LabError
 T = TypeVar("T")
 
 #: Warnings of a coroutine run by ``run``: issued in the caller's thread when it returns.
+#: The one context variable of the client, and off the paid path: it decides only where a
+#: warning is shown, never what is paid, signed or stored (batch/, transport/, payments/,
+#: ledger/ and gateway/ pass what a call needs explicitly; tests/test_layers.py checks).
 _deferred: contextvars.ContextVar[list[tuple[str, type[Warning]]] | None] = contextvars.ContextVar(
     "x402lab_deferred_warnings", default=None
 )

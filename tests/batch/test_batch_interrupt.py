@@ -296,3 +296,28 @@ def test_a_claim_this_process_left_pending_is_given_back_not_waited_for(
     assert set(transfers_per_key(lab, emulator).values()) == {1}
     history = [record.status for record in claims.history("batch:chat", keys[0])]
     assert history == ["failed", "done"]
+
+
+def test_a_claim_another_lab_of_this_process_holds_is_waited_for(emulator_factory, lab_factory):
+    # Each lab's batches hold their claims under an owner of their own (the registry of live
+    # stores is the lab's): another lab of the same process on the same ledger waits for
+    # them as for another process's, and never gives them back as if they were left.
+    emulator = emulator_factory()
+    holder, other = lab_factory(emulator), lab_factory(emulator)
+    prompts = ["held by the other lab", "free"]
+    keys = holder.estimate(prompts, model=CHEAP).rows["request_key"].tolist()
+    claims = holder.async_.batches.claims
+    claims.claim("batch:chat", keys[:1])  # pending: the holder is paying for it
+    assert claims.owner != other.async_.batches.claims.owner
+    timer = threading.Timer(1.0, claims.release, ("batch:chat", keys[:1], "the holder gave up"))
+    timer.start()
+    try:
+        frame = other.batch_chat(prompts, model=CHEAP, progress=None)
+    finally:
+        timer.cancel()
+    assert frame["status"].tolist() == ["ok", "ok"]
+    [failed, done] = claims.history("batch:chat", keys[0])
+    # Given back by its holder after the other lab waited, then bought once by the other lab.
+    assert (failed.status, failed.error, done.status) == ("failed", "the holder gave up", "done")
+    assert done.owner == other.async_.batches.claims.owner
+    assert set(transfers_per_key(other, emulator).values()) == {1}

@@ -82,28 +82,3 @@ def test_a_settled_answer_whose_body_is_lost_is_never_paid_again(start, lab_for,
     [row] = lab.ledger.rows()
     assert row["status"] == "settled" and row["id"] == raised.value.details["ledger_id"]
     assert _status_elsewhere(lab.ledger.path, row["id"]) == "settled"
-
-
-def test_no_context_variable_carries_money_or_a_transaction():
-    """The money path passes its settlement, group of commits and prepay tally as values:
-    no module on it keeps a context variable (a reader follows the money by the calls)."""
-    import ast
-    from pathlib import Path
-
-    root = Path(xl.__file__).parent
-    money_path = [
-        *sorted((root / "ledger").glob("*.py")),
-        *sorted((root / "payments").glob("*.py")),
-        *(root / "batch" / name for name in ("runner.py", "buying.py", "store.py")),
-        *(root / "transport" / name for name in ("auth.py", "client.py", "resend.py")),
-        root / "gateway" / "paid.py",
-        root / "budget.py",
-    ]
-    found = []
-    for path in money_path:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
-            if name == "ContextVar" or (isinstance(node, ast.alias) and node.name == "contextvars"):
-                found.append(f"{path.relative_to(root)}:{getattr(node, 'lineno', '?')}")
-    assert found == []

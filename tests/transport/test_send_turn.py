@@ -1,7 +1,8 @@
 """``SendTurn``: a batch's requests leave one at a time, each before the next one's work
 starts, instead of in a burst after all of their work; on a thread busy nearly all the time
 the turn steps aside. The lab's real ``Wire`` sends to a real HTTP server on
-127.0.0.1 that runs in threads of its own and notes when each request arrived."""
+127.0.0.1 that runs in threads of its own and notes when each request arrived. The turn goes
+with each request explicitly, in its extensions, as ``ServiceClient`` sends it."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from support.http_server import QuietHandler, serving
 
 from x402lab.transport import Wire
-from x402lab.transport.turn import BUSY_WINDOW_S, SendTurn, holding
+from x402lab.transport.turn import BUSY_WINDOW_S, SendTurn, carrying, holding
 
 WORK_S = 0.02  # each request's own work before it is sent (signing, the ledger), simulated
 REQUESTS = 6
@@ -48,19 +50,20 @@ def _send_all(url: str, turn: SendTurn | None) -> dict[int, float]:
     started: dict[int, float] = {}
 
     async def one(wire: Wire, n: int) -> None:
-        async def send() -> None:
+        async def send(held: Any = None) -> None:
             started[n] = time.perf_counter()
             time.sleep(WORK_S)  # the request's own work, which holds the event loop
-            response = await wire.send(wire.build_request("POST", url, json={"n": n}))
+            request = wire.build_request("POST", url, json={"n": n}, extensions=carrying(held))
+            response = await wire.send(request)
             assert response.status_code == 200
 
         if turn is None:
             await send()
             return
-        async with turn.take():
-            assert holding()
-            await send()
-        assert not holding()
+        async with turn.take() as held:
+            assert holding(held)
+            await send(held)
+            assert not holding(held)  # the wire passed it on once the request was handed over
 
     async def run() -> None:
         wire = Wire(timeout_s=10)
@@ -109,8 +112,8 @@ def test_a_thread_busy_over_the_bound_sends_without_the_turn(busy_max, held):
         seen: list[bool] = []
 
         async def one() -> None:
-            async with turn.take():
-                seen.append(holding())
+            async with turn.take() as held:
+                seen.append(holding(held))
                 await asyncio.sleep(0.01)
 
         await asyncio.gather(one(), one())

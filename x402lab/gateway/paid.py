@@ -30,7 +30,7 @@ from x402lab.routes import GATEWAY
 if TYPE_CHECKING:
     from x402lab.gateway.catalog import Catalog
     from x402lab.ledger import CommitGroup
-    from x402lab.payments import PrepayTally
+    from x402lab.payments import HeldTurn, Pacer, PrepayTally
     from x402lab.session import Session
     from x402lab.transport import Reply
 
@@ -269,6 +269,8 @@ class PaidRequests:
         stores_answer: bool = False,
         group: CommitGroup | None = None,
         prepay_tally: PrepayTally | None = None,
+        pacer: Pacer | None = None,
+        turn: HeldTurn | None = None,
         rebuy: bool = False,
         reuse: bool | None = None,
         stream_answer: StreamAnswer | None = None,
@@ -279,14 +281,14 @@ class PaidRequests:
 
         ``extra_body`` adds fields to the JSON body unchecked (for fields the published
         schema does not list). ``stores_answer``: the caller stores the answer, and commits
-        the payment's settlement with it (``Reply.settlement``); ``group`` and
-        ``prepay_tally``: a batch run's (``CallInfo``). Otherwise the answer is stored here
-        and an identical request gets it again, paying nothing (``rebuy=True`` pays again;
-        ``reuse``: whether a stored answer may answer it, by default yes except for a
-        JSON-RPC read; a stream is stored when its reader has read it whole, through
-        ``stream_answer``, and is not reused without one). Raises what ``check`` raises,
-        before anything is signed, the transport's errors, and SettlementUnknown for a
-        request paid before whose answer is not stored.
+        the payment's settlement with it (``Reply.settlement``); ``group``, ``prepay_tally``,
+        ``pacer`` and ``turn``: a batch run's and its request's (``CallInfo``). Otherwise
+        the answer is stored here and an identical request gets it again, paying nothing
+        (``rebuy=True`` pays again; ``reuse``: whether a stored answer may answer it, by
+        default yes except for a JSON-RPC read; a stream is stored when its reader has read
+        it whole, through ``stream_answer``, and is not reused without one). Raises what
+        ``check`` raises, before anything is signed, the transport's errors, and
+        SettlementUnknown for a request paid before whose answer is not stored.
         """
         if json_body is not None:
             await self.check(
@@ -337,7 +339,7 @@ class PaidRequests:
             )  # fmt: skip
         return await self._pay(
             method, path, key, model, max_usd, json_body, stream, stores_answer, group,
-            prepay_tally, request_kwargs,
+            prepay_tally, request_kwargs, pacer=pacer, turn=turn,
         )  # fmt: skip
 
     @property
@@ -360,6 +362,9 @@ class PaidRequests:
         group: CommitGroup | None,
         prepay_tally: PrepayTally | None,
         request_kwargs: dict[str, Any],
+        *,
+        pacer: Pacer | None = None,
+        turn: HeldTurn | None = None,
     ) -> Reply:
         """Spends money: the checked request, paid once by the transport."""
         call = CallInfo(
@@ -373,6 +378,8 @@ class PaidRequests:
             stores_answer=stores_answer,
             group=group,
             prepay_tally=prepay_tally,
+            pacer=pacer,
+            turn=turn,
         )
         return await self._session.client(GATEWAY).send(
             method.upper(), path, call=call, stream=stream, **request_kwargs

@@ -26,11 +26,12 @@ it changes nothing). ``Claims.claim`` answers, per key, in one write transaction
 earlier row decides again. An answer, once stored, is kept: ``complete`` on a key whose
 newest row is ``done`` stores nothing.
 
-A pending claim of a process that died must not block: one whose owner (``host:pid:start``)
-is a process of this host that is gone, or older than ``stale_after_s`` and not this
-process's, is taken over: ``unknown`` if a payment of its payment key left since it was
-written, else ``failed`` (nothing was signed for it) and a new pending row is this caller's
-(``PAY``). A live owner that holds claims longer than that before paying calls ``renew`` first.
+A pending claim of a process that died must not block: one whose owner (``host:pid:start``,
+or one holder in it, ``database.holder_owner``) is a process of this host that is gone, or
+older than ``stale_after_s`` and not this caller's (``Claims.owner``), is taken over:
+``unknown`` if a payment of its payment key left since it was written, else ``failed``
+(nothing was signed for it) and a new pending row is this caller's (``PAY``). A live owner
+that holds claims longer than that before paying calls ``renew`` first.
 A ``MAYBE_PAID`` key is looked at once more through its payment: one that never settled
 makes the claim void (paid again); an ``unknown`` one whose signed payload can be sent again
 to the same request key is handed back (``PAY``), and that payload is sent, not a new one.
@@ -75,8 +76,8 @@ DEFAULT_STALE_AFTER_S = 300.0
 class Claims:
     """The claims of one database (see the module docstring for the state machine).
 
-    ``stale_after_s``: age after which a pending claim of another process may be taken
-    over. ``now`` and ``owner`` are injectable for tests.
+    ``stale_after_s``: age after which a pending claim of another owner may be taken over;
+    ``owner``: whose claims these are (this process, or a holder in it: ``holder_owner``).
     """
 
     def __init__(
@@ -140,7 +141,7 @@ class Claims:
     def release(
         self, scope: str, keys: Iterable[str], error: str, *, answered: bool = False
     ) -> dict[str, ClaimStatus]:
-        """Close this process's pending claims of ``keys`` that got no answer: ``unknown``
+        """Close this owner's pending claims of ``keys`` that got no answer: ``unknown``
         when a payment of their payment key left the process since the claim (it may have
         settled), else ``failed`` (the next caller may pay). ``answered=True``: the paid
         request was answered and the answer did not hold these keys, so they are ``failed``
@@ -150,7 +151,7 @@ class Claims:
             return self.release_in(tx, scope, keys, error, answered=answered)
 
     def renew(self, scope: str, keys: Iterable[str]) -> list[str]:
-        """Refresh this process's pending claims of ``keys`` (so they do not go stale);
+        """Refresh this owner's pending claims of ``keys`` (so they do not go stale);
         returns the keys still held. Pay only for those."""
         now = self._now_us()
         with self.db.transaction() as tx:

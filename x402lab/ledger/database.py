@@ -33,6 +33,9 @@ process), and a payment its user (``user_label``). A process on this host is ali
 pid runs *and* started at the same second, so a later process that reuses the pid is not
 mistaken for it. A process on another host cannot be checked from here: ``owner_gone`` says
 False for it, and callers fall back to age (a stale claim) or to the authorization's window.
+One holder of claims inside a process (a lab's batches) may name itself
+``host:pid:start/holder`` (``holder_owner``): its claims are told apart from the other
+holders' of the process, and it is alive as long as the process is.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import contextlib
 import functools
 import os
 import re
+import secrets
 import socket
 import sqlite3
 import time
@@ -329,6 +333,12 @@ def process_owner() -> str:
     return _OWNER
 
 
+def holder_owner() -> str:
+    """``host:pid:start/holder``: a new holder of claims in this process, whose claims no
+    other holder of the process takes for its own (a random ``holder``: nothing kept here)."""
+    return f"{process_owner()}/{secrets.token_hex(4)}"
+
+
 def _forget_owner() -> None:
     global _OWNER
     _OWNER = None
@@ -365,6 +375,7 @@ def owner_alive(owner: str | None) -> bool | None:
     it cannot be told (another host, or an owner written in another form)."""
     if not owner:
         return None
+    owner = owner.partition("/")[0]  # a holder lives as long as its process
     if owner == process_owner():
         return True
     parts = owner.rsplit(":", 2)

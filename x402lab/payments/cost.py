@@ -1,11 +1,11 @@
-"""What a paid call is (``CallInfo``) and what it cost (``Cost``)."""
+"""What a paid call is (``CallInfo``, with who paces it) and what it cost (``Cost``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from x402lab.money import exact_usd, format_usd
 from x402lab.reprs import card
@@ -13,6 +13,36 @@ from x402lab.reprs import card
 if TYPE_CHECKING:
     from x402lab.ledger import CommitGroup
     from x402lab.payments.prediction import PrepayTally
+
+
+class Pacer(Protocol):
+    """Who hears of a paced request's 429s: a batch's pacing slot (``batch.pacing``). The
+    transport tells it of every 429 it meets, unpaid or paid, and waits as long as it says
+    before sending again (a paid request goes again with the same signed payload: a 429 never
+    makes a signature)."""
+
+    def limited(self, retry_after_s: float | None) -> float:
+        """A 429 met (``Retry-After`` in seconds, if sent); returns the seconds to wait
+        before sending again."""
+        ...
+
+    def resending(self) -> None:
+        """The request that met a 429 is sent again now."""
+        ...
+
+
+class HeldTurn(Protocol):
+    """A batch's send turn, held by one request from its reservation until aiohttp has taken
+    its bytes (``transport.turn``)."""
+
+    @property
+    def held(self) -> bool:
+        """Not handed on yet."""
+        ...
+
+    def release(self) -> None:
+        """Hand the turn on (once; later calls do nothing)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -26,8 +56,11 @@ class CallInfo:
     ``stores_answer``: the caller stores the answer and commits the payment's settlement
     with it: the reply carries the settlement uncommitted (``Ticket.settlement``); otherwise
     the payer commits it when the receipt arrives. A batch run passes its ``group`` of
-    ledger commits (``ledger.CommitGroup``: its signed rows join it) and its
-    ``prepay_tally``, which counts its prepaid payments besides the lab's.
+    ledger commits (``ledger.CommitGroup``: its signed rows join it), its
+    ``prepay_tally``, which counts its prepaid payments besides the lab's, the ``pacer`` that
+    hears of this request's 429s and the send ``turn`` this request holds (None when the turn
+    stepped aside). Nothing of a call rides in a context variable: what the transport needs
+    to know of it is here.
     """
 
     service: str
@@ -41,6 +74,8 @@ class CallInfo:
     stores_answer: bool = False
     group: CommitGroup | None = field(default=None, compare=False)
     prepay_tally: PrepayTally | None = field(default=None, compare=False)
+    pacer: Pacer | None = field(default=None, compare=False)
+    turn: HeldTurn | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -239,8 +239,8 @@ class PaymentAuth(httpx.Auth):
             # now: on a fast disk it syncs at once instead of an iteration later; a slow
             # disk's fsync is shared, and the turn goes on meanwhile (``transport.turn``).
             write_ahead = self.payer.ledger.write_ahead
-            at_once = turn.holding() and write_ahead.inline
+            at_once = turn.holding(self.call.turn) and write_ahead.inline
             if not at_once:
-                turn.hand_on()
+                turn.hand_on(self.call.turn)
             await write_ahead.durable(at_once=at_once)
             ticket.durable = True

@@ -31,7 +31,6 @@ from x402lab.errors import (
 from x402lab.payments import CallInfo, Cost, Payer, read_challenge
 from x402lab.transport.auth import CallState, PaymentAuth, request_id
 from x402lab.transport.limits import DEFAULT_LIMITS, MEDIA, Limits, parse_json
-from x402lab.transport.pacing import pacer
 from x402lab.transport.resend import Resender, no_answer
 from x402lab.transport.retry import (
     DEFAULT_RETRY,
@@ -40,6 +39,7 @@ from x402lab.transport.retry import (
     retry_delay,
     seconds_of,
 )
+from x402lab.transport.turn import carrying
 from x402lab.transport.wire import Wire
 from x402lab.x402.models import PaymentRequired
 
@@ -242,8 +242,12 @@ class ServiceClient:
         """``send`` without its second try after freeing held authorizations."""
         url = self._url(path)
         headers = {**self._headers, **request_kwargs.pop("headers", {})}
+        # What the wire reads of this request: a media answer's limit, the send turn it holds.
+        extensions: dict[str, Any] = carrying(call.turn) if call is not None else {}
         if media:
-            request_kwargs["extensions"] = {MEDIA: True}
+            extensions[MEDIA] = True
+        if extensions:
+            request_kwargs["extensions"] = extensions
         last = self.retry.attempts - 1
         # No retry of the unpaid phase starts ``timeout_s`` after the call began (a paid
         # payload is still sent again while it is valid: money rule 4).
@@ -297,7 +301,7 @@ class ServiceClient:
             if not state.signed and status in self.retry.retry_statuses and attempt < last:
                 await response.aclose()
                 retry_after = retry_after_of(response.headers)
-                paced = pacer.get() if status == 429 else None
+                paced = call.pacer if status == 429 and call is not None else None
                 if paced is not None:  # a batch paces its requests: it says how long
                     await self._sleep(paced.limited(seconds_of(retry_after, time.time())))
                     paced.resending()

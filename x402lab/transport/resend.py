@@ -36,7 +36,6 @@ from x402lab.errors import X402LabError
 from x402lab.payments import Kind, Outcome, Payer, Ticket
 from x402lab.payments.payer import is_prepay_refusal
 from x402lab.transport.auth import CallState, outcome_of
-from x402lab.transport.pacing import pacer
 from x402lab.transport.retry import RetryPolicy, retry_delay, seconds_of
 from x402lab.transport.wire import Wire
 
@@ -82,7 +81,7 @@ class Resender:
             while True:
                 if outcome.kind is Kind.NONCE_USED:
                     await self._answer_lost(ticket, state, outcome)
-                paced = pacer.get() if outcome.status_code == 429 else None
+                paced = ticket.call.pacer if outcome.status_code == 429 else None
                 if paced is not None:  # a batch paces its requests: it says how long
                     delay = paced.limited(seconds_of(outcome.retry_after, time.time()))
                 else:

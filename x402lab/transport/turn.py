@@ -15,7 +15,9 @@ A batch holds a ``SendTurn``: one of its requests at a time goes from its reserv
 moment aiohttp has taken it (``send_in_turn``, in the wire), then the next one starts. The
 holder makes its row durable with an fsync of its own at once (no other request can share it
 in that iteration), and its bytes leave before the next request's work begins: requests
-leave one by one, each as soon as its own work is done.
+leave one by one, each as soon as its own work is done. The turn a request holds goes with it
+explicitly: on its call (``CallInfo.turn``) and, below httpx, in the request's extensions
+(``TURN``), never in a context variable.
 
 ``benchmarks/batch_throughput.py`` (concurrency 32; the code before the turn run right after
 on the same machine): a fresh lab's 400 rows at 250 ms, 0.86 of the one-trip floor against
@@ -28,10 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
+
+from x402lab.payments import HeldTurn
 
 T = TypeVar("T")
 
@@ -39,9 +42,11 @@ T = TypeVar("T")
 BUSY_MAX = 0.9
 #: How long each measure of that share lasts.
 BUSY_WINDOW_S = 0.1
+#: The key of a request's extensions that carries the turn it holds (``Held``).
+TURN = "x402lab.send_turn"
 
 
-class _Held:
+class Held:
     """The turn one request holds until aiohttp has taken it (or it ends without sending)."""
 
     def __init__(self, lock: asyncio.Lock) -> None:
@@ -52,12 +57,6 @@ class _Held:
         if self.held:
             self.held = False
             self._lock.release()
-
-
-#: The turn the request this task sends holds (None outside a batch, or once released).
-_current: contextvars.ContextVar[_Held | None] = contextvars.ContextVar(
-    "x402lab_send_turn", default=None
-)
 
 
 class SendTurn:
@@ -78,19 +77,18 @@ class SendTurn:
         self.busy_max = busy_max
 
     @contextlib.asynccontextmanager
-    async def take(self) -> AsyncIterator[None]:
-        """Hold the turn while sending one request: the wire releases it once the request is
-        handed to aiohttp; leaving the block releases it if that never happened."""
+    async def take(self) -> AsyncIterator[Held | None]:
+        """Hold the turn while sending one request, which carries the ``Held`` turn this
+        yields (None: no turn): the wire releases it once the request is handed to aiohttp;
+        leaving the block releases it if that never happened."""
         if self._measured_busy() > self.busy_max:
-            yield  # bound by the client's work: no turn (see the class docstring)
+            yield None  # bound by the client's work: no turn (see the class docstring)
             return
         await self._lock.acquire()
-        held = _Held(self._lock)
-        token = _current.set(held)
+        held = Held(self._lock)
         try:
-            yield
+            yield held
         finally:
-            _current.reset(token)
             held.release()
 
     def _measured_busy(self) -> float:
@@ -102,25 +100,27 @@ class SendTurn:
         return self.busy
 
 
-def holding() -> bool:
-    """Whether this task's request holds a turn it has not handed on yet."""
-    held = _current.get()
-    return held is not None and held.held
+def holding(turn: HeldTurn | None) -> bool:
+    """Whether a request's ``turn`` (``CallInfo.turn``) is still held, not handed on yet."""
+    return turn is not None and turn.held
 
 
-def hand_on() -> None:
-    """Pass this task's turn on before its request is handed over (its row waits for a
+def hand_on(turn: HeldTurn | None) -> None:
+    """Pass a request's ``turn`` on before the request is handed over (its row waits for a
     slow disk's shared fsync, which the next requests may join meanwhile)."""
-    held = _current.get()
-    if held is not None:
-        held.release()
+    if turn is not None:
+        turn.release()
 
 
-async def send_in_turn(send: Coroutine[Any, Any, T]) -> T:
-    """Await ``send`` (the request's whole exchange); when this task holds a turn, pass the
-    turn on once ``send`` has handed the request to aiohttp (its first step)."""
-    held = _current.get()
-    if held is None or not held.held:
+def carrying(turn: HeldTurn | None) -> dict[str, HeldTurn]:
+    """The extensions of an httpx request that carries ``turn`` to the wire (none without)."""
+    return {TURN: turn} if turn is not None else {}
+
+
+async def send_in_turn(send: Coroutine[Any, Any, T], turn: HeldTurn | None) -> T:
+    """Await ``send`` (the request's whole exchange); when its request holds ``turn``, pass
+    the turn on once ``send`` has handed the request to aiohttp (its first step)."""
+    if turn is None or not turn.held:
         return await send
     task = asyncio.ensure_future(send)
     try:
@@ -131,5 +131,5 @@ async def send_in_turn(send: Coroutine[Any, Any, T]) -> T:
         task.cancel()
         raise
     finally:
-        held.release()
+        turn.release()
     return await task

@@ -40,7 +40,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from x402lab.errors import ConfigError
 from x402lab.transport.limits import DEFAULT_LIMITS, MEDIA, Limits, too_large
-from x402lab.transport.turn import send_in_turn
+from x402lab.transport.turn import TURN, send_in_turn
 
 #: What ``verify=`` takes: True (the environment's trust store, else certifi's), False (no
 #: check), a CA bundle's path or an ``ssl.SSLContext``.
@@ -268,7 +268,8 @@ class _Transport(AiohttpTransport):
         with _mapped(request):
             async with deadline.guard(request):
                 response = await send_in_turn(
-                    super().handle_async_request(streamed_if_large(request))
+                    super().handle_async_request(streamed_if_large(request)),
+                    request.extensions.get(TURN),
                 )
         assert isinstance(response.stream, httpx.AsyncByteStream)
         limit = self._limits.body_bytes(response.status_code, bool(request.extensions.get(MEDIA)))

@@ -4,15 +4,16 @@
 "answer" (``FixedLimit``, a semaphore). ``concurrency="auto"`` (the default) or
 ``AutoConcurrency(ceiling=...)`` learns the service's limit (``AdaptiveLimit``): the
 ``_rate`` controller paces request starts and bounds the requests in flight, hears of
-every 429 through the transport's ``pacer`` and, with a ``RateShare``, shares what it learned
-with every process paying from the same wallet through the ledger.
+every 429 through the slot each request carries (``CallInfo.pacer``) and, with a
+``RateShare``, shares what it learned with every process paying from the same wallet through
+the ledger.
 
 The runner uses either the same way::
 
     async with limit.running():           # for the whole run
         ...
-        async with limit.slot():          # around each request
-            await send(...)
+        async with limit.slot() as pacer:  # around each request (None: a fixed limit)
+            await send(..., pacer=pacer)
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from x402lab.batch.concurrency._rate import DEFAULT_CEILING, MEASURE_S, RateController
 from x402lab.batch.concurrency._rate_share import RateShare, share_for
 from x402lab.errors import ConfigError
-from x402lab.transport.pacing import pacer
 
 if TYPE_CHECKING:
+    from x402lab.payments import Pacer
     from x402lab.session import Session
 
 #: The most requests a batch may keep in flight, fixed or learned.
@@ -91,7 +92,7 @@ class Limit(Protocol):
 
     def running(self) -> contextlib.AbstractAsyncContextManager[None]: ...
 
-    def slot(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+    def slot(self) -> contextlib.AbstractAsyncContextManager[Pacer | None]: ...
 
     def pace(self) -> Pace: ...
 
@@ -109,11 +110,11 @@ class FixedLimit:
         yield
 
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    async def slot(self) -> AsyncIterator[Pacer | None]:
         async with self._sem:
             self._in_flight += 1
             try:
-                yield
+                yield None  # a 429 is retried as the transport's own backoff says
             finally:
                 self._in_flight -= 1
 
@@ -122,7 +123,7 @@ class FixedLimit:
 
 
 class _Slot:
-    """One request's place: tells the controller of its 429s (the transport's ``Pacer``)."""
+    """One request's place: tells the controller of its 429s (the ``Pacer`` its call carries)."""
 
     def __init__(self, controller: RateController, share: RateShare | None) -> None:
         self._controller = controller
@@ -191,15 +192,13 @@ class AdaptiveLimit:
                         await asyncio.wait_for(self._changed.wait(), delay)
 
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    async def slot(self) -> AsyncIterator[Pacer | None]:
         slot = await self._acquire()
-        token = pacer.set(slot)
         answered = False
         try:
-            yield
+            yield slot
             answered = True
         finally:
-            pacer.reset(token)
             if answered:
                 self.controller.answered(slot.started)
             else:

@@ -6,9 +6,10 @@ request at a time, and follows each request's money from end to end in its calls
 1. ``unit``: the claims decided ``PAY`` are bought (``pay``); items another live run is
    buying are waited for (``BatchStore.wait``) and bought one by one if it gave them back;
 2. ``pay``: a pacing slot (``batch.concurrency._limit``), the claims checked still held, then
-   ``send``: ``PaidRequests.send`` reserves in the budget, signs, commits the write-ahead
-   row (in the run's ``CommitGroup``) and sends; the reply carries its settlement
-   uncommitted (``Reply.settlement``, ``stores_answer=True``);
+   ``send``: the send turn (``transport.turn``), and ``PaidRequests.send`` reserves in the
+   budget, signs, commits the write-ahead row (in the run's ``CommitGroup``) and sends; the
+   slot and the turn go with the call (``CallInfo.pacer``, ``CallInfo.turn``); the reply
+   carries its settlement uncommitted (``Reply.settlement``, ``stores_answer=True``);
 3. ``store``: the answers and that settlement are committed in one transaction
    (``BatchStore.put``); a request with no answer to store commits its settlement alone
    (``Settlement.commit``) and gives its claims back (``give_back``: ``unknown`` when a
@@ -44,7 +45,7 @@ from x402lab.batch.prepare import Plan
 from x402lab.batch.run._drain import NOT_STARTED, Drain
 from x402lab.errors import BudgetExceeded, PaymentRefused, SettlementUnknown, X402LabError
 from x402lab.ledger import ClaimAction, Claimed, ClaimStatus, CommitGroup, Settlement
-from x402lab.payments import PrepayTally
+from x402lab.payments import Pacer, PrepayTally
 from x402lab.transport.turn import SendTurn
 
 if TYPE_CHECKING:
@@ -190,7 +191,7 @@ class Buyer:
         reply: Reply | None = None
         again: set[int] = set()
         try:
-            async with self._limit.slot():
+            async with self._limit.slot() as pacer:
                 if self.fatal is not None or self._drain.stopping:
                     why = _NOT_STARTED if self.fatal is not None else NOT_STARTED
                     self.store.release(keys, why)
@@ -199,7 +200,7 @@ class Buyer:
                 if not self.store.still_held(keys, claimed_at):
                     self.store.release(keys, "taken over by another run")
                     return items
-                reply, outcome = await self.send(len(items), key, body)
+                reply, outcome = await self.send(len(items), key, body, pacer)
             if asked is not None:
                 outcome = [asked.carry(i, result) for i, result in zip(items, outcome, strict=True)]
             answered = all(result.status == "ok" for result in outcome)
@@ -224,10 +225,11 @@ class Buyer:
         return []
 
     async def send(
-        self, n: int, key: str, body: dict[str, Any]
+        self, n: int, key: str, body: dict[str, Any], pacer: Pacer | None = None
     ) -> tuple[Reply | None, list[ItemResult]]:
         """Spends money: the one paid request (reserve, sign, write ahead, send, receipt);
-        returns its reply (None when none came) and the rows of its ``n`` items."""
+        returns its reply (None when none came) and the rows of its ``n`` items. ``pacer``:
+        its pacing slot's, which hears of its 429s."""
         if self.stop_reason is not None and key not in self._resends:
             skipped = ItemResult("skipped_budget", key, error=self.stop_reason, paid_atomic=0)
             return None, [skipped] * n
@@ -240,7 +242,7 @@ class Buyer:
             # on purpose not): rows differ only in their texts, which the batch's input
             # checks refuse when empty or missing. The prompt size is checked per row.
             request = self.codec.request(key, body)
-            async with self.turn.take():
+            async with self.turn.take() as turn:
                 with self._drain.sending():
                     reply = await self._paid.send(
                         request.method,
@@ -252,6 +254,8 @@ class Buyer:
                         stores_answer=True,
                         group=self.group,
                         prepay_tally=self.prepay,
+                        pacer=pacer,
+                        turn=turn,
                     )
         except Exception as exc:  # noqa: BLE001 (one row's failure never fails the batch)
             return None, self._unanswered(exc, n, key, time.perf_counter() - started)

@@ -50,30 +50,48 @@ from x402lab.ledger import (
 STALE_AFTER_S = 60.0
 #: How often the keeper looks at the keys waited for and the claims to renew.
 TICK_S = 0.2
-#: The batch stores of this process that may hold claims (a claim of this process that none
-#: of them holds was left by a run that could not give it back, and may be released).
-_LIVE: weakref.WeakSet[BatchStore] = weakref.WeakSet()
+
+
+class LiveStores:
+    """The batch stores of one lab that may hold claims, all under the lab's own claim owner
+    (``ledger.holder_owner``): a pending claim of that owner that none of them holds was left
+    by a run that could not give it back, and may be released. A store drops out once nothing
+    uses it (a weak set)."""
+
+    def __init__(self) -> None:
+        self._stores: weakref.WeakSet[BatchStore] = weakref.WeakSet()
+
+    def add(self, store: BatchStore) -> None:
+        self._stores.add(store)
+
+    def hold(self, scope: str, key: str) -> bool:
+        """Whether a run of one of these stores holds ``key`` (its claim is live)."""
+        return any(store.holds(scope, key) for store in list(self._stores))
 
 
 class BatchStore:
-    """The claims and stored answers of one batch kind (``"chat"`` or ``"embed"``).
+    """The claims and stored answers of one batch kind (``"chat"`` or ``"embed"``), one of
+    ``live`` (the lab's stores, whose claims carry ``claims.owner``).
 
     Raises StoreError from ``put``, ``flush`` and ``maintain`` once answers could not be
     stored.
     """
 
-    def __init__(self, claims: Claims, kind: str, *, rebuy: bool | str = False) -> None:
+    def __init__(
+        self, claims: Claims, kind: str, live: LiveStores, *, rebuy: bool | str = False
+    ) -> None:
         self.claims = claims
         self.scope = f"batch:{kind}"
         self.rebuy = rebuy
         self._held: dict[str, None] = {}  # this run's pending claims, not yet stored/released
-        self._lock = threading.Lock()  # _held is read by runs on other threads (_held_here)
+        self._lock = threading.Lock()  # _held is read by runs on other threads (holds)
         self._lost: set[str] = set()  # held keys a renewal found taken over
         self._renewed_at = time.monotonic()
         self._waiting: dict[str, asyncio.Future[Claimed]] = {}
         self._fresh_waits = False
         self._error: BaseException | None = None
-        _LIVE.add(self)
+        self._live = live
+        live.add(self)
 
     def __repr__(self) -> str:
         return f"BatchStore({self.scope!r}, rebuy={self.rebuy!r})"
@@ -196,24 +214,23 @@ class BatchStore:
         decided, orphans = False, []
         for key, claimed in got.items():
             if claimed.action is ClaimAction.WAIT:
-                if claimed.record.owner == self.claims.owner and not self._held_here(key):
+                mine = claimed.record.owner == self.claims.owner  # this lab's
+                if mine and not self._live.hold(self.scope, key):
                     orphans.append(key)
                 continue
             decided = True
             self._waiting.pop(key).set_result(claimed)
-        if orphans:  # this process's, held by no run: give them back, claim them next poll
+        if orphans:  # held by none of this lab's runs: give them back, claim them next poll
             self.claims.release(self.scope, orphans, "left pending by an earlier run")
             decided = True
         return decided
 
-    def _held_here(self, key: str) -> bool:
-        """Whether a run of this process holds ``key`` (its claim is live)."""
-        for store in list(_LIVE):
-            if store.scope == self.scope:
-                with store._lock:
-                    if key in store._held:
-                        return True
-        return False
+    def holds(self, scope: str, key: str) -> bool:
+        """Whether this store's run holds the pending claim of ``key`` in ``scope``."""
+        if scope != self.scope:
+            return False
+        with self._lock:
+            return key in self._held
 
     # -- stored answers (with their settlements) ---------------------------------------------
 

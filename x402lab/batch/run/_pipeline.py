@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from x402lab.batch.concurrency import limit_for
 from x402lab.batch.inputs import index_frame
 from x402lab.batch.prepare import LastQuote, checked_and_priced, quote_plan, refuse_unfit
-from x402lab.batch.run._item_claims import STALE_AFTER_S, BatchStore
+from x402lab.batch.run._item_claims import STALE_AFTER_S, BatchStore, LiveStores
 from x402lab.batch.run._runner import Runner
 from x402lab.chain.reconcile import free_held
-from x402lab.ledger import Claims
+from x402lab.ledger import Claims, holder_owner
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,8 +40,11 @@ class Pipeline:
         self._paid = paid
         self._generic = generic
         #: The claims of batch rows in the lab's store (``stale_after_s``: when the pending
-        #: claims of a run that stopped without giving them back may be taken over).
-        self.claims = Claims(session.ledger.db, stale_after_s=STALE_AFTER_S)
+        #: claims of a run that stopped without giving them back may be taken over), under
+        #: an owner of the lab's own: another lab of this process waits for them, as another
+        #: process does, and this lab's ``live`` stores tell its live claims from those left.
+        self.claims = Claims(session.ledger.db, stale_after_s=STALE_AFTER_S, owner=holder_owner())
+        self.live = LiveStores()
         #: The last exact price of a batch: a run right after ``estimate`` does not ask again.
         self.quoted = LastQuote()
 
@@ -68,7 +71,7 @@ class Pipeline:
             await check
 
     def store(self, kind: str, rebuy: bool | str) -> BatchStore:
-        return BatchStore(self.claims, kind, rebuy=rebuy)
+        return BatchStore(self.claims, kind, self.live, rebuy=rebuy)
 
     async def quote(self, plan: Plan, inputs: pd.DataFrame, options: RunOptions) -> BatchEstimate:
         """Free: the exact price of a checked ``plan``, its rows joined to ``inputs``."""
