@@ -69,9 +69,13 @@ def test_typed_codec_reads_a_pack_back_per_row_and_asks_the_invalid_ones_again()
     content = json.dumps({"items": entries})
     answer = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
     good, bad = codec.split(answer, 2)
-    assert json.loads(good[0]) == {"label": "yes"} and good[-2:] == (2, None)
+    assert json.loads(good.response) == {"label": "yes"}
+    assert (good.pack_size, good.invalid, good.values) == (2, None, ("yes",))
     assert codec.reask.why(good) is None
-    assert "maybe" in (codec.reask.why(bad) or "")
+    assert "maybe" in (codec.reask.why(bad) or "") and bad.values is None
+    # Stored without its values, read back checked again into the same record.
+    assert json.loads(codec.encode(good)) == list(good[:-1])
+    assert codec.decode(codec.encode(good)) == good
     assert codec.decode(codec.encode(bad)) == bad
     again = codec.reask.again(body, 1)
     assert again["messages"][0]["content"].endswith("(Asked again, round 1.)")

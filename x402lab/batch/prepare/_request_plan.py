@@ -40,6 +40,8 @@ class Plan:
     last_row: np.ndarray  # last row of each item
     per_request: int
     unit_keys: list[str]  # request key of each paid unit
+    #: The body of each paid unit, built once when its key was (every later use reads it).
+    unit_bodies: list[dict[str, Any]]
     #: Keys of this plan's own (see the module docstring); None: a request's plain key.
     namespace: str | None = None
 
@@ -72,7 +74,7 @@ class Plan:
         return range(start, min(start + self.per_request, len(self.item_keys)))
 
     def unit_body(self, unit: int) -> dict[str, Any]:
-        return self.body_for(list(self.unit_items(unit)))
+        return self.unit_bodies[unit]
 
     def request(self, unit: int) -> Request:
         """The request that goes out for ``unit`` (its codec's: a JSON body or a form)."""
@@ -133,24 +135,30 @@ def plan_of(
     route's own call keys it (a route batch's uploads: ``gateway.uploads.form_key``), one
     item per request."""
     path = codec.path
+    own: dict[str, dict[str, Any] | None] = {}  # each distinct item's request alone, by key
     if keys is None:
-        keys = [request_key("POST", path, codec.body([p])) for p in payloads]
+        keys = []
+        for payload in payloads:
+            body = codec.body([payload])
+            keys.append(request_key("POST", path, body))
+            own.setdefault(keys[-1], body)
     elif per_request != 1 or namespace is not None:
         raise ValueError("keys= plans one item per request, without a namespace")
     row_items, item_keys, firsts = _index(keys)
     distinct = [payloads[row] for row in firsts]
+    pairs = zip(item_keys, distinct, strict=True)
+    item_bodies = [own.pop(key, None) or codec.body([p]) for key, p in pairs]
     if namespace is not None:
         whole = hashlib.sha256("\n".join(item_keys).encode()).hexdigest()[:32]
         namespace = f"{namespace}:{per_request}:{whole}"
-        item_keys = [namespaced_key(path, codec.body([p]), namespace) for p in distinct]
-    unit_keys = (
-        item_keys
-        if per_request == 1
-        else [
-            namespaced_key(path, codec.body(distinct[i : i + per_request]), namespace)
-            for i in range(0, len(distinct), per_request)
+        item_keys = [namespaced_key(path, body, namespace) for body in item_bodies]
+    if per_request == 1:
+        unit_keys, unit_bodies = item_keys, item_bodies
+    else:
+        unit_bodies = [
+            codec.body(distinct[i : i + per_request]) for i in range(0, len(distinct), per_request)
         ]
-    )
+        unit_keys = [namespaced_key(path, body, namespace) for body in unit_bodies]
     return Plan(
         codec=codec,
         row_items=row_items,
@@ -160,6 +168,7 @@ def plan_of(
         last_row=_last_rows(row_items, len(item_keys)),
         per_request=per_request,
         unit_keys=unit_keys,
+        unit_bodies=unit_bodies,
         namespace=namespace,
     )
 
