@@ -6,7 +6,7 @@ sends the rows as one JSON array of items (``{"id": "0", ...}`` in the pack's or
 for ``{"items": [{"id": "0", <fields>}, ...]}`` under a strict JSON Schema
 (``typed.OutputSpec``); a single row is a pack of one. ``TypedCodec.split`` reads a pack's
 answer back per row: an entry missing, duplicated or not valid under the whole schema
-(``typed.OutputSpec.check``: ``jsonschema_rs``, or the pydantic model's own validation) marks
+(``typed.OutputSpec.read``: ``jsonschema_rs``, or the pydantic model's own validation) marks
 its row to be asked again (``AskAgain``): the runner asks those rows again in smaller packs,
 then singly, then leaves them ``invalid``, raw text and error kept. Every row is claimed and
 stored under its own key (the key of its request as a pack of one), so a re-run with any pack
