@@ -207,7 +207,7 @@ def typed_frame(
     """The result of a typed batch: the ``inputs`` joined to the rows' ``columns``
     (``TypedCodec.columns`` and the cost columns, ``sinks.ColumnSink``), one typed column
     per field (from each row's ``values``, read when its answer was) before ``response``,
-    and ``pack_size`` last. Statuses and errors are the sink's (``items.shown``)."""
+    and ``pack_size`` last. Statuses and errors are the sink's (``output.shown``)."""
     values = columns.pop("values")
     pack_size = pa.array(columns.pop("pack_size"), type=pa.int64())
     del columns["invalid"]  # an invalid row's status and error say it
