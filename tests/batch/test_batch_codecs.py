@@ -4,6 +4,7 @@ built through it, and RunOptions: pure pieces, no service needed."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -12,7 +13,10 @@ from x402lab.batch.concurrency import AutoConcurrency
 from x402lab.batch.kinds import ChatCodec, EmbedCodec, TypedCodec, output_spec
 from x402lab.batch.options import QUOTES_IN_FLIGHT, RunOptions
 from x402lab.batch.prepare import ChatTask, plan_of
+from x402lab.batch.prepare._request_plan import BodyKeys, namespaced_key
 from x402lab.errors import ConfigError
+from x402lab.gateway.paid import request_key
+from x402lab.routes import CHAT
 
 
 def _typed(**params: object) -> TypedCodec:
@@ -69,9 +73,13 @@ def test_typed_codec_reads_a_pack_back_per_row_and_asks_the_invalid_ones_again()
     content = json.dumps({"items": entries})
     answer = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
     good, bad = codec.split(answer, 2)
-    assert json.loads(good[0]) == {"label": "yes"} and good[-2:] == (2, None)
+    assert json.loads(good.response) == {"label": "yes"}
+    assert (good.pack_size, good.invalid, good.values) == (2, None, ("yes",))
     assert codec.reask.why(good) is None
-    assert "maybe" in (codec.reask.why(bad) or "")
+    assert "maybe" in (codec.reask.why(bad) or "") and bad.values is None
+    # Stored without its values, read back checked again into the same record.
+    assert json.loads(codec.encode(good)) == list(good[:-1])
+    assert codec.decode(codec.encode(good)) == good
     assert codec.decode(codec.encode(bad)) == bad
     again = codec.reask.again(body, 1)
     assert again["messages"][0]["content"].endswith("(Asked again, round 1.)")
@@ -90,6 +98,18 @@ def test_a_plan_keys_each_distinct_item_by_its_own_request_and_asks_again_under_
     assert key == plan.key_of(body) and key != plan.unit_keys[0]
     with pytest.raises(AssertionError, match="never asked again"):
         plan_of(ChatCodec("m"), ["x"]).asked_again({}, 1)
+
+
+def test_body_keys_are_the_request_keys_whatever_the_bodies_share():
+    codec = _typed(temperature=0, provider={"order": ["a"]})
+    bodies = [codec.body([{"input": t}]) for t in ["a", "b", "a"]] + [
+        codec.body([{"input": "a"}, {"input": "é"}]),
+        {"model": "m", "messages": [], "price": Decimal("0.5"), "nested": {"b": 1, "a": [2]}},
+    ]
+    for namespace in (None, "compare:2:abc"):
+        keys = BodyKeys(CHAT, namespace)
+        assert [keys(b) for b in bodies] == [namespaced_key(CHAT, b, namespace) for b in bodies]
+    assert namespaced_key(CHAT, bodies[0], None) == request_key("POST", CHAT, bodies[0])
 
 
 def test_run_options_are_checked_when_made():

@@ -35,7 +35,6 @@ from x402lab.batch.output import (
     chat_table,
     estimate_schema,
     join_inputs,
-    rechecked,
     resolve_progress,
     summary_of,
     warn_incomplete,
@@ -228,7 +227,7 @@ class Batches:
             frame = join_inputs(inputs, chat_table(sink.columns))
         else:
             frame = typed_frame(inputs, sink.columns, task.spec)
-            summary = await self._with_packing(plan, rechecked(summary, frame))
+            summary = await self._with_packing(plan, summary)
         warn_incomplete(summary)
         frame.attrs["batch"] = summary.to_dict()
         return frame

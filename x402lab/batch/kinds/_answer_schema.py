@@ -190,21 +190,17 @@ def _wrong_type(errors: list[ValidationError], choice: ValidationError) -> bool:
     )
 
 
-def model_problem(model: Any, raw: str) -> str | None:
-    """pydantic's own messages (``field: message``, joined by ``; ``) when the JSON text
-    ``raw`` does not validate as ``model`` in strict mode; None when it does."""
+def model_read(model: Any, raw: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON text ``raw`` validated once as ``model`` in strict mode: its field values as
+    the model reads them (JSON types) and None, or None and pydantic's own messages
+    (``field: message``, joined by ``; ``)."""
     import pydantic
 
     try:
-        model.model_validate_json(raw, strict=True)
+        found = model.model_validate_json(raw, strict=True)
     except pydantic.ValidationError as exc:
-        return "; ".join(
+        return None, "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else e["msg"]
             for e in exc.errors(include_url=False)
         )
-    return None
-
-
-def model_values(model: Any, raw: str) -> dict[str, Any]:
-    """The field values of a valid answer as ``model`` reads them (JSON types)."""
-    return dict(model.model_validate_json(raw, strict=True).model_dump(mode="json"))
+    return dict(found.model_dump(mode="json")), None

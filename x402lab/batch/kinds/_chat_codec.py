@@ -18,7 +18,7 @@ CHAT_COLUMNS = ("response", "reasoning", "finish_reason", "prompt_tokens", "comp
 
 
 def encode_json(answer: Answer) -> bytes:
-    """A chat row's answer as stored in the ledger (typed rows too)."""
+    """A chat row's answer as stored in the ledger."""
     return json.dumps(answer).encode()
 
 

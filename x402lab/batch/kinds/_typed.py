@@ -143,6 +143,7 @@ class OutputSpec:
             "additionalProperties": False,
         }
 
+    @functools.cached_property
     def _wire(self) -> tuple[dict[str, Any], list[str]]:
         wire, rules = answer_schema.split_wire(self.answer_schema(), "")
         rules = [rule.lstrip(".") for rule in rules]
@@ -151,7 +152,7 @@ class OutputSpec:
     def entry_schema(self) -> dict[str, Any]:
         """The wire JSON Schema of one item's entry in a pack's answer (``id`` plus the
         fields, as much of each as a strict ``response_format`` carries)."""
-        wire, _ = self._wire()
+        wire, _ = self._wire
         return {
             **wire,
             "properties": {"id": {"type": "string"}, **wire["properties"]},
@@ -167,8 +168,13 @@ class OutputSpec:
             "additionalProperties": False,
         }
 
-    def response_format(self) -> dict[str, Any]:
-        """``response_format`` as the upstream API defines it (strict JSON Schema)."""
+    def response_format(self) -> Mapping[str, Any]:
+        """``response_format`` as the upstream API defines it (strict JSON Schema): one
+        object per batch, held by every request body of it (a body is sent, never changed)."""
+        return self._response_format
+
+    @functools.cached_property
+    def _response_format(self) -> Mapping[str, Any]:
         return {
             "type": "json_schema",
             "json_schema": {"name": "rows", "strict": True, "schema": self.pack_schema()},
@@ -177,8 +183,12 @@ class OutputSpec:
     def instructions(self) -> str:
         """What the task text says besides the wire schema: answer null where a nullable
         field has no value, and the rules the wire schema could not carry ("" if none)."""
+        return self._instructions
+
+    @functools.cached_property
+    def _instructions(self) -> str:
         text = _NULL_RULE if any(f.nullable for f in self.fields) else ""
-        _, rules = self._wire()
+        _, rules = self._wire
         if rules:
             text += " Each entry must also follow these rules: " + "; ".join(rules) + "."
         return text
@@ -192,30 +202,36 @@ class OutputSpec:
         return answer_schema.validator(self.answer_schema())
 
     def check(self, entry: Any) -> str | None:
-        """Why ``entry`` (one item's answer, its ``id`` removed) is not valid, or None: the
-        message of ``jsonschema_rs`` (or of the pydantic model's own validation)."""
+        """Why ``entry`` (one item's answer, its ``id`` removed) is not valid, or None."""
+        return self.read(entry, json.dumps(entry, ensure_ascii=False))[1]
+
+    def read(self, entry: Any, raw: str) -> tuple[tuple[Any, ...] | None, str | None]:
+        """One item's answer checked once: its column values (in ``fields`` order, as the
+        columns hold them) and None when it is valid, else None and why not (the message
+        of ``jsonschema_rs``, or of the pydantic model's own validation). ``entry`` is the
+        answer (its ``id`` removed; None: parsed from ``raw`` when needed) and ``raw`` its
+        JSON text, which a pydantic model validates; its values are then the model's."""
         if self.model is not None:
-            return answer_schema.model_problem(self.model, json.dumps(entry))
-        return answer_schema.schema_problem(self._validator, entry)
+            found, problem = answer_schema.model_read(self.model, raw)
+        else:
+            found = json.loads(raw) if entry is None else entry
+            problem = answer_schema.schema_problem(self._validator, found)
+        if problem is not None or found is None:
+            return None, problem
+        return tuple(f.column_value(found.get(f.name)) for f in self.fields), None
 
     def arrow_schema(self) -> pa.Schema:
         """The declared Arrow schema of the typed columns (all nullable: a row that has no
         valid answer, or a field answered null, has nulls there)."""
         return pa.schema([pa.field(f.name, f.arrow_type()) for f in self.fields])
 
-    def table(self, answers: Sequence[str | None], valid: Sequence[bool]) -> pa.Table:
-        """The typed columns of rows whose raw answers are ``answers`` (JSON text of each
-        row's entry); rows not ``valid`` get nulls, and so does a field answered null."""
-        values: dict[str, list[Any]] = {name: [] for name in self.names}
-        for raw, ok in zip(answers, valid, strict=True):
-            entry: Mapping[str, Any] = {}
-            if ok and raw is not None:
-                model = self.model
-                entry = answer_schema.model_values(model, raw) if model else json.loads(raw)
-            for field in self.fields:
-                values[field.name].append(field.column_value(entry.get(field.name)))
+    def table(self, values: Sequence[tuple[Any, ...] | None]) -> pa.Table:
+        """The typed columns of rows whose column values are ``values`` (``read``'s: None
+        for a row without a valid answer, whose columns are null)."""
+        nulls = (None,) * len(self.fields)
+        rows = [nulls if row is None else row for row in values]
         schema = self.arrow_schema()
-        arrays = [pa.array(values[f.name], type=f.type) for f in schema]
+        arrays = [pa.array([row[i] for row in rows], type=f.type) for i, f in enumerate(schema)]
         return pa.table(arrays, schema=schema)
 
 

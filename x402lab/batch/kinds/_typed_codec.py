@@ -6,7 +6,7 @@ sends the rows as one JSON array of items (``{"id": "0", ...}`` in the pack's or
 for ``{"items": [{"id": "0", <fields>}, ...]}`` under a strict JSON Schema
 (``typed.OutputSpec``); a single row is a pack of one. ``TypedCodec.split`` reads a pack's
 answer back per row: an entry missing, duplicated or not valid under the whole schema
-(``typed.OutputSpec.check``: ``jsonschema_rs``, or the pydantic model's own validation) marks
+(``typed.OutputSpec.read``: ``jsonschema_rs``, or the pydantic model's own validation) marks
 its row to be asked again (``AskAgain``): the runner asks those rows again in smaller packs,
 then singly, then leaves them ``invalid``, raw text and error kept. Every row is claimed and
 stored under its own key (the key of its request as a pack of one), so a re-run with any pack
@@ -17,21 +17,20 @@ How many rows a pack holds is ``batch.prepare._packing``'s.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import pandas as pd
 import pyarrow as pa
 
-from x402lab.batch.kinds._chat_codec import CHAT_COLUMNS, decode_json, encode_json
 from x402lab.batch.kinds._codec import Answer, JsonRequests
 from x402lab.batch.kinds._typed import ITEMS, OutputSpec
 from x402lab.batch.output import chat_table, join_inputs, split_atomic
 from x402lab.gateway.results import ChatResult
 from x402lab.routes import CHAT
-from x402lab.tables.ledger import arrow_to_pandas
 
 #: Rounds of asking again for the rows of a pack whose answer did not hold them validly: the
 #: first in packs half the size of the pack that failed (its failed rows together), the
@@ -41,9 +40,6 @@ REASKS = 2
 #: recognises such requests by it).
 ASKED_AGAIN = "(Asked again, round {round}.)"
 
-#: The columns a typed row adds to a chat row's, as stored and as shown.
-_EXTRA_TYPES = {"pack_size": pa.int64(), "invalid": pa.string()}
-
 _TASK = (
     "Answer each item of the JSON array below on its own, following the task. Reply with one"
     ' JSON object {"items": [...]} holding exactly one entry per item, with the item\'s "id"'
@@ -51,15 +47,40 @@ _TASK = (
 )
 
 
+class TypedAnswer(NamedTuple):
+    """One typed row's answer, read and checked once (``TypedCodec.split``, or ``decode``
+    for a stored one) and carried as it is to the result frame. The ledger stores every
+    field but ``values`` (``TypedCodec.encode``), which are derived from ``response``."""
+
+    #: The row's entry as JSON text (its ``id`` removed), or the whole answer's text when
+    #: no entry of the row could be read from it.
+    response: str | None
+    reasoning: str | None
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    #: How many rows the request that answered it carried.
+    pack_size: int | None
+    #: Why the answer does not hold the row validly; None when it does.
+    invalid: str | None
+    #: The typed columns' values (``OutputSpec.read``), None unless the answer is valid.
+    values: tuple[Any, ...] | None = None
+
+
+#: How many fields of a ``TypedAnswer`` the ledger stores (all but ``values``), in order.
+_STORED = len(TypedAnswer._fields) - 1
+_NO_ANSWER = TypedAnswer(*(None,) * len(TypedAnswer._fields))
+
+
 @dataclass(frozen=True)
 class AskAgain:
-    """A typed row is asked again while its answer is not valid (its ``invalid`` column),
+    """A typed row is asked again while its answer is not valid (its ``invalid``),
     ``REASKS`` rounds, the round said in the request's system message."""
 
     rounds: int = REASKS
 
     def why(self, answer: Answer | None) -> str | None:
-        return None if answer is None else answer[-1]
+        return answer.invalid if isinstance(answer, TypedAnswer) else None
 
     def again(self, body: Mapping[str, Any], round: int) -> dict[str, Any]:
         messages = [dict(m) for m in body["messages"]]
@@ -70,9 +91,8 @@ class AskAgain:
 
 @dataclass(frozen=True)
 class TypedCodec(JsonRequests):
-    """Typed answers per row: the row's entry as JSON text (``response``), the size of the
-    pack that answered it, and why it is not valid (``invalid``, None when it is), stored as
-    JSON with the row (as a chat row is). An item is a mapping of the row's values."""
+    """Typed answers per row (``TypedAnswer``), stored as JSON with the row (as a chat row
+    is). An item is a mapping of the row's values."""
 
     model: str
     spec: OutputSpec
@@ -86,32 +106,49 @@ class TypedCodec(JsonRequests):
 
     kind = "chat"
     path = CHAT
-    columns = (*CHAT_COLUMNS, "pack_size", "invalid")
+    columns = TypedAnswer._fields
     reask: ClassVar[AskAgain] = AskAgain()
 
-    def body(self, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """The chat body of one pack (its items numbered in order from "0")."""
-        numbered = [{"id": str(i), **item} for i, item in enumerate(items)]
+    @functools.cached_property
+    def _system(self) -> str:
+        """The system message of every pack (the same text, built once per batch)."""
         protocol = _TASK + self.spec.instructions()
-        system = protocol if self.system is None else f"{self.system}\n\n{protocol}"
-        task = f"Task: {self.instruction}\n\n" if self.instruction else ""
-        user = f"{task}Items (JSON):\n{json.dumps(numbered, ensure_ascii=False)}"
+        return protocol if self.system is None else f"{self.system}\n\n{protocol}"
+
+    @functools.cached_property
+    def _task(self) -> str:
+        return f"Task: {self.instruction}\n\n" if self.instruction else ""
+
+    def body(self, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The chat body of one pack (its items numbered in order from "0"); its system
+        message and ``response_format`` are the batch's, shared by every body."""
+        numbered = [{"id": str(i), **item} for i, item in enumerate(items)]
+        user = f"{self._task}Items (JSON):\n{json.dumps(numbered, ensure_ascii=False)}"
         return {
             "model": self.model,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "messages": [
+                {"role": "system", "content": self._system},
+                {"role": "user", "content": user},
+            ],
             "max_tokens": 16 + self.tokens_per_row * len(items),
             "response_format": self.spec.response_format(),
             **self.params,
         }
 
     def split(self, answer: Any, n: int) -> list[Answer]:
+        """Each of the ``n`` rows' ``TypedAnswer`` from a pack's paid answer: its entry found
+        by id, checked once against the whole schema."""
         result = ChatResult.from_response(CHAT, answer, None)
         text, finish = result.text or "", result.finish_reason
         prompt = split_atomic(result.prompt_tokens, n)
         completion = split_atomic(result.completion_tokens, n)
 
-        def row(i: int, raw: str | None, problem: str | None) -> Answer:
-            return (raw, result.reasoning, finish, prompt[i], completion[i], n, problem)
+        def row(
+            i: int, raw: str | None, problem: str | None, values: tuple[Any, ...] | None = None
+        ) -> TypedAnswer:
+            return TypedAnswer(
+                raw, result.reasoning, finish, prompt[i], completion[i], n, problem, values
+            )
 
         entries, problem = _entries(text, finish)
         if entries is None:
@@ -120,7 +157,7 @@ class TypedCodec(JsonRequests):
         for entry in entries:
             if isinstance(entry, dict):
                 by_id.setdefault(str(entry.get("id")), []).append(entry)
-        rows = []
+        rows: list[Answer] = []
         for i in range(n):
             found = by_id.get(str(i), [])
             if len(found) != 1:
@@ -129,17 +166,26 @@ class TypedCodec(JsonRequests):
                 continue
             entry = {k: v for k, v in found[0].items() if k != "id"}
             raw = json.dumps(entry, ensure_ascii=False)
-            rows.append(row(i, raw, self.spec.check(entry)))
+            values, problem = self.spec.read(entry, raw)
+            rows.append(row(i, raw, problem, values))
         return rows
 
     def encode(self, answer: Answer) -> bytes:
-        return encode_json(answer)
+        """A typed row's answer as the ledger stores it: a JSON array of its fields but
+        ``values`` (the stored form since typed rows were first stored)."""
+        return json.dumps(answer[:_STORED]).encode()
 
-    def decode(self, blob: bytes) -> Answer:
-        return decode_json(blob)
+    def decode(self, blob: bytes) -> TypedAnswer:
+        """A stored answer, checked again: a pydantic validator is not part of the request,
+        so one made stricter since the answer was bought still decides."""
+        answer = TypedAnswer(*json.loads(blob))
+        if answer.invalid is not None or not isinstance(answer.response, str):
+            return answer
+        values, problem = self.spec.read(None, answer.response)
+        return answer._replace(invalid=problem, values=values)
 
     def empty(self) -> Answer:
-        return (None,) * len(self.columns)
+        return _NO_ANSWER
 
 
 def _entries(text: str, finish: str | None) -> tuple[list[Any] | None, str | None]:
@@ -159,30 +205,15 @@ def typed_frame(
     inputs: pd.DataFrame, columns: dict[str, list[Any]], spec: OutputSpec
 ) -> pd.DataFrame:
     """The result of a typed batch: the ``inputs`` joined to the rows' ``columns``
-    (``TypedCodec.columns`` and the cost columns, ``sinks.ColumnSink``), with one typed column
-    per field after ``response`` and ``pack_size``; an invalid row's status is ``invalid``
-    and its error says why. A stored answer is checked again: a pydantic validator is not
-    part of the request, so one made stricter since the answer was bought still decides."""
-    extra = {name: columns.pop(name) for name in _EXTRA_TYPES}
-    table = chat_table(columns)
-    for name, values in extra.items():
-        table = table.append_column(name, pa.array(values, type=_EXTRA_TYPES[name]))
-    frame = join_inputs(inputs, table)
-    rows = zip(frame.pop("invalid"), frame["status"], frame["response"], strict=True)
-    problems = [
-        spec.check(json.loads(raw)) if status == "cached" and pd.isna(why) and isinstance(raw, str)
-        else why
-        for why, status, raw in rows
-    ]  # fmt: skip
-    invalid = pd.Series(problems, index=frame.index, dtype=object)
-    frame["pack_size"] = frame["pack_size"].astype("Int64")
-    answered = frame["status"].isin(["ok", "cached"])
-    bad = answered & invalid.notna()
-    frame.loc[bad, "status"] = "invalid"
-    frame.loc[bad, "error"] = invalid[bad]
-    valid = (answered & invalid.isna()).tolist()
-    typed = arrow_to_pandas(spec.table(frame["response"].tolist(), valid))
-    typed.index = frame.index
-    at = frame.columns.get_loc("response")
-    assert isinstance(at, int)
-    return pd.concat([frame.iloc[:, :at], typed, frame.iloc[:, at:]], axis=1)
+    (``TypedCodec.columns`` and the cost columns, ``sinks.ColumnSink``), one typed column
+    per field (from each row's ``values``, read when its answer was) before ``response``,
+    and ``pack_size`` last. Statuses and errors are the sink's (``output.shown``)."""
+    values = columns.pop("values")
+    pack_size = pa.array(columns.pop("pack_size"), type=pa.int64())
+    del columns["invalid"]  # an invalid row's status and error say it
+    typed, chat = spec.table(values), chat_table(columns)
+    table = pa.Table.from_arrays(
+        [*typed.columns, *chat.columns, pack_size],
+        schema=pa.schema([*typed.schema, *chat.schema, pa.field("pack_size", pa.int64())]),
+    )
+    return join_inputs(inputs, table)

@@ -7,7 +7,7 @@ declared Arrow schemas of batch results and the frames derived from them), ``_re
 the tqdm bar) and ``_incomplete`` (``IncompleteBatchWarning`` when rows were not answered).
 """
 
-from x402lab.batch.output._incomplete import rechecked, warn_incomplete
+from x402lab.batch.output._incomplete import warn_incomplete
 from x402lab.batch.output._items import (
     Emitted,
     ItemResult,
@@ -57,7 +57,6 @@ __all__ = [
     "from_answer",
     "from_maybe_paid",
     "join_inputs",
-    "rechecked",
     "released",
     "resolve_progress",
     "shares",

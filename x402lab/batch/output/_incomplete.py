@@ -8,7 +8,6 @@ what to do next; the progress bar ends in a colour that is not success (``_progr
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from x402lab._loop import warn
@@ -16,8 +15,6 @@ from x402lab.errors import IncompleteBatchWarning
 from x402lab.money import format_usd
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from x402lab.batch.output._results import BatchSummary
 
 ANSWERED = frozenset({"ok", "cached"})
@@ -53,16 +50,3 @@ def warn_incomplete(summary: BatchSummary) -> None:
     message = incomplete_message(summary)
     if message is not None:
         warn(message, IncompleteBatchWarning)
-
-
-def rechecked(summary: BatchSummary, frame: pd.DataFrame) -> BatchSummary:
-    """``summary`` counting as ``invalid`` the stored answers a typed batch checked again and
-    found invalid (``cached`` in the run, ``invalid`` in ``frame``)."""
-    found = int((frame["status"] == "invalid").sum())
-    newly = found - summary.counts.get("invalid", 0)
-    if newly <= 0:
-        return summary
-    counts = dict(summary.counts)
-    counts["invalid"] = found
-    counts["cached"] = counts.get("cached", 0) - newly
-    return replace(summary, counts=counts)

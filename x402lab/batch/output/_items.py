@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from x402lab.ledger import ClaimRecord
 from x402lab.money import format_usd
@@ -36,6 +36,12 @@ class ItemResult:
         """The parsed answer of an answered item (``data``; an ``ok`` item always has one)."""
         assert self.data is not None, f"a {self.status} item has no answer"
         return self.data
+
+    @property
+    def invalid(self) -> str | None:
+        """Why the answer does not hold the item validly (a typed answer's ``invalid``, read
+        once with the answer); None for a valid one and for every other kind's."""
+        return getattr(self.data, "invalid", None)
 
 
 Emitted = tuple[int, ItemResult, bool]  # row, its item's result, is the row a duplicate
@@ -70,19 +76,20 @@ class Tally:
 
     def add(self, result: ItemResult, duplicate: bool) -> str:
         """Count one emitted row; returns the status the row shows."""
-        status, paid = shown(result, duplicate)
+        row = shown(result, duplicate)
+        status = row.status
         if duplicate:
             self.duplicates += 1
             if status == "cached":
                 self.saved_atomic += result.quoted_atomic or 0
-        elif status == "cached":
+        elif result.status == "cached":  # from the store, valid or not
             self.from_store += 1
             self.cached_atomic += result.paid_atomic or 0
         elif status == "paid_not_stored":
             self.lost_atomic += result.paid_atomic or 0
         elif status == "unknown":
             self.unknown_atomic += result.quoted_atomic or 0
-        self.paid_atomic += paid or 0
+        self.paid_atomic += row.paid_atomic or 0
         self.counts[status] = self.counts.get(status, 0) + 1
         if not duplicate:
             cost = result.paid_atomic  # None when unknown: the quote is what is at stake
@@ -91,18 +98,33 @@ class Tally:
         return status
 
 
-def shown(result: ItemResult, duplicate: bool) -> tuple[str, int | None]:
-    """The status and ``paid_atomic`` a row shows: what *this run* paid for that row.
+class Shown(NamedTuple):
+    """What a row shows: its status, what *this run* paid for it, and its error."""
+
+    status: str
+    paid_atomic: int | None
+    error: str | None
+
+
+#: Statuses of a row that holds an answer, which is ``invalid`` when it does not validate.
+_ANSWERED = ("ok", "cached")
+
+
+def shown(result: ItemResult, duplicate: bool) -> Shown:
+    """The one place a row's status is decided, for the tally, the progress and the sinks.
 
     A duplicate shows ``cached`` (its first identical row paid) and pays 0; a row taken from
-    the store pays 0 in this run; an unknown settlement is None.
+    the store pays 0 in this run; an unknown settlement is None. An answered row whose answer
+    does not hold it validly (``ItemResult.invalid``: asked again as often as its codec asks,
+    or a stored answer that its check refuses now) shows ``invalid``, the reason its error.
     """
-    status = result.status
+    status, error = result.status, result.error
     if duplicate and status == "ok":
         status = "cached"
-    if duplicate or not result.fresh:
-        return status, 0
-    return status, result.paid_atomic
+    if status in _ANSWERED and result.invalid is not None:
+        status, error = "invalid", result.invalid
+    paid = 0 if duplicate or not result.fresh else result.paid_atomic
+    return Shown(status, paid, error)
 
 
 def split_atomic(amount: int | None, n: int) -> list[int | None]:

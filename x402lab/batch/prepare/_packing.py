@@ -43,8 +43,11 @@ def typed_items(
 
     if prompt is not None:
         columns = template_columns(prompt, inputs.columns)
-        records = inputs[columns].astype(str).to_dict("records")
-        return prompt, [{str(k): v for k, v in r.items()} for r in records]
+        names = [str(column) for column in columns]
+        if not names:  # a task that names no column: every row's item is empty
+            return prompt, [{} for _ in range(len(inputs))]
+        values = [inputs[column].astype(str).tolist() for column in columns]
+        return prompt, [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
     if any(not isinstance(m, str) for m in messages):
         raise ConfigError(
             "a typed batch (labels= or schema=) takes text prompts, not message lists: give"

@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from x402lab.batch.concurrency import Limit
@@ -39,6 +38,7 @@ from x402lab.batch.output import (
     from_maybe_paid,
     released,
     shares,
+    shown,
     split_atomic,
 )
 from x402lab.batch.prepare import Plan
@@ -179,14 +179,19 @@ class Buyer:
         results: Results,
         claimed_at: float,
         asked: Reasked | None = None,
+        request: tuple[str, dict[str, Any]] | None = None,
     ) -> list[int]:
         """Spends money: buy ``items`` in one request and fill ``results``; returns the items
         to wait for instead (their claims were taken over while this run held them).
-        ``asked``: these items are being asked again, with what they already paid."""
+        ``asked``: these items are being asked again, with what they already paid;
+        ``request``: the key and body of that request, when the caller built them."""
         plan = self.plan
-        key, body = plan.request_for(unit, items)
-        if asked is not None:
-            key, body = plan.asked_again(body, asked.round)
+        if request is not None:
+            key, body = request
+        else:
+            key, body = plan.request_for(unit, items)
+            if asked is not None:
+                key, body = plan.asked_again(body, asked.round)
         keys = [plan.item_keys[item] for item in items]
         reply: Reply | None = None
         again: set[int] = set()
@@ -215,7 +220,7 @@ class Buyer:
             # store, or the task was cancelled on its way.
             if reply is not None and reply.settlement is not None:
                 reply.settlement.commit(group=self.group)
-        self._drain.ended_request(outcome[0].status)
+        self._drain.ended_request(shown(outcome[0], False).status)
         if not answered:
             outcome = self.give_back(keys, outcome)
             results.update(zip(items, outcome, strict=True))
@@ -349,21 +354,13 @@ class Buyer:
     # -- 4. asking again -------------------------------------------------------------------
 
     def _to_ask_again(self, outcome: list[ItemResult], asked: Reasked | None) -> set[int]:
-        """Positions of rows whose answer did not hold them validly and may be asked again;
-        the others of them (no rounds left) become ``invalid``, their raw text kept."""
+        """Positions of rows whose answer did not hold them validly and may be asked again
+        (the others of them, no rounds left, are stored as they are and show ``invalid``:
+        ``items.shown``)."""
         policy = self.codec.reask
-        if policy is None:
+        if policy is None or (asked is not None and asked.round >= policy.rounds):
             return set()
-        again = set()
-        for j, result in enumerate(outcome):
-            why = policy.why(result.data)
-            if why is None:
-                continue
-            if asked is None or asked.round < policy.rounds:
-                again.add(j)
-            else:
-                outcome[j] = replace(result, status="invalid", error=why)
-        return again
+        return {j for j, result in enumerate(outcome) if policy.why(result.data) is not None}
 
     async def ask_again(
         self,
@@ -386,11 +383,12 @@ class Buyer:
         wait: list[int] = []
         for start in range(0, len(rows), size):
             chunk = rows[start : start + size]
-            key, _ = plan.asked_again(plan.request_for(unit, chunk)[1], nxt.round)
-            got = self.store.claim([plan.item_keys[i] for i in chunk], key)
+            request = plan.asked_again(plan.request_for(unit, chunk)[1], nxt.round)
+            got = self.store.claim([plan.item_keys[i] for i in chunk], request[0])
             decided = {i: got[plan.item_keys[i]] for i in chunk}
             pay, more = self.classify(decided, claim_shares(decided.values()), results)
             wait += more
-            if pay:
-                wait += await self.pay(unit, pay, results, time.monotonic(), nxt)
+            if pay:  # the request built above, unless only some of its rows are left to buy
+                built = request if pay == chunk else None
+                wait += await self.pay(unit, pay, results, time.monotonic(), nxt, built)
         return wait

@@ -52,14 +52,14 @@ class ColumnSink:
                 columns[name].append(value)
             if self.dim is None and codec.kind == "embed" and data[0] is not None:
                 self.dim = len(data[0])
-            status, paid = shown(result, duplicate)
+            row_shows = shown(result, duplicate)
             columns["quoted_atomic"].append(result.quoted_atomic)
-            columns["paid_atomic"].append(paid)
+            columns["paid_atomic"].append(row_shows.paid_atomic)
             columns["cost_atomic"].append(cost_of(result, duplicate))
             columns["upstream_usd"].append(None if duplicate else result.upstream_usd)
             columns["tx_hash"].append(None if duplicate else result.tx_hash)
-            columns["status"].append(status)
-            columns["error"].append(result.error)
+            columns["status"].append(row_shows.status)
+            columns["error"].append(row_shows.error)
             fresh = result.fresh and not duplicate
             columns["latency_s"].append(result.latency_s if fresh else None)
             columns["request_key"].append(result.request_key)
@@ -79,7 +79,7 @@ class ColumnSink:
 
 
 #: Rows whose answer (kept or lost) came from a settled payment: their share is a cost.
-_PAID_FOR = ("ok", "invalid", "cached", "paid_not_stored")
+_PAID_FOR = ("ok", "cached", "paid_not_stored")
 
 
 def cost_of(result: ItemResult, duplicate: bool) -> int | None:
