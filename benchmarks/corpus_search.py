@@ -65,6 +65,7 @@ def write_corpus(path: Path, rows: int, dim: int, seed: int = 1) -> tuple[list[s
                 "prompt_tokens": [None] * count,
                 "quoted_atomic": [400] * count,
                 "paid_atomic": [400] * count,
+                "cost_atomic": [400] * count,
                 "upstream_usd": [None] * count,
                 "tx_hash": [None] * count,
                 "status": ["ok"] * count,
