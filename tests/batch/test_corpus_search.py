@@ -151,3 +151,63 @@ def test_the_usearch_index_finds_the_exact_top_1(tmp_path):
     a, b, s = pairs_near(vectors, 0.999)
     assert set(zip(a.tolist(), b.tolist(), strict=True)) >= {(i, 2000 + i) for i in range(20)}
     assert (s >= 0.999).all() and (a < b).all()
+
+
+def _vector_file(path, vectors: np.ndarray, missing: int) -> None:
+    """A file shaped as batch_embed writes one (id, text, vector), row ``missing`` without a
+    vector, in row groups of 16 rows."""
+    dim = vectors.shape[1]
+    mask = np.zeros(len(vectors), dtype=bool)
+    mask[missing] = True
+    column = pa.FixedSizeListArray.from_arrays(
+        pa.array(vectors.reshape(-1)), dim, mask=pa.array(mask)
+    )
+    table = pa.table(
+        {
+            "id": np.arange(100, 100 + len(vectors)),
+            "text": [f"t{i}" for i in range(len(vectors))],
+            "vector": column,
+        }
+    )
+    pq.write_table(table, path, row_group_size=16)
+
+
+def test_a_files_unit_vectors_are_kept_beside_it_and_remade_when_it_changes(tmp_path):
+    from x402lab.search.corpus import blocks, rows_at
+    from x402lab.search.sidecar import sidecar_path
+
+    rng = np.random.default_rng(5)
+    path = tmp_path / "corpus.parquet"
+    first = rng.standard_normal((50, 8)).astype(np.float32)
+    _vector_file(path, first, missing=20)
+    unit = first / np.linalg.norm(first, axis=1, keepdims=True)
+    present = np.delete(np.arange(50), 20)
+
+    def read() -> tuple[np.ndarray, np.ndarray]:
+        found = [(b.vectors.copy(), b.positions) for b in blocks(path)]
+        return np.concatenate([v for v, _ in found]), np.concatenate([p for _, p in found])
+
+    vectors, positions = read()  # from Parquet, the copy written meanwhile
+    copy = sidecar_path(path)
+    assert copy.exists() and copy.name.startswith(".")
+    assert pq.read_table(tmp_path).num_rows == 50  # the folder's reader skips the copy
+    np.testing.assert_allclose(vectors, unit[present], rtol=1e-6)
+    np.testing.assert_array_equal(positions, present)
+    again, positions = read()  # from the copy
+    np.testing.assert_array_equal(again, vectors)
+    np.testing.assert_array_equal(positions, present)
+
+    second = rng.standard_normal((50, 8)).astype(np.float32)  # same size, new content
+    _vector_file(path, second, missing=20)
+    vectors, _ = read()
+    np.testing.assert_allclose(
+        vectors, (second / np.linalg.norm(second, axis=1, keepdims=True))[present], rtol=1e-6
+    )
+    with copy.open("r+b") as file:  # a torn copy is made anew
+        file.truncate(copy.stat().st_size - 8)
+    np.testing.assert_array_equal(read()[0], vectors)
+    assert copy.stat().st_size == 4096 + 49 * (8 * 4 + 8)
+
+    rows = rows_at(path, np.array([33, 0, 33, 49]))  # the own columns, in the order asked
+    assert rows.column_names == ["id", "text"]
+    assert rows.column("id").to_pylist() == [133, 100, 133, 149]
