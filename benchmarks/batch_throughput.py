@@ -297,10 +297,22 @@ def main() -> None:
     parser.add_argument(
         "--warm", action="store_true", help="with --latency: time a batch after a warm-up one"
     )
+    parser.add_argument(
+        "--clients", default="x402lab,bare,sdk", help="which clients run (comma-separated)"
+    )
+    parser.add_argument(
+        "--gateway", help="an emulator already running (its latency is --latency's)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print each round's wall and CPU seconds as JSON"
+    )
     args = parser.parse_args()
     global FRESH
     FRESH = args.fresh or (args.latency > 0 and not args.warm)
-    gateway, stop = start_server(args.in_process, args.latency)
+    if args.gateway:
+        gateway, stop = args.gateway, lambda: None
+    else:
+        gateway, stop = start_server(args.in_process, args.latency)
     where = "in this process" if args.in_process else "in a subprocess"
     # A process pays for importing what batches use once, whichever lab is first: it is timed
     # here apart, not charged to round 1's fresh lab alone.
@@ -318,10 +330,10 @@ def main() -> None:
     # x402lab and bare run back to back in each round: their CPU ratio is the tightest goal,
     # and a change in machine load between two adjacent runs is smaller than across the
     # SDK's longer run.
+    named = {"x402lab": ("x402lab", run_x402lab), "bare": ("bare", run_bare)}
+    named["sdk"] = ("x402 SDK", run_sdk)
     clients: list[tuple[str, Callable[..., Awaitable[tuple[float, float]]]]] = [
-        ("x402lab", run_x402lab),
-        ("bare", run_bare),
-        ("x402 SDK", run_sdk),
+        named[name] for name in args.clients.split(",")
     ]
     if args.diagnose:
 
@@ -333,6 +345,7 @@ def main() -> None:
     cpu = dict(wall)
     # Each round's x402lab / bare ratios: how far one run's figures move on this machine.
     per_round: list[tuple[float, float, float]] = []
+    rounds: list[dict[str, tuple[float, float]]] = []  # each client's wall and CPU seconds
     try:
         for round_ in range(args.rounds):
             this_round: dict[str, tuple[float, float]] = {}
@@ -343,6 +356,9 @@ def main() -> None:
                 wall[name] += spent_wall
                 cpu[name] += spent_cpu
                 this_round[name] = (spent_wall, spent_cpu)
+            rounds.append(this_round)
+            if args.json:
+                continue
             lab_round, bare_round = this_round["x402lab"], this_round["bare"]
             per_round.append(  # calls/s, CPU, x402lab's calls/s
                 (
@@ -353,6 +369,9 @@ def main() -> None:
             )
     finally:
         stop()
+    if args.json:  # for benchmarks/before_after.py: the figures alone
+        print(json.dumps({"calls": args.calls, "rounds": rounds}))
+        return
     calls = args.calls * args.rounds
     rates = {name: calls / spent for name, spent in wall.items()}
     per_call_ms = {name: 1000 * spent / calls for name, spent in cpu.items()}
