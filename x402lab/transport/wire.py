@@ -241,16 +241,32 @@ class _Deadline:
         self.seconds = seconds
         self.at = asyncio.get_running_loop().time() + seconds
 
-    @contextlib.asynccontextmanager
-    async def guard(self, request: httpx.Request) -> AsyncIterator[None]:
+    def guard(self, request: httpx.Request) -> _Guarded:
+        """An ``async with`` block that must end before the deadline."""
+        return _Guarded(self, request)
+
+
+class _Guarded:
+    """One block under a ``_Deadline`` (a class, not a generator: the wire enters one for
+    every request and every chunk of its answer)."""
+
+    __slots__ = ("_deadline", "_request", "_timeout")
+
+    def __init__(self, deadline: _Deadline, request: httpx.Request) -> None:
+        self._deadline, self._request = deadline, request
+        self._timeout = asyncio.timeout_at(deadline.at)
+
+    async def __aenter__(self) -> None:
+        await self._timeout.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
         try:
-            async with asyncio.timeout_at(self.at):
-                yield
+            await self._timeout.__aexit__(*exc_info)
         except TimeoutError:
             raise httpx.ReadTimeout(
-                f"no whole answer within timeout_s={self.seconds:g} s (the deadline of the"
-                " whole request, its body included)",
-                request=request,
+                f"no whole answer within timeout_s={self._deadline.seconds:g} s (the deadline"
+                " of the whole request, its body included)",
+                request=self._request,
             ) from None
 
 
@@ -272,13 +288,10 @@ class _Transport(AiohttpTransport):
                 )
         assert isinstance(response.stream, httpx.AsyncByteStream)
         limit = self._limits.body_bytes(response.status_code, bool(request.extensions.get(MEDIA)))
-        return httpx.Response(
-            response.status_code,
-            headers=response.headers.raw,
-            stream=_Answer(response.stream, request, limit, deadline),
-            request=request,
-            extensions=response.extensions,
-        )
+        # The answer's own stream wrapped in place, as httpx wraps it next: a second
+        # Response would parse its headers again.
+        response.stream = _Answer(response.stream, request, limit, deadline)
+        return response
 
 
 class _SetCookies(httpx.Cookies):
