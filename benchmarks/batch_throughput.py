@@ -1,7 +1,9 @@
 """Paid calls per second at concurrency 32: x402lab batch_chat, the x402 SDK, bare aiohttp.
 
 Run with ``python benchmarks/batch_throughput.py`` (``--calls N``, ``--rounds R``,
-``--concurrency C``, ``--latency S``, ``--in-process``, ``--fresh``: x402lab's timed batch is
+``--concurrency C``, ``--latency S``, ``--in-process``, ``--clients x402lab,bare,sdk``: which
+clients run, ``--gateway URL``: an emulator already running, ``--json``: each round's figures
+for ``benchmarks/before_after.py``, ``--fresh``: x402lab's timed batch is
 a fresh lab's first, with no warm-up batch before it, its catalog and price unknown; the
 default with ``--latency``, where ``--warm`` times a batch after a warm-up one instead).
 The emulator runs as a subprocess
@@ -357,7 +359,7 @@ def main() -> None:
                 cpu[name] += spent_cpu
                 this_round[name] = (spent_wall, spent_cpu)
             rounds.append(this_round)
-            if args.json:
+            if args.json or not {"x402lab", "bare"} <= this_round.keys():
                 continue
             lab_round, bare_round = this_round["x402lab"], this_round["bare"]
             per_round.append(  # calls/s, CPU, x402lab's calls/s
@@ -384,6 +386,8 @@ def main() -> None:
         print("(emulator in this process: the CPU figures include the server's)")
     if args.diagnose:
         print("(the diagnostic row is not a configuration x402lab offers)")
+    if len(clients) < 3:  # --clients: no ratios without all three
+        return
     lab, sdk, bare = (rates[n] for n in ("x402lab", "x402 SDK", "bare"))
     goal_sdk, goal_bare = (3.0, 0.8) if args.latency == 0 else (2.5, 1.6)
     cpu_to_bare = per_call_ms["x402lab"] / per_call_ms["bare"]
