@@ -288,10 +288,13 @@ class _Transport(AiohttpTransport):
                 )
         assert isinstance(response.stream, httpx.AsyncByteStream)
         limit = self._limits.body_bytes(response.status_code, bool(request.extensions.get(MEDIA)))
-        # The answer's own stream wrapped in place, as httpx wraps it next: a second
-        # Response would parse its headers again.
-        response.stream = _Answer(response.stream, request, limit, deadline)
-        return response
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers.raw,
+            stream=_Answer(response.stream, request, limit, deadline),
+            request=request,
+            extensions=response.extensions,
+        )
 
 
 class _SetCookies(httpx.Cookies):
