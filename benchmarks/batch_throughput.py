@@ -1,7 +1,9 @@
 """Paid calls per second at concurrency 32: x402lab batch_chat, the x402 SDK, bare aiohttp.
 
 Run with ``python benchmarks/batch_throughput.py`` (``--calls N``, ``--rounds R``,
-``--concurrency C``, ``--latency S``, ``--in-process``, ``--fresh``: x402lab's timed batch is
+``--concurrency C``, ``--latency S``, ``--in-process``, ``--clients x402lab,bare,sdk``: which
+clients run, ``--gateway URL``: an emulator already running, ``--json``: each round's figures
+for ``benchmarks/before_after.py``, ``--fresh``: x402lab's timed batch is
 a fresh lab's first, with no warm-up batch before it, its catalog and price unknown; the
 default with ``--latency``, where ``--warm`` times a batch after a warm-up one instead).
 The emulator runs as a subprocess
@@ -297,10 +299,22 @@ def main() -> None:
     parser.add_argument(
         "--warm", action="store_true", help="with --latency: time a batch after a warm-up one"
     )
+    parser.add_argument(
+        "--clients", default="x402lab,bare,sdk", help="which clients run (comma-separated)"
+    )
+    parser.add_argument(
+        "--gateway", help="an emulator already running (its latency is --latency's)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print each round's wall and CPU seconds as JSON"
+    )
     args = parser.parse_args()
     global FRESH
     FRESH = args.fresh or (args.latency > 0 and not args.warm)
-    gateway, stop = start_server(args.in_process, args.latency)
+    if args.gateway:
+        gateway, stop = args.gateway, lambda: None
+    else:
+        gateway, stop = start_server(args.in_process, args.latency)
     where = "in this process" if args.in_process else "in a subprocess"
     # A process pays for importing what batches use once, whichever lab is first: it is timed
     # here apart, not charged to round 1's fresh lab alone.
@@ -318,10 +332,10 @@ def main() -> None:
     # x402lab and bare run back to back in each round: their CPU ratio is the tightest goal,
     # and a change in machine load between two adjacent runs is smaller than across the
     # SDK's longer run.
+    named = {"x402lab": ("x402lab", run_x402lab), "bare": ("bare", run_bare)}
+    named["sdk"] = ("x402 SDK", run_sdk)
     clients: list[tuple[str, Callable[..., Awaitable[tuple[float, float]]]]] = [
-        ("x402lab", run_x402lab),
-        ("bare", run_bare),
-        ("x402 SDK", run_sdk),
+        named[name] for name in args.clients.split(",")
     ]
     if args.diagnose:
 
@@ -333,6 +347,7 @@ def main() -> None:
     cpu = dict(wall)
     # Each round's x402lab / bare ratios: how far one run's figures move on this machine.
     per_round: list[tuple[float, float, float]] = []
+    rounds: list[dict[str, tuple[float, float]]] = []  # each client's wall and CPU seconds
     try:
         for round_ in range(args.rounds):
             this_round: dict[str, tuple[float, float]] = {}
@@ -343,6 +358,9 @@ def main() -> None:
                 wall[name] += spent_wall
                 cpu[name] += spent_cpu
                 this_round[name] = (spent_wall, spent_cpu)
+            rounds.append(this_round)
+            if args.json or not {"x402lab", "bare"} <= this_round.keys():
+                continue
             lab_round, bare_round = this_round["x402lab"], this_round["bare"]
             per_round.append(  # calls/s, CPU, x402lab's calls/s
                 (
@@ -353,6 +371,9 @@ def main() -> None:
             )
     finally:
         stop()
+    if args.json:  # for benchmarks/before_after.py: the figures alone
+        print(json.dumps({"calls": args.calls, "rounds": rounds}))
+        return
     calls = args.calls * args.rounds
     rates = {name: calls / spent for name, spent in wall.items()}
     per_call_ms = {name: 1000 * spent / calls for name, spent in cpu.items()}
@@ -365,6 +386,8 @@ def main() -> None:
         print("(emulator in this process: the CPU figures include the server's)")
     if args.diagnose:
         print("(the diagnostic row is not a configuration x402lab offers)")
+    if len(clients) < 3:  # --clients: no ratios without all three
+        return
     lab, sdk, bare = (rates[n] for n in ("x402lab", "x402 SDK", "bare"))
     goal_sdk, goal_bare = (3.0, 0.8) if args.latency == 0 else (2.5, 1.6)
     cpu_to_bare = per_call_ms["x402lab"] / per_call_ms["bare"]

@@ -120,6 +120,39 @@ def test_a_gzip_answer_is_decoded():
     assert response.headers["content-encoding"] == "gzip"
 
 
+def test_a_cookie_an_answer_sets_is_kept_and_sent_back_as_httpx_does():
+    # The wire reads cookies only from answers that set one (``wire._SetCookies``).
+    seen: list[bytes] = []
+
+    def answer(connection: socket.socket) -> None:
+        for set_cookie in (b"set-cookie: session=abc; Path=/\r\n", b""):
+            data = b""
+            while b'{"a":1}' not in data:
+                data += connection.recv(65536)
+            seen.append(data)
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                + set_cookie
+                + b"content-length: 2\r\n\r\n{}"
+            )
+
+    url, thread = _serve_once(answer)
+
+    async def run() -> list[str]:
+        wire = Wire(timeout_s=10)
+        try:
+            for _ in range(2):
+                await wire.send(wire.build_request("POST", httpx.URL(url), json={"a": 1}))
+            return [cookie.name for cookie in wire.client.cookies.jar]
+        finally:
+            await wire.aclose()
+
+    assert asyncio.run(run()) == ["session"]
+    thread.join(5)
+    assert b"cookie: session=abc" not in seen[0].lower()
+    assert b"cookie: session=abc" in seen[1].lower()
+
+
 def test_a_refused_connection_is_an_httpx_connect_error():
     with socket.create_server(("127.0.0.1", 0)) as closed:
         port = closed.getsockname()[1]

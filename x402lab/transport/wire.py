@@ -32,6 +32,7 @@ import os
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Iterator, Mapping
+from http.cookiejar import CookieJar
 from typing import Any
 
 import aiohttp
@@ -241,16 +242,32 @@ class _Deadline:
         self.seconds = seconds
         self.at = asyncio.get_running_loop().time() + seconds
 
-    @contextlib.asynccontextmanager
-    async def guard(self, request: httpx.Request) -> AsyncIterator[None]:
+    def guard(self, request: httpx.Request) -> _Guarded:
+        """An ``async with`` block that must end before the deadline."""
+        return _Guarded(self, request)
+
+
+class _Guarded:
+    """One block under a ``_Deadline`` (a class, not a generator: the wire enters one for
+    every request and every chunk of its answer)."""
+
+    __slots__ = ("_deadline", "_request", "_timeout")
+
+    def __init__(self, deadline: _Deadline, request: httpx.Request) -> None:
+        self._deadline, self._request = deadline, request
+        self._timeout = asyncio.timeout_at(deadline.at)
+
+    async def __aenter__(self) -> None:
+        await self._timeout.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
         try:
-            async with asyncio.timeout_at(self.at):
-                yield
+            await self._timeout.__aexit__(*exc_info)
         except TimeoutError:
             raise httpx.ReadTimeout(
-                f"no whole answer within timeout_s={self.seconds:g} s (the deadline of the"
-                " whole request, its body included)",
-                request=request,
+                f"no whole answer within timeout_s={self._deadline.seconds:g} s (the deadline"
+                " of the whole request, its body included)",
+                request=self._request,
             ) from None
 
 
@@ -308,6 +325,31 @@ class _Through(httpx.AsyncBaseTransport):
         )
 
 
+class _SetCookies(httpx.Cookies):
+    """httpx's cookie jar, reading an answer's cookies only when it sets one: httpx reads
+    every answer's through urllib stand-ins of the request and the answer, built each time
+    (4.7 % of a batch's event loop on loopback, where no answer sets a cookie; at 250 ms the
+    machine was too loaded to tell: docs/performance.md, "Before and after")."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        if "set-cookie" in response.headers:
+            super().extract_cookies(response)
+
+
+class _Client(httpx.AsyncClient):
+    """``httpx.AsyncClient`` whose cookie jar is a ``_SetCookies``."""
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._cookies
+
+    @cookies.setter
+    def cookies(
+        self, cookies: httpx.Cookies | CookieJar | dict[str, str] | list[tuple[str, str]]
+    ) -> None:
+        self._cookies = _SetCookies(cookies)
+
+
 class Wire:
     """One lab's HTTP client: ``send``, ``build_request`` and ``client`` (the
     ``httpx.AsyncClient`` itself, for the chain's JSON-RPC).
@@ -349,12 +391,13 @@ class Wire:
                 pattern: None if proxy is None else self._proxied(proxy)
                 for pattern, proxy in environment_proxies().items()
             }
-            http_client = httpx.AsyncClient(
+            http_client = _Client(
                 transport=self._transport(),
                 mounts=mounts,
                 timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 15.0)),
                 follow_redirects=False,
             )
+            http_client.cookies = httpx.Cookies()
             self._builder = http_client
         #: Every request goes through it (the chain's JSON-RPC too).
         self.client = http_client
