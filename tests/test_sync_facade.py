@@ -7,6 +7,8 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
+
 import x402lab as xl
 from x402lab.gateway.chat_stream import AsyncChatStream, ChatStream
 from x402lab.lab import AsyncLab
@@ -77,6 +79,10 @@ reveal_type(lab.chat_stream("hi", model="m"))
 """
 
 
+# One xdist worker runs both mypy tests (the other is in tests/ecosystem/test_batch_types.py),
+# one after the other: the second reads the first's .mypy_cache instead of checking x402lab,
+# pandas and dask again beside it (cold, each run takes 50 s of CPU; on the first's cache, 8 s).
+@pytest.mark.xdist_group("mypy")
 def test_mypy_knows_the_methods_of_the_sync_lab(monkeypatch):
     import mypy.api  # a dev dependency: missing, this test fails rather than skips
 

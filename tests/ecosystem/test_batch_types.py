@@ -7,6 +7,8 @@ from __future__ import annotations
 import typing
 from pathlib import Path
 
+import pytest
+
 import x402lab as xl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +46,10 @@ def test_the_overloads_are_there_at_run_time_for_help_and_editors():
         ]
 
 
+# One xdist worker runs both mypy tests (the other is in tests/test_sync_facade.py), one after the
+# other: the second reads the first's .mypy_cache instead of checking x402lab, pandas and
+# dask again beside it (cold, each run takes 50 s of CPU; on the first's cache, 8 s).
+@pytest.mark.xdist_group("mypy")
 def test_mypy_sees_a_dask_frame_for_dask_input_and_the_summary_with_out(monkeypatch):
     import mypy.api  # a dev dependency: missing, this test fails rather than skips
 
