@@ -38,8 +38,13 @@ def test_the_overloads_are_there_at_run_time_for_help_and_editors():
     for cls in (xl.Lab, xl.AsyncLab):
         chat = typing.get_overloads(cls.batch_chat)
         embed = typing.get_overloads(cls.batch_embed)
-        assert [f.__annotations__["return"] for f in chat] == ["dd.DataFrame", "pd.DataFrame"]
+        assert [f.__annotations__["return"] for f in chat] == [
+            "BatchEstimate",  # dry_run=True
+            "dd.DataFrame",
+            "pd.DataFrame",
+        ]
         assert [f.__annotations__["return"] for f in embed] == [
+            "BatchEstimate",
             "dd.DataFrame",
             "BatchSummary",
             "pd.DataFrame",

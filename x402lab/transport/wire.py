@@ -314,12 +314,18 @@ class _Through(httpx.AsyncBaseTransport):
         deadline = _Deadline(self._deadline_s)
         async with deadline.guard(request):
             response = await self._client.send(request, stream=True, follow_redirects=False)
-        assert isinstance(response.stream, httpx.AsyncByteStream)
+        stream = response.stream
+        if response.is_stream_consumed:
+            # The caller's transport answered with a body it had already read (httpx's
+            # ``client.request`` inside it): its stream is spent, iterating it again would
+            # wait on a connection that sends nothing more.
+            stream = httpx.ByteStream(response.content)
+        assert isinstance(stream, httpx.AsyncByteStream)
         limit = self._limits.body_bytes(response.status_code, bool(request.extensions.get(MEDIA)))
         return httpx.Response(
             response.status_code,
             headers=response.headers.raw,
-            stream=_Answer(response.stream, request, limit, deadline),
+            stream=_Answer(stream, request, limit, deadline),
             request=request,
             extensions=response.extensions,
         )
