@@ -7,14 +7,10 @@ embeddings) and ``_templates`` (``prompt="... {column} ..."`` filled from each r
 from x402lab.batch.inputs._sources import (
     Texts,
     all_texts,
-    as_path,
+    as_pandas,
     chat_frame,
     embed_source,
     index_frame,
-    is_polars,
-    polars_to_pandas,
-    read_file,
-    refuse_dask,
     with_prompt,
 )
 from x402lab.batch.inputs._templates import check_filled, fill_template, template_columns
@@ -22,16 +18,12 @@ from x402lab.batch.inputs._templates import check_filled, fill_template, templat
 __all__ = [
     "Texts",
     "all_texts",
-    "as_path",
+    "as_pandas",
     "chat_frame",
     "check_filled",
     "embed_source",
     "fill_template",
     "index_frame",
-    "is_polars",
-    "polars_to_pandas",
-    "read_file",
-    "refuse_dask",
     "template_columns",
     "with_prompt",
 ]

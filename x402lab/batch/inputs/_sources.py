@@ -141,24 +141,34 @@ def _list_frame(values: list[Any]) -> pd.DataFrame:
     return pd.DataFrame({"prompt": pd.Series(values, dtype=dtype)})
 
 
+def as_pandas(rows: Any, *, values_as_they_are: bool = False) -> Any:
+    """``rows`` in pandas where they are a file, a polars frame, an Arrow table, array or
+    dataset (a DataFrame, or a Series for an array); anything else as given. An Arrow array
+    of strings is a ``str`` Series, unless ``values_as_they_are`` (every array's values as
+    Python objects: numbers, bytes). Raises ConfigError for a Dask collection."""
+    refuse_dask(rows)
+    path = as_path(rows)
+    if path is not None:
+        return read_file(path)
+    if is_polars(rows):
+        return polars_to_pandas(rows)
+    if isinstance(rows, pa.Array | pa.ChunkedArray):
+        strings = pa.types.is_string(rows.type) and not values_as_they_are
+        return pd.Series(rows.to_pylist(), dtype="str" if strings else object)
+    if isinstance(rows, pa.Table):
+        return rows.to_pandas()
+    if _is_dataset(rows):
+        return rows.to_table().to_pandas()
+    return rows
+
+
 def chat_frame(rows: Any, column: str | None = None, prompt: str | None = None) -> pd.DataFrame:
     """The input frame of ``batch_chat`` from any input (see the module docstring): a
     DataFrame as given; a list, Series or array as a ``prompt`` column; ``column=`` names
     the column holding the prompts (renamed ``prompt``). A Series is the texts whatever its
     name, its index kept; it keeps its name only where the ``prompt`` template names it
     (``df["review"]`` with ``prompt="Classify: {review}"``). Raises ConfigError."""
-    refuse_dask(rows)
-    path = as_path(rows)
-    if path is not None:
-        rows = read_file(path)
-    elif is_polars(rows):
-        rows = polars_to_pandas(rows)
-    elif isinstance(rows, pa.Array | pa.ChunkedArray):
-        rows = pd.Series(rows.to_pylist(), dtype="str" if pa.types.is_string(rows.type) else None)
-    elif isinstance(rows, pa.Table):
-        rows = rows.to_pandas()
-    elif _is_dataset(rows):
-        rows = rows.to_table().to_pandas()
+    rows = as_pandas(rows)
     if isinstance(rows, pd.DataFrame):
         if column is not None:
             name = _pick(list(rows.columns), column, column, "the rows")

@@ -18,16 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 
-from x402lab.batch.inputs import (
-    as_path,
-    fill_template,
-    is_polars,
-    polars_to_pandas,
-    read_file,
-    refuse_dask,
-)
+from x402lab.batch.inputs import as_pandas, fill_template
 from x402lab.errors import ConfigError
 
 
@@ -46,16 +38,7 @@ class col:  # noqa: N801 (used as a function: ``xl.col("size")``)
 def input_frame(rows: Any, first: str, column: str | None) -> pd.DataFrame:
     """The rows as a frame holding the first argument's column (see the module docstring);
     a Series keeps its index, and its name when it has one."""
-    refuse_dask(rows)
-    path = as_path(rows)
-    if path is not None:
-        rows = read_file(path)
-    elif is_polars(rows):
-        rows = polars_to_pandas(rows)
-    elif isinstance(rows, pa.Table):
-        rows = rows.to_pandas()
-    elif isinstance(rows, pa.Array | pa.ChunkedArray):
-        rows = pd.Series(rows.to_pylist(), dtype=object)
+    rows = as_pandas(rows, values_as_they_are=True)
     if isinstance(rows, pd.DataFrame):
         if column is not None and column not in rows.columns:
             shown = ", ".join(map(str, list(rows.columns)[:8]))
