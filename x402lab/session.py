@@ -19,7 +19,7 @@ from x402lab.chain import ChainClient
 from x402lab.errors import ConfigError
 from x402lab.routes import GATEWAY, PAYMENT_HEADER, REPORTS
 from x402lab.transport import Limits, RetryPolicy, ServiceClient, Wire
-from x402lab.transport.wire import Verify, http_options, ssl_context
+from x402lab.transport.environment import Verify, http_options, ssl_context
 
 if TYPE_CHECKING:
     from x402lab.budget import Budget

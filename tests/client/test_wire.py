@@ -20,7 +20,7 @@ from x402lab.emulator.server import start_emulator
 from x402lab.emulator.settings import EmulatorSettings
 from x402lab.errors import ConfigError
 from x402lab.transport import Wire
-from x402lab.transport.wire import ssl_context
+from x402lab.transport.environment import ssl_context
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import x402lab as xl
-from x402lab.transport.wire import environment_proxies
+from x402lab.transport.environment import environment_proxies
 
 from .conftest import Proxy
 

@@ -39,7 +39,7 @@ from x402lab.planning.records import REHEARSAL_ENV, Connected, Recorder
 from x402lab.planning.router import RehearsalClient, RehearsalTransport
 from x402lab.private import private_file
 from x402lab.routes import GATEWAY, REPORTS
-from x402lab.transport.wire import http_options
+from x402lab.transport.environment import http_options
 from x402lab.wallet import Wallet
 
 #: How long a media job takes on the rehearsal's emulator (the target's own time is not

@@ -13,24 +13,15 @@ Failures are httpx's errors, which the retry and re-send rules read: nothing con
 answer (``RemoteProtocolError``, ``ReadError``, ``ReadTimeout``: it may have been acted on,
 so a paid one is sent again with the same signed payload).
 
-The environment is honoured as httpx honours it: ``HTTP_PROXY``, ``HTTPS_PROXY``,
-``ALL_PROXY`` and ``NO_PROXY`` become the client's mounts as httpx makes them (a service on
-127.0.0.1 goes through the proxy too unless ``NO_PROXY`` names it; a SOCKS proxy goes
-through httpx's own transport), ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` the trust store
-(else certifi's). ``verify=`` replaces the trust store (a CA bundle path or an
-``ssl.SSLContext``). A caller's own client sends every request as it was made to and is never
-closed here; its answers are read within the same bounds as the lab's own (``_Through``).
+The environment (proxies, the trust store) is read as httpx reads it (``environment``).
+A caller's own client sends every request as it was made to and is never closed here; its
+answers are read within the same bounds as the lab's own (``_Through``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import ipaddress
-import os
-import ssl
-import urllib.request
 from collections.abc import AsyncIterator, Iterator, Mapping
 from http.cookiejar import CookieJar
 from typing import Any
@@ -40,12 +31,9 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from x402lab.errors import ConfigError
+from x402lab.transport.environment import Verify, environment_proxies, ssl_context
 from x402lab.transport.limits import DEFAULT_LIMITS, MEDIA, Limits, too_large
 from x402lab.transport.turn import TURN, send_in_turn
-
-#: What ``verify=`` takes: True (the environment's trust store, else certifi's), False (no
-#: check), a CA bundle's path or an ``ssl.SSLContext``.
-Verify = ssl.SSLContext | str | os.PathLike[str] | bool
 
 #: aiohttp's limit for a body handed over as one bytes object (it warns above it, "Sending
 #: a large body directly with raw bytes might lock the event loop"); larger bodies go as a
@@ -83,76 +71,6 @@ def as_httpx_error(exc: BaseException, request: httpx.Request) -> httpx.Transpor
         return exc
     ours = next(ours for theirs, ours in _ERRORS if isinstance(cause, theirs))
     return ours(str(cause) or type(cause).__name__, request=request)
-
-
-def ssl_context(verify: Verify = True) -> ssl.SSLContext:
-    """The one trust store of a lab (see ``Verify``); raises ConfigError for a CA bundle
-    path that cannot be read."""
-    if isinstance(verify, ssl.SSLContext):
-        return verify
-    if isinstance(verify, bool):
-        environment = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
-        return _trust_store(verify, *environment)
-    path = os.fspath(verify)
-    try:
-        return ssl.create_default_context(cafile=path)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"verify={path!r} is not a readable CA bundle ({exc}); give the path of a PEM file"
-            " of trusted certificates, an ssl.SSLContext, or True"
-        ) from None
-
-
-@functools.lru_cache(maxsize=4)
-def _trust_store(verify: bool, cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
-    """httpx's context (SSL_CERT_FILE/SSL_CERT_DIR, else certifi), one per process and
-    setting: loading the certificates takes about 40 ms of CPU, and every lab would load them
-    again (aiohttp shares its default context the same way). A changed variable makes a new
-    one."""
-    return httpx.create_ssl_context(verify=verify)
-
-
-def http_options(verify: Verify = True) -> dict[str, Any]:
-    """The options of an httpx client of a lab made with httpx's own transport (the clients
-    handed to other libraries): the lab's trust store, the environment's proxies (httpx reads
-    them itself), no redirects."""
-    return {"verify": ssl_context(verify), "trust_env": True, "follow_redirects": False}
-
-
-def environment_proxies() -> dict[str, str | None]:
-    """The proxy of each URL pattern as httpx reads the environment (``trust_env``):
-    ``{"http://": proxy, "all://127.0.0.1": None, ...}``, None meaning no proxy. Proxy
-    variables come from ``urllib.request.getproxies()`` (either case); in ``NO_PROXY`` "*"
-    turns every proxy off, an IP address or "localhost" names that host only, a name with a
-    scheme that URL pattern, and any other name that domain and its subdomains."""
-    found = urllib.request.getproxies()
-    mounts: dict[str, str | None] = {}
-    for scheme in ("http", "https", "all"):
-        url = found.get(scheme)
-        if url:
-            mounts[f"{scheme}://"] = url if "://" in url else f"http://{url}"
-    for host in (part.strip() for part in found.get("no", "").split(",")):
-        if host == "*":
-            return {}
-        if not host:
-            continue
-        if "://" in host:
-            mounts[host] = None
-        elif _is_ip(host, ipaddress.IPv4Address) or host.lower() == "localhost":
-            mounts[f"all://{host}"] = None
-        elif _is_ip(host, ipaddress.IPv6Address):
-            mounts[f"all://[{host}]"] = None
-        else:
-            mounts[f"all://*{host}"] = None
-    return mounts
-
-
-def _is_ip(host: str, kind: type[ipaddress.IPv4Address] | type[ipaddress.IPv6Address]) -> bool:
-    try:
-        kind(host.split("/")[0])
-    except ValueError:
-        return False
-    return True
 
 
 class _Chunks(httpx.AsyncByteStream):
