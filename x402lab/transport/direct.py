@@ -106,7 +106,7 @@ async def send_flow(
     if client.is_closed:
         raise RuntimeError("Cannot send a request, as the client has been closed.")
     if "timeout" not in request.extensions:
-        request.extensions["timeout"] = client.timeout.as_dict()
+        request.extensions = {**request.extensions, "timeout": client.timeout.as_dict()}
     flow = auth.async_auth_flow(request)
     history: list[httpx.Response] = []
     try:

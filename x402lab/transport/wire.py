@@ -3,11 +3,12 @@
 Every request the lab makes goes through one ``httpx.AsyncClient``: free and paid calls,
 batches, streams, uploads and the chain's JSON-RPC. Its transport is httpx-aiohttp's on one
 aiohttp session (one connection pool), calling aiohttp itself (``direct``); a paid request's
-402 flow is driven straight over that transport, as the client's send would drive it. ``benchmarks/batch_throughput.py --latency 0.05``
-(concurrency 32, a shared 2-core machine): on httpx's own pool (httpcore) a batch ran at
-0.42x bare aiohttp's calls/s with 11.8 ms of client CPU per paid call; on this one at 1.1x
-to 1.7x bare's with 2.7 to 3.3 ms (1.12x, 2.7 ms and 0.43 of the one-trip floor on a quiet
-machine; at ``--latency 1``, 0.93 of the floor).
+402 flow is driven straight over that transport, as the client's send would drive it.
+``benchmarks/batch_throughput.py --latency 0.05`` (concurrency 32, a shared 2-core
+machine): on httpx's own pool (httpcore) a batch ran at 0.42x bare aiohttp's calls/s with
+11.8 ms of client CPU per paid call; on this one at 1.1x to 1.7x bare's with 2.7 to 3.3 ms
+(1.12x, 2.7 ms and 0.43 of the one-trip floor on a quiet machine; at ``--latency 1``, 0.93
+of the floor).
 
 Failures are httpx's errors, which the retry and re-send rules read: nothing connected
 (``ConnectError``, ``ConnectTimeout``, ``PoolTimeout``: the request never left) or no whole
