@@ -208,3 +208,110 @@ def test_labs_share_one_trust_store_until_its_setting_changes(tmp_path, monkeypa
     assert len(own.get_ca_certs()) == 1  # SSL_CERT_FILE read when it is set, as httpx does
     monkeypatch.delenv("SSL_CERT_FILE")
     assert ssl_context(True) is shared
+
+
+class _PayOn402(httpx.Auth):
+    """A caller's flow in the shape of the 402 handshake: sent again, with a header, after
+    a 402 (the lab drives such flows itself, without httpx's send: ``transport.direct``)."""
+
+    def auth_flow(self, request: httpx.Request):  # type: ignore[no-untyped-def]
+        response = yield request
+        if response.status_code == 402:
+            request.headers["payment-signature"] = "signed"
+            yield request
+
+
+def _two_answers(seen: list[bytes]) -> Callable[[socket.socket], None]:
+    """A handler that reads two requests on one connection: a 402, then 200 with a cookie."""
+    replies = (
+        b"HTTP/1.1 402 Payment Required\r\ncontent-length: 2\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\nset-cookie: s=1; Path=/\r\ncontent-length: 8\r\n\r\n{\"ok\":1}",
+    )
+
+    def answer(connection: socket.socket) -> None:
+        for reply in replies:
+            data = b""
+            while b'{"a":1}' not in data:
+                data += connection.recv(65536)
+            seen.append(data)
+            connection.sendall(reply)
+
+    return answer
+
+
+def _header_lines(raw: bytes) -> list[bytes]:
+    head = raw.split(b"\r\n\r\n")[0].lower().split(b"\r\n")[1:]
+    return sorted(line for line in head if line.startswith((b"x-", b"payment", b"content")))
+
+
+def _header_values(raw: bytes) -> dict[bytes, bytes]:
+    values: dict[bytes, list[bytes]] = {}
+    for line in _header_lines(raw):
+        name, _, value = line.partition(b": ")
+        values.setdefault(name, []).append(value)
+    return {name: b", ".join(parts) for name, parts in values.items()}
+
+
+def test_a_flow_the_wire_drives_sends_and_answers_what_httpx_does():
+    # A repeated header and a UTF-8 one go out as httpx's client sends them.
+    headers = httpx.Headers([("X-Twice", "1"), ("x-twice", "2"), ("X-Text", "é")], "utf-8")
+    seen: dict[str, list[bytes]] = {"ours": [], "theirs": []}
+    answers: dict[str, httpx.Response] = {}
+    cookies: dict[str, dict[str, str]] = {}
+
+    async def run() -> None:
+        wire = Wire(timeout_s=10)
+        try:
+            for who in ("ours", "theirs"):
+                url, thread = _serve_once(_two_answers(seen[who]))
+                request = httpx.Request("POST", url, json={"a": 1}, headers=headers)
+                if who == "ours":
+                    answers[who] = await wire.send(request, auth=_PayOn402())
+                    cookies[who] = dict(wire.client.cookies)
+                else:
+                    async with httpx.AsyncClient(trust_env=False) as plain:
+                        answers[who] = await plain.send(request, auth=_PayOn402())
+                        cookies[who] = dict(plain.cookies)
+                thread.join(5)
+        finally:
+            await wire.aclose()
+
+    asyncio.run(run())
+    ours, theirs = answers["ours"], answers["theirs"]
+    assert (ours.status_code, ours.content) == (theirs.status_code, theirs.content)
+    assert ours.json() == {"ok": 1}
+    assert [r.status_code for r in ours.history] == [r.status_code for r in theirs.history]
+    assert [r.status_code for r in ours.history] == [402]
+    assert ours.is_stream_consumed and ours.elapsed.total_seconds() > 0
+    assert ours.history[0].content == b"{}" and ours.history[0].elapsed.total_seconds() > 0
+    assert cookies["ours"] == cookies["theirs"] == {"s": "1"}
+    # A repeated header goes as one line, its values joined (as httpx-aiohttp's transport
+    # always sent it); httpx's own sends each: the same header either way.
+    assert [_header_values(r) for r in seen["ours"]] == [_header_values(r) for r in seen["theirs"]]
+    assert b"x-twice: 1, 2" in _header_lines(seen["ours"][0])
+    assert b"payment-signature: signed" in seen["ours"][1].lower()
+
+
+def test_a_body_that_stops_halfway_through_a_flow_is_an_httpx_read_timeout():
+    # The whole answer's deadline still holds when its body has not all arrived.
+    done = threading.Event()
+
+    def stall(connection: socket.socket) -> None:
+        _read_request(connection)
+        connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{\"a\"")
+        done.wait(10)
+
+    url, thread = _serve_once(stall)
+
+    async def run() -> None:
+        wire = Wire(timeout_s=0.5)
+        try:
+            request = wire.build_request("POST", httpx.URL(url), json={"a": 1})
+            await wire.send(request, auth=_PayOn402())
+        finally:
+            await wire.aclose()
+
+    with pytest.raises(httpx.ReadTimeout, match="timeout_s=0.5"):
+        asyncio.run(run())
+    done.set()
+    thread.join(5)

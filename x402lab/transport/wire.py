@@ -2,11 +2,13 @@
 
 Every request the lab makes goes through one ``httpx.AsyncClient``: free and paid calls,
 batches, streams, uploads and the chain's JSON-RPC. Its transport is httpx-aiohttp's on one
-aiohttp session (one connection pool). ``benchmarks/batch_throughput.py --latency 0.05``
-(concurrency 32, a shared 2-core machine): on httpx's own pool (httpcore) a batch ran at
-0.42x bare aiohttp's calls/s with 11.8 ms of client CPU per paid call; on this one at 1.1x
-to 1.7x bare's with 2.7 to 3.3 ms (1.12x, 2.7 ms and 0.43 of the one-trip floor on a quiet
-machine; at ``--latency 1``, 0.93 of the floor).
+aiohttp session (one connection pool), calling aiohttp itself (``direct``); a paid request's
+402 flow is driven straight over that transport, as the client's send would drive it.
+``benchmarks/batch_throughput.py --latency 0.05`` (concurrency 32, a shared 2-core
+machine): on httpx's own pool (httpcore) a batch ran at 0.42x bare aiohttp's calls/s with
+11.8 ms of client CPU per paid call; on this one at 1.1x to 1.7x bare's with 2.7 to 3.3 ms
+(1.12x, 2.7 ms and 0.43 of the one-trip floor on a quiet machine; at ``--latency 1``, 0.93
+of the floor).
 
 Failures are httpx's errors, which the retry and re-send rules read: nothing connected
 (``ConnectError``, ``ConnectTimeout``, ``PoolTimeout``: the request never left) or no whole
@@ -31,6 +33,7 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from x402lab.errors import ConfigError
+from x402lab.transport.direct import Body, answer_of, send_flow
 from x402lab.transport.environment import Verify, environment_proxies, ssl_context
 from x402lab.transport.limits import DEFAULT_LIMITS, MEDIA, Limits, too_large
 from x402lab.transport.turn import TURN, send_in_turn
@@ -120,12 +123,18 @@ class _Answer(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         most, name = self._limit
         seen = 0
+        # aiohttp's body says when it has all arrived (an answer in one packet, the usual
+        # paid one): a deadline per chunk was a quarter of reading it (docs/performance.md).
+        arrived = self._stream.arrived if isinstance(self._stream, Body) else _never
         with _mapped(self._request):
             chunks = aiter(self._stream)
             while True:
                 try:
-                    async with self._deadline.guard(self._request):
+                    if arrived():  # nothing to wait for: no deadline to watch
                         chunk = await anext(chunks)
+                    else:
+                        async with self._deadline.guard(self._request):
+                            chunk = await anext(chunks)
                 except StopAsyncIteration:
                     return
                 seen += len(chunk)
@@ -138,6 +147,10 @@ class _Answer(httpx.AsyncByteStream):
     async def aclose(self) -> None:
         with _mapped(self._request):
             await self._stream.aclose()
+
+
+def _never() -> bool:
+    return False
 
 
 @contextlib.contextmanager
@@ -200,20 +213,26 @@ class _Transport(AiohttpTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         deadline = _Deadline(self._deadline_s)
+        if not isinstance(self.client, aiohttp.ClientSession):
+            self.client = self.get_client()  # the session, kept (as httpx-aiohttp keeps it)
         with _mapped(request):
             async with deadline.guard(request):
-                response = await send_in_turn(
-                    super().handle_async_request(streamed_if_large(request)),
+                # aiohttp's answer read straight into one httpx.Response (``direct``).
+                answer = await send_in_turn(
+                    answer_of(self.client, streamed_if_large(request), self.proxy),
                     request.extensions.get(TURN),
                 )
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        limit = self._limits.body_bytes(response.status_code, bool(request.extensions.get(MEDIA)))
+        status = answer.status
+        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
+        if answer.reason:
+            extensions["reason_phrase"] = answer.reason.encode()
+        limit = self._limits.body_bytes(status, bool(request.extensions.get(MEDIA)))
         return httpx.Response(
-            response.status_code,
-            headers=response.headers.raw,
-            stream=_Answer(response.stream, request, limit, deadline),
+            status,
+            headers=answer.raw_headers,
+            stream=_Answer(Body(answer), request, limit, deadline),
             request=request,
-            extensions=response.extensions,
+            extensions=extensions,
         )
 
 
@@ -303,6 +322,9 @@ class Wire:
         self._own = http_client is None
         self._session: aiohttp.ClientSession | None = None
         self._context = ssl_context(verify)
+        #: The transport every request of the lab's own client goes through, when no proxy
+        #: mount picks another: a paid request's flow is driven straight over it (``send``).
+        self._direct: _Transport | None = None
         if http_client is not None:
             #: The client that builds requests: the caller's own (its defaults apply).
             self._builder = http_client
@@ -315,8 +337,11 @@ class Wire:
                 pattern: None if proxy is None else self._proxied(proxy)
                 for pattern, proxy in environment_proxies().items()
             }
+            transport = self._transport()
+            if not mounts:
+                self._direct = transport
             http_client = _Client(
-                transport=self._transport(),
+                transport=transport,
                 mounts=mounts,
                 timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 15.0)),
                 follow_redirects=False,
@@ -377,6 +402,11 @@ class Wire:
     ) -> httpx.Response:
         """Send ``request`` (through ``auth``'s flow when given) and return the last answer;
         with ``stream`` its body is left unread. Raises httpx.HTTPError subclasses."""
+        direct = self._direct
+        if auth is not None and not stream and direct is not None:
+            if not any(self.client.event_hooks.values()):
+                # httpx's send without its layers (``direct.send_flow``): the paid path.
+                return await send_flow(self.client, direct, request, auth)
         return await self.client.send(request, auth=auth, stream=stream, follow_redirects=False)
 
     async def aclose(self) -> None:
