@@ -111,6 +111,7 @@ async def _execute(
     kernel_name: str | None,
     stop: threading.Event,
 ) -> tuple[list[CellPlan], list[Connected], list[str], list[str]]:
+    from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
@@ -118,8 +119,13 @@ async def _execute(
     records = private_file(folder / "records.jsonl")
     scratch = Scratch.copy(source.parent, folder / "notebook")
     name = kernel_name or notebook.metadata.get("kernelspec", {}).get("name") or "python3"
+    # The kernel talks over Unix sockets in the plan's own folder, not TCP: a TCP port is
+    # picked free and then bound by the kernel, and two kernels starting at once (a suite
+    # of notebooks, two plans) can pick the same one, the second dying before it answers.
+    manager = AsyncKernelManager(kernel_name=name, transport="ipc", ip=str(folder / "kernel"))
     client = NotebookClient(
         notebook,
+        km=manager,
         timeout=int(timeout_s),
         kernel_name=name,
         resources={"metadata": {"path": str(scratch.folder)}},
@@ -135,7 +141,8 @@ async def _execute(
     connects: list[Connected] = []
     offset = 0
     dead: str | None = None
-    async with client.async_setup_kernel(env=env):
+    # cleanup_kc: nbclient shuts down only a kernel whose manager it made itself.
+    async with client.async_setup_kernel(env=env, cleanup_kc=True):
         for done, (index, cell) in enumerate(code, start=1):
             if stop.is_set():
                 break

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from x402lab.errors import ConfigError
 from x402lab.search.corpus import Block
@@ -53,6 +52,9 @@ def top_k(queries: np.ndarray, blocks: Iterable[Block], k: int) -> tuple[np.ndar
     # A few queries against a block is one pass over its memory: BLAS's second thread only
     # waits for it (measured on 100,000 x 1024, 10 queries, load 24 on 2 cores: 0.38 s of
     # CPU with one thread, 0.90 s with two).
+    # Imported here: threadpoolctl takes 0.2 s to import, paid by every lab otherwise.
+    from threadpoolctl import threadpool_limits
+
     with threadpool_limits(1, user_api="blas"):
         for block in blocks:
             _width_check(block, queries.shape[1])

@@ -13,6 +13,7 @@ gateway's 400.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +57,15 @@ class BodyValidator:
 
 def body_validator(schema: Schema) -> BodyValidator:
     """The validator of one route's published body schema; nothing remote is fetched."""
-    return BodyValidator(schema, Draft202012Validator(schema, offline=True))
+    return BodyValidator(schema, _compiled(json.dumps(schema, sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(schema_json: str) -> Draft202012Validator:
+    # Compiled once per process for each schema: every emulator started (one per test, and
+    # each embedded lab) publishes the same schemas, and compiling them was half of the
+    # gateway app's construction. A compiled validator is immutable, so emulators share it.
+    return Draft202012Validator(json.loads(schema_json), offline=True)
 
 
 def violations(value: Any, validator: BodyValidator) -> list[Violation]:

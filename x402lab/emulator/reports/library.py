@@ -7,10 +7,13 @@ print stable tables. Handles and people are invented.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 SCHEMA_VERSION = 3
@@ -219,8 +222,13 @@ def _report(
     }
 
 
-def build_library() -> dict[str, Handle]:
-    """Every seeded handle by username; reports newest first by createdAt."""
+@functools.cache
+def build_library() -> Mapping[str, Handle]:
+    """Every seeded handle by username; reports newest first by createdAt.
+
+    Built once per process (the same seeds give the same shelf, and building it was a third
+    of an emulator's start): the service only reads it, never changes it.
+    """
     library: dict[str, Handle] = {}
     for handle, display, count, first, followers, topics, entities in _PROFILES:
         rng = random.Random(f"intel-library:{handle}")
@@ -242,4 +250,4 @@ def build_library() -> dict[str, Handle]:
             "following": rng.randint(80, 1500),
         }
         library[handle] = Handle(entry=entry, reports=tuple(reports))
-    return library
+    return MappingProxyType(library)

@@ -12,6 +12,7 @@ below the price is 402 ``insufficient_payment``; overpayment is accepted and not
 from __future__ import annotations
 
 import hmac
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -74,7 +75,7 @@ class ReportService:
 
     def __init__(self, settings: EmulatorSettings, chain: Chain) -> None:
         self.settings = settings
-        self.library: dict[str, Handle] = build_library() if settings.kv_configured else {}
+        self.library: Mapping[str, Handle] = build_library() if settings.kv_configured else {}
         self.unit_atomic = usd_to_atomic(settings.report_usd)
         self.gate = PaymentGate(
             settings,
