@@ -18,7 +18,9 @@ other in one run (the load average is printed: other work on the machine moves e
 
 Prints vectors/s and client CPU per vector for each, the ratios (goals, issue 47: x402lab
 >= 0.8x bare base64 and >= 3x bare floats in vectors/s) and the ledger's bytes per vector
-(goal <= 1.1 x 4 x dimension: the vector's float32 bytes plus its claim).
+(goal <= 1.1 x 4 x dimension: the vector's float32 bytes plus its claim). ``--postgres URL``
+(an empty database) runs x402lab once more with its ledger there and prints that ledger's
+bytes per vector too: every table with its indexes and TOAST, after ``VACUUM``.
 """
 
 from __future__ import annotations
@@ -51,11 +53,13 @@ def corpus(client: str, n: int) -> list[str]:
     ]
 
 
-async def run_x402lab(gateway: str, texts: list[str], concurrency: int) -> tuple[float, float, int]:
+async def run_x402lab(
+    gateway: str, texts: list[str], concurrency: int, postgres: str | None = None
+) -> tuple[float, float, int]:
     import x402lab as xl
 
     folder = Path(tempfile.mkdtemp(prefix="x402lab-embed-speed-"))
-    ledger = folder / "ledger.sqlite"
+    ledger: Path | str = postgres or folder / "ledger.sqlite"
     lab = xl.connect_async(
         gateway, gateway, wallet=xl.Wallet.create(), budget=xl.Budget(usd=10_000), ledger=ledger
     )
@@ -68,10 +72,26 @@ async def run_x402lab(gateway: str, texts: list[str], concurrency: int) -> tuple
         assert frame["vector"].iloc[0].dtype == np.float32
     finally:
         await lab.aclose()
+    if isinstance(ledger, str):
+        return wall, cpu, postgres_bytes(ledger)
     # What the ledger keeps: its file once the write-ahead log is folded into it.
     with sqlite3.connect(ledger) as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return wall, cpu, ledger.stat().st_size
+
+
+def postgres_bytes(url: str) -> int:
+    """What a PostgreSQL ledger keeps: its tables with their indexes and TOAST, once
+    ``VACUUM`` has dropped the dead rows (a claim's update leaves one)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("VACUUM")
+        (size,) = db.execute(
+            "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n"
+            " ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+        ).fetchone()
+    return int(size)
 
 
 async def run_bare(
@@ -131,6 +151,7 @@ def main() -> None:
     parser.add_argument("--per-request", type=int, default=256)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--postgres", help="an empty PostgreSQL database for a second ledger")
     args = parser.parse_args()
     MODEL = args.model
     import x402lab.connection  # noqa: F401  (one-time imports, not timed)
@@ -141,6 +162,8 @@ def main() -> None:
         lab_wall, lab_cpu, stored = asyncio.run(run_x402lab(gateway, corpus("lab", n), c))
         b64_wall, b64_cpu = asyncio.run(run_bare(gateway, corpus("b64", n), k, c, "base64"))
         flt_wall, flt_cpu = asyncio.run(run_bare(gateway, corpus("flt", n), k, c, "float"))
+        if args.postgres:
+            pg_run = asyncio.run(run_x402lab(gateway, corpus("pg", n), c, args.postgres))
     finally:
         stop()
     dim = 1024 if MODEL == "text-embedding-qwen3-0-6b" else None
@@ -159,11 +182,15 @@ def main() -> None:
     vs_b64, vs_flt = b64_wall / lab_wall, flt_wall / lab_wall
     print(f"x402lab / bare base64: {vs_b64:.2f}x (goal >= 0.8x: {_met(vs_b64 >= 0.8)})")
     print(f"x402lab / bare floats: {vs_flt:.2f}x (goal >= 3x: {_met(vs_flt >= 3)})")
-    per_vector = stored / (n + 1)
-    if dim:
+    ledgers = [("ledger", stored)]
+    if args.postgres:
+        ledgers.append(("PostgreSQL ledger", pg_run[2]))
+        print(f"x402lab on PostgreSQL {n / pg_run[0]:9,.0f} vectors/s  {pg_run[0]:6.2f} s")
+    for name, size in ledgers if dim else ():
+        per_vector = size / (n + 1)  # the warm-up's text too
         ratio = per_vector / (4 * dim)
         print(
-            f"ledger: {per_vector:,.0f} bytes per vector = {ratio:.3f} x 4 x {dim}"
+            f"{name}: {per_vector:,.0f} bytes per vector = {ratio:.3f} x 4 x {dim}"
             f" (goal <= 1.1: {_met(ratio <= 1.1)})"
         )
 

@@ -320,6 +320,8 @@ LEDGER_ORDER = tuple(
         "postgres",
         "sqlite",
         "rate_limits",
+        "ddl",
+        "packs",
         "schema",
         "payments",
         "caps",

@@ -39,6 +39,15 @@ def test_an_empty_database_gets_every_table_in_postgresql_types(pg_url):
     assert payments["upstream_usd"] == "double precision"
     assert payments["user_label"] == "text" and payments["held"] == "bigint"
     assert column_types(pg_url, "claims")["answer"] == "bytea"
+    assert column_types(pg_url, "claims")["pack_offset"] == "bigint"
+    assert column_types(pg_url, "answer_packs")["body"] == "bytea"
+    # Packs of float32 bytes are kept as they are: no compression tried (docs/embeddings.md).
+    storage = query(
+        pg_url,
+        "SELECT attstorage FROM pg_attribute WHERE attrelid = 'answer_packs'::regclass"
+        " AND attname = 'body'",
+    )
+    assert storage == [("e",)]
     ledger.close()
 
 

@@ -11,7 +11,10 @@ ones listed before it (``tests/test_layers.py`` checks both, and that there is n
   files only its owner may read); ``postgres`` and ``sqlite`` (the default: grouped
   commits, the group fsync of write-ahead rows, and ``open_database``, which picks one) are
   the two backends;
-- ``schema``: the tables, as numbered migrations;
+- ``rate_limits``: what a wallet's processes learned of a service's rate limit;
+- ``ddl`` (the schema's DDL in both dialects), ``packs`` (the answers of one paid request
+  stored together, the claims pointing into them) and ``schema``: the tables, as numbered
+  migrations;
 - ``payments``: the payments and budgets tables: records, the one inserter, the one
   transition function, a receipt's settlement committed with the answer it bought
   (``Settlement``, ``answer_transaction``), the budgets' running totals;

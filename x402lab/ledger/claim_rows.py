@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 from x402lab.errors import ConfigError
 from x402lab.ledger.database import Row, Tx, chunks, marks, record_fields
+from x402lab.ledger.packs import Fetch, answer_of, pack_bodies
 from x402lab.ledger.statuses import (
     BY_WEIGHT,
     CLAIM_INITIAL,
@@ -36,8 +37,9 @@ NEVER_SETTLED = (
 LIGHT = "id, key, status, payment_key, ledger_id, ledger_floor, owner, label, updated_us"
 FULL = (
     "SELECT c.id, c.scope, c.key, c.status, c.payment_key, c.ledger_id, c.owner, c.label,"
-    " c.created_us, c.updated_us, c.error, c.answer, c.cost_atomic, p.status AS payment_status,"
-    " p.amount_atomic, p.tx_hash FROM claims c LEFT JOIN payments p ON p.id = c.ledger_id"
+    " c.created_us, c.updated_us, c.error, c.answer, c.pack_id, c.pack_offset, c.pack_length,"
+    " c.cost_atomic, p.status AS payment_status, p.amount_atomic, p.tx_hash"
+    " FROM claims c LEFT JOIN payments p ON p.id = c.ledger_id"
 )
 _COLUMNS = (
     "INSERT INTO claims (scope, key, status, payment_key, ledger_id, ledger_floor, owner, label,"
@@ -45,6 +47,17 @@ _COLUMNS = (
 )
 _ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 INSERT = _COLUMNS + _ROW
+#: What storing an answer writes in a claim row moved to ``done`` (``Claims.complete_in``):
+#: the answer inline or its place in a pack (``packs.place``), then its money facts.
+ANSWERED = (
+    "answer = ?, pack_id = ?, pack_offset = ?, pack_length = ?,"
+    " ledger_id = COALESCE(?, ledger_id), payment_key = ?, label = COALESCE(?, label),"
+    " cost_atomic = ?, error = NULL"
+)
+#: The same for a claim row inserted ``done`` (``insert_rows`` writes its answer inline).
+ANSWERED_LATER = (
+    "UPDATE claims SET cost_atomic = ?, pack_id = ?, pack_offset = ?, pack_length = ? WHERE id = ?"
+)
 #: Rows per multi-row INSERT: 12 values each stays under SQLite's historical 999 bound values.
 ROWS_PER_INSERT = 80
 
@@ -104,16 +117,19 @@ class Claimed:
     resend: bool = False
 
 
-def claim_record(row: Row) -> ClaimRecord:
-    answer = row["answer"]
-    return ClaimRecord(
-        **record_fields(
-            row,
-            ClaimRecord,
-            status=ClaimStatus(row["status"]),
-            answer=bytes(answer) if answer is not None else None,
-        )
-    )
+def claim_record(row: Row, bodies: Mapping[int, bytes]) -> ClaimRecord:
+    """The record of a ``FULL`` row; ``bodies``: the packs it may point into (``packs``)."""
+    answer = answer_of(row, bodies)
+    status = ClaimStatus(row["status"])
+    return ClaimRecord(**record_fields(row, ClaimRecord, status=status, answer=answer))
+
+
+def read_records(fetch: Fetch, sql: str, params: Sequence[Any] = ()) -> list[ClaimRecord]:
+    """The records of the ``FULL`` rows ``sql`` selects (``fetch``: ``tx.all`` or
+    ``db.read``), their packed answers read with them (each pack once)."""
+    rows = fetch(sql, params)
+    bodies = pack_bodies(fetch, rows)
+    return [claim_record(row, bodies) for row in rows]
 
 
 def current_records(rows: Iterable[ClaimRecord]) -> dict[str, ClaimRecord]:
@@ -258,8 +274,8 @@ def history_in(tx: Tx, scope: str, keys: Sequence[str]) -> dict[str, list[Row]]:
 def records_in(tx: Tx, ids: Sequence[int]) -> dict[int, ClaimRecord]:
     out: dict[int, ClaimRecord] = {}
     for chunk in chunks(list(dict.fromkeys(ids))):
-        for row in tx.all(f"{FULL} WHERE c.id IN ({marks(len(chunk))})", chunk):
-            out[row["id"]] = claim_record(row)
+        for record in read_records(tx.all, f"{FULL} WHERE c.id IN ({marks(len(chunk))})", chunk):
+            out[record.id] = record
     return out
 
 

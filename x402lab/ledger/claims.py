@@ -49,12 +49,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from x402lab.ledger import packs
 from x402lab.ledger.claim_rows import (
+    ANSWERED,
+    ANSWERED_LATER,
     FULL,
     ClaimAction,
     Claimed,
     ClaimRecord,
-    claim_record,
     current_records,
     deciding,
     follow_payments,
@@ -63,6 +65,7 @@ from x402lab.ledger.claim_rows import (
     move_claims,
     payments_in,
     pending_record,
+    read_records,
     records_in,
 )
 from x402lab.ledger.database import Database, GoneOwners, Row, Tx, chunks, marks, process_owner
@@ -312,14 +315,20 @@ class Claims:
         ledger_id: int | None = None,
         label: str | None = None,
         costs: Mapping[str, int | None] | None = None,
+        packed: bool = False,
     ) -> list[str]:
         """``complete`` inside the open transaction ``tx``; ``costs``: each key's exact share
-        of what was paid for its answer (``cost_atomic``, what later runs show it cost)."""
+        of what was paid for its answer (``cost_atomic``, what later runs show it cost);
+        ``packed``: the answers stored are those of one paid request (``payment_key``, a str),
+        kept together in one pack (``packs.place``), not each in its claim row."""
         given, cost = dict(answers), dict(costs or {})
         history = history_in(tx, scope, list(given))
         now = self._now_us()
         newest = {key: rows[-1] for key, rows in history.items()}
         open_rows = {k: r for k, r in newest.items() if r["status"] != C.DONE}
+        stored = [(key, given[key]) for key in given if key in open_rows or key not in history]
+        one_request = payment_key if packed and isinstance(payment_key, str) else None
+        place = packs.place(tx, one_request, stored, now)
         keys_of = {
             key: (
                 self._payment_key(payment_key, key) if payment_key is not None else r["payment_key"]
@@ -337,15 +346,8 @@ class Claims:
         for key, row in open_rows.items():
             found = paid.get(keys_of[key])
             link = ledger_id if ledger_id is not None else (found[0] if found else None)
-            updates.append((row["id"], given[key], link, keys_of[key], label, cost.get(key)))
-        move_claims(
-            tx,
-            updates,
-            C.DONE,
-            now,
-            sets="answer = ?, ledger_id = COALESCE(?, ledger_id), payment_key = ?,"
-            " label = COALESCE(?, label), cost_atomic = ?, error = NULL",
-        )
+            updates.append((row["id"], *place[key], link, keys_of[key], label, cost.get(key)))
+        move_claims(tx, updates, C.DONE, now, sets=ANSWERED)
         fresh = [key for key in given if key not in history]
         if fresh:
             paid_fresh = (
@@ -358,11 +360,11 @@ class Claims:
                 pk = self._payment_key(payment_key, key)
                 found = paid_fresh.get(pk)
                 link = ledger_id if ledger_id is not None else (found[0] if found else None)
-                rows.append(self._row(scope, key, C.DONE, pk, link, 0, label, given[key]))
-            ids = insert_rows(tx, rows)  # then the answers' cost (not a status move)
-            priced = [(cost[key], i) for key, i in zip(fresh, ids, strict=True) if key in cost]
-            tx.executemany("UPDATE claims SET cost_atomic = ? WHERE id = ?", priced)
-        return [key for key in given if key in open_rows or key in fresh]
+                rows.append(self._row(scope, key, C.DONE, pk, link, 0, label, place[key][0]))
+            ids = insert_rows(tx, rows)  # then the answers' cost and pack (not a status move)
+            later = [(cost.get(k), *place[k][1:], i) for k, i in zip(fresh, ids, strict=True)]
+            tx.executemany(ANSWERED_LATER, [row for row in later if row[:2] != (None, None)])
+        return [key for key, _ in stored]
 
     def release_in(
         self, tx: Tx, scope: str, keys: Iterable[str], error: str, *, answered: bool = False
@@ -400,13 +402,8 @@ class Claims:
         wanted = list(dict.fromkeys(keys))
         rows: list[ClaimRecord] = []
         for chunk in chunks(wanted):
-            rows += [
-                claim_record(row)
-                for row in self.db.read(
-                    f"{FULL} WHERE c.scope = ? AND c.key IN ({marks(len(chunk))}) ORDER BY c.id",
-                    (scope, *chunk),
-                )
-            ]
+            where = f" WHERE c.scope = ? AND c.key IN ({marks(len(chunk))}) ORDER BY c.id"
+            rows += read_records(self.db.read, FULL + where, (scope, *chunk))
         return current_records(rows)
 
     def all(self, scope: str, *, label: str | None = None) -> list[ClaimRecord]:
@@ -416,8 +413,8 @@ class Claims:
         if label is not None:
             where += " AND c.label = ?"
             params.append(label)
-        rows = self.db.read(f"{FULL} WHERE {where} ORDER BY c.id", params)
-        return list(current_records(claim_record(row) for row in rows).values())
+        rows = read_records(self.db.read, f"{FULL} WHERE {where} ORDER BY c.id", params)
+        return list(current_records(rows).values())
 
     def history(self, scope: str | None = None, key: str | None = None) -> list[ClaimRecord]:
         """Every claim row (of ``scope``, of ``key``), oldest first."""
@@ -428,8 +425,8 @@ class Claims:
         if key is not None:
             where.append("c.key = ?")
             params.append(key)
-        rows = self.db.read(f"{FULL} WHERE {' AND '.join(where)} ORDER BY c.id", params)
-        return [claim_record(row) for row in rows]
+        sql = f"{FULL} WHERE {' AND '.join(where)} ORDER BY c.id"
+        return read_records(self.db.read, sql, params)
 
     # -- helpers ---------------------------------------------------------------------------
 

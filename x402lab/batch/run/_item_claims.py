@@ -15,7 +15,8 @@ paid request that carried them (``put``: the paid reply carries that settlement 
 ``Reply.settlement``), in the run's group of commits where the backend groups
 (``ledger.CommitGroup``). So a crash (even SIGKILL) loses at most the answers of the
 requests still in flight, on SQLite and PostgreSQL alike, never one whose settlement was
-committed.
+committed. An embedding batch's answers of one request are stored as one pack of their bytes,
+their claims pointing into it (``PACKED_KINDS``, ``ledger.packs``).
 Claims and answers are ordinary commits (no fsync): the durable commit of each payment's
 write-ahead row flushes the same WAL, so a claim is on disk before its payment leaves. An
 answer lost in a crash leaves its row ``paid_not_stored`` for the next run, never paid twice.
@@ -50,6 +51,10 @@ from x402lab.ledger import (
 STALE_AFTER_S = 60.0
 #: How often the keeper looks at the keys waited for and the claims to renew.
 TICK_S = 0.2
+#: The kinds whose answers of one request are stored together (``ledger.packs``): many of one
+#: size per request (an embedding's 4 KB vector fits no page alone). Chat, typed and route
+#: answers are of any size, often one per request, and stay in their claim rows.
+PACKED_KINDS = frozenset({"embed"})
 
 
 class LiveStores:
@@ -82,6 +87,7 @@ class BatchStore:
     ) -> None:
         self.claims = claims
         self.scope = f"batch:{kind}"
+        self.packed = kind in PACKED_KINDS
         self.rebuy = rebuy
         self._held: dict[str, None] = {}  # this run's pending claims, not yet stored/released
         self._lock = threading.Lock()  # _held is read by runs on other threads (holds)
@@ -251,7 +257,12 @@ class BatchStore:
         try:
             with answer_transaction(self.claims.db, settlement, group=group) as tx:
                 self.claims.complete_in(
-                    tx, self.scope, answers, payment_key=payment_key, costs=costs
+                    tx,
+                    self.scope,
+                    answers,
+                    payment_key=payment_key,
+                    costs=costs,
+                    packed=self.packed,
                 )
         except Exception as exc:
             self._error = exc
