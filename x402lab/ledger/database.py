@@ -268,7 +268,7 @@ class Database(ABC):
         return self._stored_version(None)
 
     def migrate(self, migrations: Sequence[Migration]) -> int:
-        """Apply the steps newer than the database's version, all in one transaction.
+        """Apply the steps newer than the database's version, each in one transaction.
 
         Returns the version reached. Raises ConfigError when the database was written by a
         newer x402lab (its version is above the last step known here): nothing is changed,
@@ -278,36 +278,31 @@ class Database(ABC):
         if [step.version for step in steps] != list(range(1, len(steps) + 1)):
             raise ConfigError("schema migrations must be numbered 1, 2, 3, ... without gaps")
         latest = len(steps)
-        if self._refuse_newer(self.version, latest) == latest:
-            return latest
-        # One transaction, not one a step: a new ledger (every step) was a quarter of a
-        # lab's start on the embedded emulator, and a step that fails leaves the ledger at
-        # the version it had, never half way.
-        step = steps[0]
-        try:
-            with self.transaction() as tx:
-                # Read again under the write lock: another process may have upgraded.
-                current = self._refuse_newer(self._stored_version(tx), latest)
-                for step in steps[current:]:
+        self._refuse_newer(self.version, latest)
+        for step in steps:
+            try:
+                with self.transaction() as tx:
+                    # Read again under the write lock: another process may have upgraded.
+                    current = self._stored_version(tx)
+                    self._refuse_newer(current, latest)
+                    if current >= step.version:
+                        continue
                     step.apply(tx)
-                if current < latest:
-                    self._record_version(tx, latest)
-        except self.driver_errors as exc:
-            raise ConfigError(
-                f"cannot upgrade the ledger {self.url} to schema {step.version}"
-                f" ({step.name}): {exc}"
-            ) from None
+                    self._record_version(tx, step.version)
+            except self.driver_errors as exc:
+                raise ConfigError(
+                    f"cannot upgrade the ledger {self.url} to schema {step.version}"
+                    f" ({step.name}): {exc}"
+                ) from None
         return latest
 
-    def _refuse_newer(self, current: int, latest: int) -> int:
-        """``current``, or ConfigError when it is above ``latest``."""
-        if current <= latest:
-            return current
-        raise ConfigError(
-            f"the ledger {self.url} has schema version {current}, newer than this x402lab"
-            f" understands ({latest}): it was written by a newer x402lab. Upgrade x402lab"
-            " (pip install -U x402lab) or use another ledger file; nothing was changed"
-        )
+    def _refuse_newer(self, current: int, latest: int) -> None:
+        if current > latest:
+            raise ConfigError(
+                f"the ledger {self.url} has schema version {current}, newer than this x402lab"
+                f" understands ({latest}): it was written by a newer x402lab. Upgrade x402lab"
+                " (pip install -U x402lab) or use another ledger file; nothing was changed"
+            )
 
 
 # -- the files of a ledger, private to their owner -----------------------------------------
