@@ -129,6 +129,10 @@ class BackgroundServers:
             _Server(
                 uvicorn.Config(
                     app,
+                    # No logging.config.dictConfig of uvicorn's own per server: it rewrote the
+                    # loggers of the process the emulator is embedded in (a notebook's), and
+                    # was a third of an emulator's start. Its warnings still reach stderr.
+                    log_config=None,
                     log_level="warning",
                     access_log=False,
                     ws="none",
