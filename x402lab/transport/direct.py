@@ -23,7 +23,6 @@ from typing import Any
 
 import aiohttp
 import httpx
-from multidict import CIMultiDict
 
 #: httpx's own logger: its "HTTP Request: ..." line is written for these requests too.
 _LOG = logging.getLogger("httpx")
@@ -81,7 +80,7 @@ async def answer_of(
     ).__aenter__()
 
 
-def _headers(headers: httpx.Headers) -> CIMultiDict[str]:
+def _headers(headers: httpx.Headers) -> dict[str, str]:
     """``headers`` as aiohttp reads an ``httpx.Headers`` (its ``items()``: names in lower
     case, a repeated one's values joined by ", "), decoded with its encoding found once
     (httpx's ``items()`` looks it up for every name and every value: 10 % of aiohttp's
@@ -91,7 +90,7 @@ def _headers(headers: httpx.Headers) -> CIMultiDict[str]:
     for name, value in headers.raw:
         key, text = name.lower().decode(encoding), value.decode(encoding)
         merged[key] = f"{merged[key]}, {text}" if key in merged else text
-    return CIMultiDict(merged)
+    return merged  # aiohttp makes its case-insensitive dict of it, as of httpx's headers
 
 
 async def send_flow(
