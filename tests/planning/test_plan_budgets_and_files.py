@@ -145,3 +145,22 @@ def test_plan_prices_each_lab_on_its_budget_and_writes_nothing_of_the_users(
     assert "a plan's rehearsal does not write" in grown_rows[8].note
     assert key not in json.dumps(again.attrs["plan"]) and key not in again.to_text()
     assert (folder / "report" / "cost_report.html").read_bytes() == page
+
+
+def test_a_plan_leaves_no_folder_of_its_own_behind(tmp_path, monkeypatch):
+    # The scratch copy of the notebook's folder, the records and the kernel's sockets live in
+    # one temporary folder per plan: gone once the plan returns, what it found still listed.
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temporary))
+    user = tmp_path / "work"
+    user.mkdir()
+    (user / "data.csv").write_text("a,b\n1,2\n")
+    notebook = _write(
+        user / "writes.ipynb",
+        ["import x402lab as xl\nlab = xl.connect()", "open('out.txt', 'w').write('hi')"],
+    )
+    planned = xl.plan(notebook)
+    assert "out.txt (new)" in planned.attrs["plan"]["writes"]
+    assert list(temporary.iterdir()) == []
+    assert sorted(p.name for p in user.iterdir()) == ["data.csv", "writes.ipynb"]

@@ -111,11 +111,27 @@ async def _execute(
     kernel_name: str | None,
     stop: threading.Event,
 ) -> tuple[list[CellPlan], list[Connected], list[str], list[str]]:
+    # The plan's folder (the scratch copy of the notebook's, the records, the kernel's
+    # sockets) is removed once the kernel is down: a copy of a data folder per plan would
+    # otherwise pile up in the temporary folder. Linked large files are links: removing
+    # them leaves what they point at.
+    with tempfile.TemporaryDirectory(prefix="x402lab-plan-", ignore_cleanup_errors=True) as tmp:
+        return await _rehearse(Path(tmp), notebook, source, report, timeout_s, kernel_name, stop)
+
+
+async def _rehearse(
+    folder: Path,
+    notebook: Any,
+    source: Path,
+    report: Callable[[CellPlan, int, int], None] | None,
+    timeout_s: float,
+    kernel_name: str | None,
+    stop: threading.Event,
+) -> tuple[list[CellPlan], list[Connected], list[str], list[str]]:
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-    folder = Path(tempfile.mkdtemp(prefix="x402lab-plan-"))
     records = private_file(folder / "records.jsonl")
     scratch = Scratch.copy(source.parent, folder / "notebook")
     name = kernel_name or notebook.metadata.get("kernelspec", {}).get("name") or "python3"
