@@ -19,9 +19,10 @@ one round trip that learns the challenge (what the payment pays, to whom), and t
 run in ``ceil(calls / concurrency)`` round trips, the last of them part full. So the best a
 client with no CPU time at all could do is ``(calls / concurrency) / (1 + ceil(calls /
 concurrency))`` of the floor: 0.85 for 300 rows at 32 (9.4 rows a slot in 11 trips), 0.89 for
-400, 0.92 for 384; the script prints it as "the ceiling" beside each ratio. Prints calls/s and the ratio to the floor of each, per
-round and as the median (goal for the route batch: >= 0.85, as ``batch_chat``), and the load
-average: other work on the machine moves these figures, so compare ratios of one run.
+400, 0.92 for 384; the script prints it as "the ceiling" beside each ratio. Prints calls/s
+and the ratio to the floor of each, per round and as the median (goal for the route batch:
+>= 0.85, as ``batch_chat``), and the load average: other work on the machine moves these
+figures, so compare ratios of one run.
 """
 
 from __future__ import annotations
