@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from x402lab.errors import ConfigError
-from x402lab.x402.codec import MAX_JSON_DEPTH, nesting_depth
+from x402lab.x402.codec import MAX_JSON_DEPTH, deeper_than
 from x402lab.x402.signing import KeySigner
 
 DEFAULT_KEY_VARIABLE = "X402LAB_PRIVATE_KEY"
@@ -60,7 +60,7 @@ def _check_kdf(keystore: str, file: Path) -> None:
     """Raise ConfigError when the keystore's KDF parameters ask more work than the caps above
     (before any derivation runs); a keystore that is not JSON is left to the decryption."""
     try:
-        if nesting_depth(keystore.encode()) > MAX_JSON_DEPTH:
+        if deeper_than(keystore.encode(), MAX_JSON_DEPTH) is not None:
             raise ValueError("nested too deeply")  # a keystore nests 3 levels
         data = json.loads(keystore)
     except (ValueError, RecursionError):

@@ -81,3 +81,30 @@ def test_error_message_does_not_echo_long_input():
 def test_non_string_input_is_a_protocol_error():
     with pytest.raises(ProtocolError):
         decode_header(123)  # type: ignore[arg-type]
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+@given(json_values, st.integers(min_value=0, max_value=6))
+def test_deeper_than_agrees_with_the_exact_depth_whatever_the_strings_hold(value, limit):
+    # Texts full of brackets inside strings are where counting them overstates the depth.
+    from x402lab.x402.codec import deeper_than, nesting_depth
+
+    text = json.dumps(value).encode()
+    depth = _depth(value)
+    assert nesting_depth(text) == depth
+    assert deeper_than(text, limit) == (depth if depth > limit else None)
+
+
+def test_a_header_nested_past_the_limit_is_refused_naming_its_depth():
+    nested = encode_header({"a": json.loads("[" * 70 + "]" * 70)})
+    with pytest.raises(ProtocolError, match="nested 71 levels deep"):
+        decode_header(nested)
+    # 64 brackets inside a string are no nesting: the exact count lets it through.
+    assert decode_header(encode_header({"a": "[" * 100}))["a"] == "[" * 100

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from x402lab.errors import ConfigError, LimitExceeded
-from x402lab.x402.codec import nesting_depth
+from x402lab.x402.codec import deeper_than
 
 MIB = 1 << 20
 #: The request extension that says an answer is a media file (``Limits.media_bytes``).
@@ -69,8 +69,8 @@ def parse_json(content: bytes | str, limits: Limits = DEFAULT_LIMITS, what: str 
     ``limits.json_depth`` before the parser recurses into it. Raises ValueError for text that
     is not JSON, as ``json.loads`` does."""
     raw = content.encode() if isinstance(content, str) else content
-    depth = nesting_depth(raw)
-    if depth > limits.json_depth:
+    depth = deeper_than(raw, limits.json_depth)
+    if depth is not None:
         raise LimitExceeded(
             f"the {what} is JSON nested {depth:,} levels deep, more than the limit of"
             f" {limits.json_depth} (Limits.json_depth); it was not parsed",
