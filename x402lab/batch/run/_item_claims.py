@@ -256,11 +256,14 @@ class BatchStore:
             raise self._failure()
         try:
             with answer_transaction(self.claims.db, settlement, group=group) as tx:
+                # The settlement's row is the payment that carried these answers: the claims
+                # link to it without looking the payment up by its key again.
                 self.claims.complete_in(
                     tx,
                     self.scope,
                     answers,
                     payment_key=payment_key,
+                    ledger_id=settlement.row_id if settlement is not None else None,
                     costs=costs,
                     packed=self.packed,
                 )
