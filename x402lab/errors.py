@@ -231,6 +231,8 @@ class GoldWarning(UserWarning):
     """Gold labels too thin for what is measured with them: a label (or a field's value) no
     gold row has, named in the message, whose share or accuracy then leans on the model
     alone. Label rows of it too (``xl.gold_sample(frame, n, by=...)``)."""
+
+
 class EmptyDocumentWarning(UserWarning):
     """A paid parse of a document that is not empty came back with no text (a scanned PDF
     without a text layer, a format the parser does not read): the payment is kept, the text

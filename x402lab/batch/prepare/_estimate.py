@@ -42,6 +42,8 @@ class StoredItems(Protocol):
     rebuy: bool | str
 
     def records(self, keys: Iterable[str]) -> dict[str, ClaimRecord]: ...
+
+
 # Per item: (status, quoted_atomic, upstream_usd, price_mult, estimate_usd, error, request_key)
 Item = tuple[str, int | None, float | None, float | None, float | None, str | None, str | None]
 
