@@ -7,10 +7,12 @@ starts more with custom settings (``emulator_factory(rate_429=1.0)`` for a fault
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import inspect
 import json
+import linecache
 import os
 import re
 import signal
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -135,10 +138,48 @@ _ONE_WORKER = ("tests/dask/", "tests/browser/")
 
 
 def _source(thing: object) -> str:
+    """The lines of ``thing``'s source (a function or a class; "" if it has none).
+
+    ``inspect.getsource`` tokenizes each function again and parses its whole module once more
+    for each class: every pytest process spent 1-2 s of its collection there. A function's
+    lines are known from its code objects (the first line is its first decorator's, the last
+    the last line any instruction of it or of a function inside it came from), a class's from
+    its module parsed once."""
     try:
-        return inspect.getsource(thing)  # type: ignore[arg-type]
-    except (OSError, TypeError):
+        path = inspect.getsourcefile(thing)  # type: ignore[arg-type]
+    except TypeError:
         return ""
+    lines = linecache.getlines(path) if path else []
+    code = getattr(inspect.unwrap(thing), "__code__", None)  # type: ignore[arg-type]
+    if code is not None:
+        span = (code.co_firstlineno, _last_line(code))
+    else:
+        span = _class_spans(path).get(getattr(thing, "__qualname__", ""), (0, -1))
+    return "".join(lines[span[0] - 1 : span[1]])
+
+
+def _last_line(code: types.CodeType) -> int:
+    inner = (const for const in code.co_consts if isinstance(const, types.CodeType))
+    own = (line for _, _, line in code.co_lines() if line is not None)
+    return max((*own, *map(_last_line, inner)), default=code.co_firstlineno)
+
+
+@functools.cache
+def _class_spans(path: str) -> dict[str, tuple[int, int]]:
+    """Each class's qualified name in the module at ``path`` and its lines, decorators included."""
+    spans: dict[str, tuple[int, int]] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                spans[prefix + child.name] = (first, child.end_lineno or child.lineno)
+            if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                local = "" if isinstance(child, ast.ClassDef) else ".<locals>"
+                visit(child, f"{prefix}{child.name}{local}.")
+
+    visit(ast.parse("".join(linecache.getlines(path))), "")
+    return spans
 
 
 @functools.cache
