@@ -218,3 +218,20 @@ def test_a_binary_answer_past_its_limit_leaves_no_file(emulator, connect_lab, tm
         assert not answers.exists() or list(answers.iterdir()) == []
         assert len(hostile.payments) == 1  # paid once, and its row says so
         assert [r["status"] for r in lab.ledger.rows()] == ["settled"]
+
+
+def test_an_answer_that_came_whole_with_its_headers_is_held_to_its_limit(emulator, tmp_path):
+    # A 402's body is a few hundred bytes: on loopback it arrives with its headers, so it is
+    # read in one piece rather than streamed, and that piece is counted against the limit too.
+    lab = xl.connect(
+        emulator.gateway_url, emulator.reports_url, wallet=xl.Wallet.from_key(TEST_KEY),
+        ledger=tmp_path / "ledger.sqlite", limits=xl.Limits(error_bytes=64),
+        retry=RetryPolicy(attempts=1),
+    )  # fmt: skip
+    try:
+        with pytest.raises(xl.LimitExceeded, match=r"64 bytes \(Limits.error_bytes\)"):
+            lab.chat("hello", model=CHAT_MODEL, max_tokens=8)
+        assert lab.ledger.rows() == []  # nothing signed for it
+        assert emulator.chain.received(emulator.settings.pay_to) == 0
+    finally:
+        lab.close()
