@@ -148,8 +148,10 @@ def _source(thing: object) -> str:
     try:
         path = inspect.getsourcefile(thing)  # type: ignore[arg-type]
     except TypeError:
+        path = None
+    if not path:  # built in, or no file of its source
         return ""
-    lines = linecache.getlines(path) if path else []
+    lines = linecache.getlines(path)
     code = getattr(inspect.unwrap(thing), "__code__", None)  # type: ignore[arg-type]
     if code is not None:
         span = (code.co_firstlineno, _last_line(code))
