@@ -26,12 +26,11 @@ run back to back in each round, their CPU ratio being the tightest goal):
 - bare: an aiohttp session that reads the challenge and signs with eth-account's
   ``Account.sign_typed_data``; no budget, no ledger, no checks.
 
-Prints calls/s and client CPU per paid call for each, and the ratios (goals, issue 16: on
-loopback x402lab >= 3x the SDK and >= 0.8x bare in calls/s with CPU per call <= bare's; at
-50 ms of latency >= 1.6x bare, >= 2.5x the SDK and >= 0.70 of the one-trip floor,
-concurrency / latency; issue 36: a fresh lab's batch of 400 at 250 ms >= 0.85 of that floor,
-the ideal being 0.93: one round trip to learn the catalog and the price, every request paid
-with its first send after it). With latency it also prints how busy x402lab's process was (CPU
+Prints calls/s and client CPU per paid call for each, and x402lab's ratios to bare whenever
+both ran (goals, issue 45: on loopback >= 0.9x bare's calls/s and <= 1.2x its CPU per call; a
+fresh lab's batch of 400 at 250 ms >= 0.86 of the one-trip floor, concurrency / latency, whose
+reach with no client CPU at all is 0.893: one round trip to learn the catalog and the price,
+then ceil(400 / 32) trips). With latency it also prints how busy x402lab's process was (CPU
 over wall time): as that nears one core (the ledger's disk waits take the rest), its event
 loop is saturated, every await waits a long loop iteration, and calls/s follow the CPU per
 call rather than the latency.
@@ -386,24 +385,22 @@ def main() -> None:
         print("(emulator in this process: the CPU figures include the server's)")
     if args.diagnose:
         print("(the diagnostic row is not a configuration x402lab offers)")
-    if len(clients) < 3:  # --clients: no ratios without all three
+    if not {"x402lab", "bare"} <= rates.keys():  # --clients: the ratios need both
         return
-    lab, sdk, bare = (rates[n] for n in ("x402lab", "x402 SDK", "bare"))
-    goal_sdk, goal_bare = (3.0, 0.8) if args.latency == 0 else (2.5, 1.6)
+    lab, bare = rates["x402lab"], rates["bare"]
     cpu_to_bare = per_call_ms["x402lab"] / per_call_ms["bare"]
-    cpu_to_sdk = per_call_ms["x402lab"] / per_call_ms["x402 SDK"]
-    print(
-        f"x402lab / SDK : {lab / sdk:5.2f}x calls/s"
-        f" (goal >= {goal_sdk}x: {_met(lab / sdk >= goal_sdk)})"
-    )
-    print(
-        f"x402lab / bare: {lab / bare:5.2f}x calls/s"
-        f" (goal >= {goal_bare}x: {_met(lab / bare >= goal_bare)})"
-    )
-    if args.latency > 0:
+    if "x402 SDK" in rates:
+        print(f"x402lab / SDK : {lab / rates['x402 SDK']:5.2f}x calls/s")
+        print(f"x402lab / SDK : {per_call_ms['x402lab'] / per_call_ms['x402 SDK']:5.2f}x CPU")
+    if args.latency == 0:
+        # The loopback goals: the client's own CPU, with no latency to hide it.
+        met = _met(lab / bare >= 0.9)
+        print(f"x402lab / bare: {lab / bare:5.2f}x calls/s (goal >= 0.9x: {met})")
+    else:
         # A paid call whose challenge is known pays with its first request: one trip each.
         floor = args.concurrency / args.latency
-        goal = 0.85 if FRESH else 0.70  # issue 36 (a fresh lab's batch), issue 16 (warm)
+        goal = 0.86 if FRESH else 0.70
+        print(f"x402lab / bare: {lab / bare:5.2f}x calls/s")
         print(
             f"x402lab / one-trip floor ({floor:.0f} calls/s): {lab / floor:5.2f}"
             f" (goal >= {goal}: {_met(lab / floor >= goal)}); bare two-trip client"
@@ -415,11 +412,10 @@ def main() -> None:
         print(
             f"x402lab client busy {busy:.0%} of one core; at {per_call_ms['x402lab']:.2f} ms"
             f" per call one core tops out at {1000 / per_call_ms['x402lab']:.0f} calls/s"
-            f" (0.70 of the floor needs <= {1000 / (0.70 * floor):.2f} ms)"
         )
-    print(f"x402lab / SDK : {cpu_to_sdk:5.2f}x CPU per call")
     print(
-        f"x402lab / bare: {cpu_to_bare:5.2f}x CPU per call (goal <= 1x: {_met(cpu_to_bare <= 1)})"
+        f"x402lab / bare: {cpu_to_bare:5.2f}x CPU per call"
+        f" (goal <= 1.2x: {_met(cpu_to_bare <= 1.2)})"
     )
     if len(per_round) > 1:
         rates_ratio = [r for r, _, _ in per_round]
