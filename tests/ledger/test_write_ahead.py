@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 
 import pytest
 
 import x402lab as xl
+from x402lab.busy import WINDOW_S
 from x402lab.ledger import Move, PaymentMeta, PaymentStatus, SignedAuthorization
 
 META = PaymentMeta(service="gateway", method="POST", path="/api/v1/chat/completions")
@@ -172,3 +174,40 @@ def _finishes_without_waiting(coro) -> bool:
         return True
     coro.close()
     return False
+
+
+def test_a_busy_loop_hands_the_fsync_to_a_worker_thread_and_a_quiet_one_syncs_at_once(tmp_path):
+    ledger = xl.Ledger(tmp_path / "l.sqlite")
+    budget = xl.Budget(usd=1.0).bind(ledger)
+    write_ahead = ledger.write_ahead
+
+    async def main() -> None:
+        # The bounds are the test's: a thread that only computes is busy over 5 % of the
+        # time, one that sleeps is not busy half of it, however loaded the machine is.
+        write_ahead.offload_busy = 0.05
+        assert write_ahead.inline  # nothing measured yet: the loop's first window starts
+        end = time.perf_counter() + 2 * WINDOW_S
+        while time.perf_counter() < end:
+            pass  # the loop's thread computes for two windows
+        assert not write_ahead.inline
+        budget.reserve(10, META, sign=_signer(1), durable=False)
+        before = write_ahead.syncs
+        # Even the holder of a send turn waits for a worker thread's fsync on a busy loop.
+        assert not _finishes_without_waiting(write_ahead.durable(at_once=True))
+        await write_ahead.durable()
+        assert write_ahead.syncs == before + 1
+
+        write_ahead.offload_busy = 0.5
+        await asyncio.sleep(2 * WINDOW_S)  # the loop's thread waits for two windows
+        assert write_ahead.inline
+        budget.reserve(10, META, sign=_signer(2), durable=False)
+        before = write_ahead.syncs
+        assert _finishes_without_waiting(write_ahead.durable(at_once=True))  # on the loop
+        assert write_ahead.syncs == before + 1
+
+    asyncio.run(main())
+    other = sqlite3.connect(tmp_path / "l.sqlite")
+    [(signed,)] = other.execute("SELECT COUNT(*) FROM payments WHERE status = 'signed'")
+    other.close()
+    assert signed == 2
+

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from support.http_server import QuietHandler, serving
 
+from x402lab.busy import WINDOW_S as BUSY_WINDOW_S
 from x402lab.transport import Wire
-from x402lab.transport.turn import BUSY_WINDOW_S, SendTurn, carrying, holding
+from x402lab.transport.turn import SendTurn, carrying, holding
 
 WORK_S = 0.02  # each request's own work before it is sent (signing, the ledger), simulated
 REQUESTS = 6

@@ -9,8 +9,9 @@ ones listed before it (``tests/test_layers.py`` checks both, and that there is n
 - ``database``: the interface both backends implement (transactions, a batch run's group of
   commits, reads, migrations), and whose the data is (the process that writes a row, the
   files only its owner may read); ``postgres`` and ``sqlite`` (the default: grouped
-  commits, the group fsync of write-ahead rows, and ``open_database``, which picks one) are
-  the two backends;
+  commits and ``open_database``, which picks one) are the two backends, and ``write_ahead``
+  makes a SQLite ledger's signed rows durable before their requests leave, one fsync for
+  many;
 - ``rate_limits``: what a wallet's processes learned of a service's rate limit;
 - ``ddl`` (the schema's DDL in both dialects), ``packs`` (the answers of one paid request
   stored together, the claims pointing into them) and ``schema``: the tables, as numbered

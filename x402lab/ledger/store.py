@@ -48,7 +48,7 @@ from x402lab.ledger.database import (
 )
 from x402lab.ledger.payments import IfNull, PaymentMeta, Settlement, SignedAuthorization
 from x402lab.ledger.schema import MIGRATIONS
-from x402lab.ledger.sqlite import WriteAhead, open_database
+from x402lab.ledger.sqlite import open_database
 from x402lab.ledger.statuses import (
     COUNTING,
     IN_FLIGHT,
@@ -61,6 +61,7 @@ from x402lab.ledger.statuses import (
     Resolution,
     in_sql,
 )
+from x402lab.ledger.write_ahead import WriteAhead
 from x402lab.money import format_usd
 from x402lab.tables.ledger import arrow_to_pandas, ledger_record, ledger_table
 

@@ -30,18 +30,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
+from x402lab.busy import Busy
 from x402lab.payments import HeldTurn
 
 T = TypeVar("T")
 
 #: Above this share of wall time spent on the event loop's thread, the turn steps aside.
 BUSY_MAX = 0.9
-#: How long each measure of that share lasts.
-BUSY_WINDOW_S = 0.1
 #: The key of a request's extensions that carries the turn it holds (``Held``).
 TURN = "x402lab.send_turn"
 
@@ -66,22 +64,26 @@ class SendTurn:
     iteration, a task and an iteration per hand-off) and buys latency. When the event loop's
     thread is busy nearly all the time (fast answers: the batch is bound by the client's
     work, not by the round trip), requests go without the turn, as before it existed, until
-    the thread is less busy (``busy``: its CPU time over wall time, measured over
-    ``BUSY_WINDOW_S``; above ``busy_max`` the turn steps aside).
+    the thread is less busy (``busy``: its CPU time over wall time, ``x402lab.busy``; above
+    ``busy_max`` the turn steps aside).
     """
 
     def __init__(self, *, busy_max: float = BUSY_MAX) -> None:
         self._lock = asyncio.Lock()  # fair: released to the first waiter
-        self._window = (time.perf_counter(), time.thread_time())
-        self.busy = 0.0
+        self._busy = Busy()
         self.busy_max = busy_max
+
+    @property
+    def busy(self) -> float:
+        """The loop thread's share of wall time on the CPU, as last measured."""
+        return self._busy.last
 
     @contextlib.asynccontextmanager
     async def take(self) -> AsyncIterator[Held | None]:
         """Hold the turn while sending one request, which carries the ``Held`` turn this
         yields (None: no turn): the wire releases it once the request is handed to aiohttp;
         leaving the block releases it if that never happened."""
-        if self._measured_busy() > self.busy_max:
+        if self._busy.share() > self.busy_max:
             yield None  # bound by the client's work: no turn (see the class docstring)
             return
         await self._lock.acquire()
@@ -90,18 +92,6 @@ class SendTurn:
             yield held
         finally:
             held.release()
-
-    def _measured_busy(self) -> float:
-        # The thread's CPU clock is read once a window, not once a request: it is a system
-        # call, and on a loaded machine the kernel often hands the core to another process
-        # right there (1.4 ms a read on average in the loopback benchmark, load average 9).
-        wall = time.perf_counter()
-        wall_0, cpu_0 = self._window
-        if wall - wall_0 >= BUSY_WINDOW_S:
-            cpu = time.thread_time()
-            self.busy = (cpu - cpu_0) / (wall - wall_0)
-            self._window = (wall, cpu)
-        return self.busy
 
 
 def holding(turn: HeldTurn | None) -> bool:
