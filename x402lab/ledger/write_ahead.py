@@ -23,10 +23,11 @@ as fast as the client can take them, so an fsync on the loop stops all of them, 
 request holding the send turn hands it on and waits for a shared fsync in a worker thread
 instead, with the rows signed meanwhile. With a round trip to wait for the loop has time to
 spare and an fsync on it costs nothing else; there a hand-off to a thread and back would
-delay the request. ``benchmarks/batch_throughput.py`` on loopback (400 chats at concurrency
-32, four rounds each, taking turns): 463.6 paid calls/s against 330.2 with every fsync on
-the loop, 2.11 ms of client CPU a paid call against 2.52, 105-157 fsyncs a batch against 432;
-a fresh lab at 250 ms unchanged (105.9 calls/s against 105.8: the loop is 30-70 % busy there).
+delay the request. ``benchmarks/before_after.py`` (400 chats at concurrency 32, the code
+before and after in alternating rounds): on loopback 434-498 paid calls/s against 310-354,
+x402lab / bare 0.84x against 0.65x in calls/s and 1.20x against 1.32x in CPU a call (medians of
+6 rounds); a fresh lab at 250 ms 0.83 of the one-trip floor before and after (10 rounds, after
+ahead in 6: the loop is 5-80 % busy there, mostly about a third).
 
 Why an fsync of the WAL file is the same durability as a ``synchronous=FULL`` commit: in WAL
 mode SQLite appends each commit's pages to the ``-wal`` file and, with FULL, fsyncs that file
@@ -116,7 +117,7 @@ class WriteAhead:
         """Return once every row this process committed before the call is on disk.
 
         The callers of one loop iteration share one fsync; ``at_once``: the caller knows no
-        other can share it (it holds a batch's send turn), and a fast disk syncs now.
+        other can share it (it holds a batch's send turn), and it syncs now when ``inline``.
 
         Raises StoreError when the fsync fails (the request must not leave then).
         """
