@@ -721,6 +721,8 @@ def test_every_batch_module_says_its_one_idea_first():
         if not summary or len(summary.splitlines()) > MAX_SUMMARY_LINES or summary[-1] not in ".:":
             bad[str(path.relative_to(PACKAGE.parent))] = summary
     assert bad == {}, f"say each module's one idea in at most {MAX_SUMMARY_LINES} lines: {bad}"
+
+
 # State that rides along with a call instead of being passed: a context variable is seen by
 # every task a call starts, so a reader cannot follow it by the calls. What a paid call needs
 # (its group of commits, prepay tally, pacer and send turn) goes on its ``CallInfo``. The one

@@ -158,7 +158,8 @@ def test_bad_gold_input_is_refused_with_the_problem_and_the_fix():
             frame, "amount", gold
         ),
         r"2 rows have no value of 'amount'.*notna": lambda: xl.mean(
-            frame.assign(amount=frame["amount"].where(frame["amount"] > 1)), "amount",
+            frame.assign(amount=frame["amount"].where(frame["amount"] > 1)),
+            "amount",
             frame.loc[gold.index, "amount"],
         ),
         r"n is the number of rows to draw, 1 to 300": lambda: xl.gold_sample(frame, 301),

@@ -80,10 +80,14 @@ def test_shares_and_means_equal_ppi_py_for_every_value(classified):
             others = said if weighted else said[~labelled]
             point, low, high = reference(y, said[labelled], others, w)
             assert (row.share, row.low, row.high) == pytest.approx((point, low, high), abs=1e-6)
-            gold_low, gold_high = classical_mean_ci(y, alpha=0.05) if not weighted else (
-                ppi_mean_ci(y, np.zeros_like(y), np.zeros(1), alpha=0.05, lam=0, w=w))
+            gold_low, gold_high = (
+                classical_mean_ci(y, alpha=0.05)
+                if not weighted
+                else (ppi_mean_ci(y, np.zeros_like(y), np.zeros(1), alpha=0.05, lam=0, w=w))
+            )
             assert (row.gold_low, row.gold_high) == pytest.approx(
-                (float(np.squeeze(gold_low)), float(np.squeeze(gold_high))), abs=1e-6)
+                (float(np.squeeze(gold_low)), float(np.squeeze(gold_high))), abs=1e-6
+            )
             assert row.model_share == pytest.approx(said.mean())
             assert row.n_gold == int(y.sum())
             ratio = (row.gold_high - row.gold_low) / (row.high - row.low)
@@ -116,7 +120,10 @@ def test_the_card_and_the_plot_show_the_three_figures_and_a_missing_value_warns(
     axes = figure.axes[0]
     assert [t.get_text() for t in axes.get_yticklabels()] == result.to_pandas()["value"].tolist()
     assert {t.get_text() for t in figure.legends[0].get_texts()} == {
-        "PPI++ (95% interval)", "gold labels only (95%)", "model's labels only (no interval)"}
+        "PPI++ (95% interval)",
+        "gold labels only (95%)",
+        "model's labels only (no interval)",
+    }
     png = base64.b64decode(page.split("base64,")[1].split('"')[0])
     assert png.startswith(b"\x89PNG")
 

@@ -67,9 +67,12 @@ def test_every_old_batch_keyword_warns_naming_the_new_one_and_works(lab):
     assert set(packed["status"]) == {"cached"} and packed["request_key"].nunique() == 1
     quote = renamed("max_usd", "max_usd_per_request", lambda: lab.batch_embed(
         TEXTS, model=EMBED, max_usd=0.5, rebuy=True, dry_run=True))  # fmt: skip
-    assert quote.total_atomic == lab.batch_embed(
-        TEXTS, model=EMBED, max_usd_per_request=0.5, rebuy=True, dry_run=True
-    ).total_atomic
+    assert (
+        quote.total_atomic
+        == lab.batch_embed(
+            TEXTS, model=EMBED, max_usd_per_request=0.5, rebuy=True, dry_run=True
+        ).total_atomic
+    )
 
     by_old = renamed("per_request", "rows_per_request", lambda: lab.estimate(
         TEXTS, model=EMBED, kind="embed", per_request=1, rebuy=True))  # fmt: skip
@@ -80,9 +83,12 @@ def test_every_old_batch_keyword_warns_naming_the_new_one_and_works(lab):
 
     search = renamed("max_usd", "max_usd_per_request", lambda: lab.batch(
         lab.search, ["tea", "coffee"], max_usd=0.5, dry_run=True))  # fmt: skip
-    assert search.total_atomic == lab.batch(
-        lab.search, ["tea", "coffee"], max_usd_per_request=0.5, dry_run=True
-    ).total_atomic
+    assert (
+        search.total_atomic
+        == lab.batch(
+            lab.search, ["tea", "coffee"], max_usd_per_request=0.5, dry_run=True
+        ).total_atomic
+    )
 
     rows = pd.DataFrame({"text": ["good", "bad"]})
     compared = renamed("sample", "rows", lambda: lab.compare(sample=rows, **COMPARE))

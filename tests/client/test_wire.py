@@ -225,7 +225,7 @@ def _two_answers(seen: list[bytes]) -> Callable[[socket.socket], None]:
     """A handler that reads two requests on one connection: a 402, then 200 with a cookie."""
     replies = (
         b"HTTP/1.1 402 Payment Required\r\ncontent-length: 2\r\n\r\n{}",
-        b"HTTP/1.1 200 OK\r\nset-cookie: s=1; Path=/\r\ncontent-length: 8\r\n\r\n{\"ok\":1}",
+        b'HTTP/1.1 200 OK\r\nset-cookie: s=1; Path=/\r\ncontent-length: 8\r\n\r\n{"ok":1}',
     )
 
     def answer(connection: socket.socket) -> None:
@@ -298,7 +298,7 @@ def test_a_body_that_stops_halfway_through_a_flow_is_an_httpx_read_timeout():
 
     def stall(connection: socket.socket) -> None:
         _read_request(connection)
-        connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{\"a\"")
+        connection.sendall(b'HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{"a"')
         done.wait(10)
 
     url, thread = _serve_once(stall)

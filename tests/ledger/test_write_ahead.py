@@ -210,4 +210,3 @@ def test_a_busy_loop_hands_the_fsync_to_a_worker_thread_and_a_quiet_one_syncs_at
     [(signed,)] = other.execute("SELECT COUNT(*) FROM payments WHERE status = 'signed'")
     other.close()
     assert signed == 2
-
